@@ -1,0 +1,58 @@
+# cellab: make setup | demo | test | bench | lint | build | clean
+# Every target sets itself up: a fresh Debian 12 machine needs nothing but this Makefile.
+SHELL := /bin/bash
+ROOT := $(abspath .)
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+BUILD := $(ROOT)/build
+BIN := $(BUILD)/bin
+CC ?= gcc
+CFLAGS_COMMON := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
+
+# Debian packages the project needs (checked one by one; apt runs only when one is missing).
+APT_PACKAGES := python3-venv clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzmq3-dev libpcap-dev \
+	pkg-config iperf3 tshark tcpdump iproute2 ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+	qemu-user-static
+
+# Each C program's rules live in its room and add their outputs to BUILD_TARGETS.
+BUILD_TARGETS :=
+-include emulator/rules.mk
+-include server-modules/rules.mk
+-include ue-agents/probe/rules.mk
+
+.PHONY: setup apt venv build test demo bench lint clean
+
+setup: apt venv build
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		if [ "$$(id -u)" != 0 ]; then echo "make setup: need root to apt-get install $$missing" >&2; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+build: $(BUILD_TARGETS)
+
+test: setup
+	$(PY) -m pytest -q
+
+demo: setup
+	$(VENV)/bin/cellab run runs/demo.yaml
+
+bench: setup
+	$(PY) -m cellab.bench
+
+lint: setup
+	$(VENV)/bin/ruff check cellab ran-config core-config attenuator ue-agents server-modules emulator
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,1 @@
+"""cellab.attenuator: attenuator drivers, device emulators, schedules, player, calibration, mobility replay."""

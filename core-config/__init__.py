@@ -1,0 +1,1 @@
+"""cellab.core: Open5GS / NextEPC / srsEPC configs, subscriber provisioning and the core agent (own issue)."""

@@ -1,0 +1,1 @@
+"""cellab.ran: srsRAN eNB profiles, templates, validation and the eNB agent (arrives with its own issue)."""
