@@ -1,0 +1,55 @@
+"""The contract every embedded lab (wired, virtual) offers the runner."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Host:
+    """One emulated host: the namespace it lives in and its address toward the other side."""
+
+    name: str
+    netns: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What `up()` built: one server host and one or more UE hosts."""
+
+    server: Host
+    ues: tuple[Host, ...]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EmbeddedLab(abc.ABC):
+    """Namespaces and links on this machine. `up` is idempotent and first removes leftovers of a crash."""
+
+    kind: str = ""
+    #: run parameters (RunParameters field names) that this lab acts on; others are rejected at validation
+    parameters: frozenset[str] = frozenset()
+
+    @abc.abstractmethod
+    def up(self) -> Topology: ...
+
+    @abc.abstractmethod
+    def configure(self, params: dict[str, Any]) -> None:
+        """Apply one run's lab parameters (e.g. rate, buffer, n_prb, SR period); restart what must restart."""
+
+    @abc.abstractmethod
+    def collect(self, run_dir: Path) -> dict[str, Path]:
+        """Copy this run's lab-side artifacts (e.g. the emulator's TTI log) into run_dir; name -> path."""
+
+    @abc.abstractmethod
+    def down(self) -> None:
+        """Remove everything `up` made. Safe to call twice and after a crash."""
+
+    def __enter__(self) -> Topology:
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
