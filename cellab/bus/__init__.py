@@ -1,0 +1,1 @@
+"""ZeroMQ bus: controller, agents, CURVE keys, clock offsets, telemetry."""
