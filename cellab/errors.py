@@ -66,6 +66,10 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
         field = _field_path(loc)
         if prefix:
             field = f"{prefix}.{field}" if field else prefix
-        message = err.get("msg", "invalid").removeprefix("Value error, ")
-        errors.append(InputError(source, field, message, _allowed_from_ctx(err)))
+        allowed = _allowed_from_ctx(err)
+        if err.get("type") in ("literal_error", "enum") and allowed:
+            message = f"{err.get('input')!r} is not allowed"
+        else:
+            message = err.get("msg", "invalid").removeprefix("Value error, ")
+        errors.append(InputError(source, field, message, allowed))
     return InputErrors(errors)

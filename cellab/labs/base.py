@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 
 @dataclass(frozen=True)
 class Host:
@@ -30,8 +32,9 @@ class EmbeddedLab(abc.ABC):
     """Namespaces and links on this machine. `up` is idempotent and first removes leftovers of a crash."""
 
     kind: str = ""
-    #: run parameters (RunParameters field names) that this lab acts on; others are rejected at validation
-    parameters: frozenset[str] = frozenset()
+    #: the pydantic model of the run parameters this lab acts on (rate, buffer, n_prb, SR period, ...);
+    #: campaign validation checks factor names and values against it
+    params_model: type[BaseModel]
 
     @abc.abstractmethod
     def up(self) -> Topology: ...

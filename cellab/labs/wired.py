@@ -33,7 +33,7 @@ class WiredParams(BaseModel):
 
 class WiredLab(EmbeddedLab):
     kind = "wired"
-    parameters = frozenset(WiredParams.model_fields)
+    params_model = WiredParams
 
     def __init__(self, prefix: str = "clw", **params: Any):
         self.prefix = netns.check_prefix(prefix)
@@ -67,7 +67,7 @@ class WiredLab(EmbeddedLab):
         )
 
     def configure(self, params: dict[str, Any]) -> None:
-        merged = self.params.model_dump() | {k: v for k, v in params.items() if k in self.parameters}
+        merged = self.params.model_dump() | {k: v for k, v in params.items() if k in WiredParams.model_fields}
         self.params = WiredParams(**merged)
         self._apply_bottleneck()
 

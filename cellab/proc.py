@@ -1,0 +1,54 @@
+"""Programs an agent runs on its host: argv lists only (never a shell), optionally inside a namespace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from cellab.labs.netns import in_netns
+
+
+def argv_in(netns: str | None, argv: list[str]) -> list[str]:
+    return in_netns(netns, argv) if netns else list(argv)
+
+
+class ManagedProcess:
+    """A child process with its output in a file; stop() is polite first (SIGTERM), then firm."""
+
+    def __init__(self, argv: list[str], log_path: Path, netns: str | None = None):
+        self.argv = argv_in(netns, argv)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "wb")
+        # Own process group, so stop() also reaches what `ip netns exec` started.
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait(self, timeout_s: float) -> int:
+        try:
+            return self.proc.wait(timeout_s)
+        finally:
+            if self.proc.poll() is not None:
+                self._log.close()
+
+    def stop(self, grace_s: float = 3.0) -> int:
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+        return self.proc.returncode
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass

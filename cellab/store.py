@@ -1,0 +1,182 @@
+"""The result store: one folder per campaign, one row per run in results.sqlite, atomic files.
+
+    runs/out/<campaign>-<stamp>/
+        campaign.yaml   as run (the file's own text)
+        plan.json       every planned run: index, run_id, repeat, factors, params
+        results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics)
+        runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts
+
+A run row goes pending → running → ok | failed | aborted. A row left `running` by a killed controller
+is redone on --resume; ok and failed rows are finished and never repeated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Iterator
+
+from cellab.campaign import PlannedRun
+from cellab.errors import CellabError
+
+FINISHED = ("ok", "failed")
+STATUSES = ("pending", "running", "ok", "failed", "aborted")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    idx INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    factors TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'ok', 'failed', 'aborted')),
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    started_at REAL,
+    finished_at REAL,
+    metrics TEXT
+);
+"""
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write then rename: a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+class ResultStore:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.db_path = self.root / "results.sqlite"
+
+    # --- creation and opening -------------------------------------------------------------
+    @classmethod
+    def create(cls, out_dir: Path, name: str, campaign_text: str, runs: list[PlannedRun]) -> "ResultStore":
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        root = Path(out_dir) / f"{name}-{stamp}"
+        suffix = 1
+        while root.exists():
+            suffix += 1
+            root = Path(out_dir) / f"{name}-{stamp}-{suffix}"
+        root.mkdir(parents=True)
+        store = cls(root)
+        write_atomic(root / "campaign.yaml", campaign_text)
+        write_json(root / "plan.json", [r.model_dump() for r in runs])
+        with store._db() as db:
+            db.executemany(
+                "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
+                [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in runs],
+            )
+        return store
+
+    @classmethod
+    def open(cls, root: Path) -> "ResultStore":
+        root = Path(root)
+        for needed in ("campaign.yaml", "plan.json", "results.sqlite"):
+            if not (root / needed).is_file():
+                raise CellabError(f"{root}: not a campaign result folder ({needed} missing)")
+        return cls(root)
+
+    def _db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+        return _Tx(db)
+
+    # --- reading ------------------------------------------------------------------------
+    def campaign_path(self) -> Path:
+        return self.root / "campaign.yaml"
+
+    def planned(self) -> list[PlannedRun]:
+        return [PlannedRun(**r) for r in json.loads((self.root / "plan.json").read_text())]
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    def rows(self) -> list[dict[str, Any]]:
+        with closing(sqlite3.connect(self.db_path)) as db:
+            db.row_factory = sqlite3.Row
+            out = []
+            for row in db.execute("SELECT * FROM runs ORDER BY idx"):
+                item = dict(row)
+                item["factors"] = json.loads(item["factors"])
+                item["metrics"] = json.loads(item["metrics"]) if item["metrics"] else None
+                out.append(item)
+            return out
+
+    def status(self, run_id: str) -> str:
+        with closing(sqlite3.connect(self.db_path)) as db:
+            row = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise CellabError(f"{self.root}: run {run_id} is not in the plan")
+        return row[0]
+
+    def pending(self) -> Iterator[PlannedRun]:
+        """Planned runs not finished yet, in plan order (a `running` leftover of a crash is redone)."""
+        finished = {r["run_id"] for r in self.rows() if r["status"] in FINISHED}
+        return (r for r in self.planned() if r.run_id not in finished)
+
+    # --- state changes ----------------------------------------------------------------------
+    def start(self, run: PlannedRun) -> Path:
+        """Mark running and give the run a clean folder (a crashed attempt's partial files go)."""
+        folder = self.run_dir(run.run_id)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        with self._db() as db:
+            db.execute(
+                "UPDATE runs SET status='running', attempts=attempts+1, started_at=?, finished_at=NULL, error=NULL "
+                "WHERE run_id=?",
+                (time.time(), run.run_id),
+            )
+        return folder
+
+    def finish(self, run: PlannedRun, status: str, *, metrics: dict[str, Any] | None = None,
+               error: str | None = None) -> None:
+        if status not in STATUSES[2:]:
+            raise ValueError(f"finish status {status!r}")
+        if metrics is not None:
+            write_json(self.run_dir(run.run_id) / "metrics.json", metrics)
+        with self._db() as db:
+            db.execute(
+                "UPDATE runs SET status=?, error=?, finished_at=?, metrics=? WHERE run_id=?",
+                (status, error, time.time(), json.dumps(metrics, sort_keys=True) if metrics is not None else None,
+                 run.run_id),
+            )
+
+
+class _Tx:
+    """A connection used as `with store._db() as db:` that commits (or rolls back) and closes."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, *_: object) -> None:
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.db.close()
