@@ -111,7 +111,8 @@ def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
     return create_model("RunParams", __config__=ConfigDict(extra="forbid"), **fields)
 
 
-def load_campaign(path: str | Path) -> Campaign:
+def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
+    """Read and validate a campaign; `lab` overrides the file's lab (the CLI's --lab)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -125,6 +126,8 @@ def load_campaign(path: str | Path) -> Campaign:
         raise InputError(path, "", f"bad YAML: {where}{getattr(exc, 'problem', exc)}") from exc
     if not isinstance(data, dict):
         raise InputError(path, "", "a campaign is a YAML mapping (name, lab, factors, ...)")
+    if lab is not None:
+        data["lab"] = lab
     try:
         campaign = Campaign(**data)
     except ValidationError as exc:

@@ -1,0 +1,3 @@
+from cellab.cli import main
+
+main()

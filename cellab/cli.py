@@ -1,0 +1,177 @@
+"""The `cellab` command line."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cellab.errors import CellabError
+from cellab.paths import RUNS_OUT
+
+app = typer.Typer(help="cellab: hardware-in-the-loop LTE lab toolkit (the virtual lab is the default).",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+console = Console()
+err_console = Console(stderr=True)
+
+# role -> "module:Class"; each room owns its agent.
+AGENT_ROLES = {
+    "server": "cellab.server.agent:ServerAgent",
+    "ue": "cellab.ue.virtual_ue:VirtualUEAgent",
+    "attenuator": "cellab.attenuator.agent:AttenuatorAgent",
+}
+
+
+def _mount_optional(module: str, attr: str, name: str, help_text: str) -> None:
+    """Rooms that ship a sub-command (vlab, modules, atten) plug in here when installed."""
+    try:
+        sub = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        return
+    app.add_typer(sub, name=name, help=help_text)
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YAML")) -> None:
+    """Check a campaign (or lab inventory) file; errors name the file, field and allowed values."""
+    import yaml
+
+    from cellab.campaign import load_campaign, plan
+    from cellab.inventory import load_inventory
+
+    try:
+        data = yaml.safe_load(file.read_text())
+    except Exception:
+        data = None
+    if isinstance(data, dict) and "controller" in data and "factors" not in data:
+        inventory = load_inventory(file)
+        console.print(f"[green]ok[/] lab inventory {inventory.name}: {len(inventory.hosts)} hosts, "
+                      f"{len(inventory.agents)} agents")
+        return
+    campaign = load_campaign(file)
+    console.print(f"[green]ok[/] campaign {campaign.name}: {len(plan(campaign, file))} runs on lab {campaign.lab}")
+
+
+@app.command("plan")
+def plan_cmd(campaign_file: Path, lab: Optional[str] = typer.Option(None, help="override the campaign's lab")) -> None:
+    """Print the run matrix: every factor combination × repeat, in run order."""
+    from cellab.campaign import load_campaign, plan
+
+    campaign = load_campaign(campaign_file, lab)
+    runs = plan(campaign, campaign_file)
+    table = Table(title=f"{campaign.name}: {len(runs)} runs on {campaign.lab}")
+    table.add_column("#", justify="right")
+    table.add_column("run id")
+    table.add_column("repeat", justify="right")
+    for name in sorted(campaign.factors):
+        table.add_column(name)
+    for r in runs:
+        table.add_row(str(r.index), r.run_id, str(r.repeat), *(str(r.factors[n]) for n in sorted(campaign.factors)))
+    console.print(table)
+
+
+@app.command()
+def run(
+    campaign_file: Optional[Path] = typer.Argument(None, help="campaign YAML (not with --resume)"),
+    lab: Optional[str] = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
+    resume: Optional[Path] = typer.Option(None, help="continue an interrupted campaign folder"),
+    out: Path = typer.Option(RUNS_OUT, help="where campaign folders are created"),
+    prefix: Optional[str] = typer.Option(None, help="namespace prefix of the embedded lab"),
+    report: bool = typer.Option(True, help="write the HTML report at the end"),
+) -> None:
+    """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
+    from cellab.report import write_report
+    from cellab.runner import Runner
+
+    if (campaign_file is None) == (resume is None):
+        raise CellabError("give a campaign file or --resume DIR (one of them)")
+    if resume is not None:
+        if lab is not None:
+            raise CellabError("--lab cannot change the lab of a campaign being resumed")
+        runner = Runner.resume(resume, prefix=prefix)
+    else:
+        runner = Runner.new(campaign_file, out, lab=lab, prefix=prefix)
+    console.print(f"results: {runner.store.root}")
+    try:
+        counts = runner.run()
+    finally:
+        if report:
+            path = write_report(runner.store.root)
+            console.print(f"report: {path}")
+    console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}")
+    if counts["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report_cmd(result_dir: Path) -> None:
+    """(Re)build the HTML report of a campaign folder."""
+    from cellab.report import write_report
+
+    console.print(f"report: {write_report(result_dir)}")
+
+
+@app.command()
+def agent(
+    role: str = typer.Option(..., help="server | ue | attenuator"),
+    name: str = typer.Option(..., help="agent name (its routing identity)"),
+    controller: str = typer.Option(..., help="controller endpoint, e.g. tcp://10.0.0.1:7700"),
+    key: Path = typer.Option(..., help="this agent's CURVE secret key file"),
+    controller_key: list[Path] = typer.Option(..., help="allowed controller public key file(s)"),
+    telemetry: Optional[str] = typer.Option(None, help="controller telemetry endpoint"),
+    netns: Optional[str] = typer.Option(None, help="run workloads inside this network namespace"),
+    artifact_dir: Path = typer.Option(Path("/var/tmp/cellab-artifacts"), help="where artifacts are kept"),
+) -> None:
+    """Run an agent on this host: it connects to the controller and executes typed operations only."""
+    if role not in AGENT_ROLES:
+        raise CellabError(f"--role {role!r} is not a known role (allowed: {', '.join(AGENT_ROLES)})")
+    module_name, class_name = AGENT_ROLES[role].split(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise CellabError(f"role {role} is not available in this installation: {exc}") from exc
+    kwargs = {"netns": netns} if netns else {}
+    instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
+                   controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
+    signal.signal(signal.SIGTERM, lambda *_: instance.stop())
+    signal.signal(signal.SIGINT, lambda *_: instance.stop())
+    instance.serve_forever()
+
+
+@app.command()
+def doctor() -> None:
+    """Check this host for what cellab needs; each problem comes with what to do."""
+    from cellab.doctor import run_checks
+
+    table = Table(title="cellab doctor")
+    for column in ("check", "status", "detail"):
+        table.add_column(column)
+    failed = False
+    for check in run_checks():
+        style = {"ok": "green", "missing": "red", "warn": "yellow", "none": "dim"}[check.status]
+        table.add_row(check.name, f"[{style}]{check.status}[/]", check.detail)
+        failed |= check.status == "missing" and check.required
+    console.print(table)
+    if failed:
+        raise typer.Exit(1)
+
+
+_mount_optional("cellab.bus.cli", "keys_app", "keys", "Make CURVE key pairs (secret files 0600).")
+_mount_optional("cellab.emulator.cli", "vlab_app", "vlab", "Bring the virtual lab up, down, or show it.")
+
+
+def main() -> None:
+    try:
+        app()
+    except CellabError as exc:
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: finished runs are stored; continue with --resume")
+        sys.exit(130)

@@ -1,0 +1,86 @@
+"""`cellab doctor`: what this host has and lacks, each with the action that fixes it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cellab.paths import BUILD_BIN
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | missing | warn | none (optional hardware not present)
+    detail: str
+    required: bool = True
+
+
+def _tool(name: str, why: str, required: bool = True) -> Check:
+    path = shutil.which(name)
+    if path:
+        return Check(name, "ok", path, required)
+    return Check(name, "missing", f"{why}: run `make setup` (Debian package)", required)
+
+
+def _bpffs_mounted() -> bool:
+    try:
+        return any(line.split()[2] == "bpf" for line in Path("/proc/mounts").read_text().splitlines())
+    except OSError:
+        return False
+
+
+def _run(argv: list[str], timeout_s: float = 10) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def run_checks() -> list[Check]:
+    checks = [
+        Check("root", "ok" if os.geteuid() == 0 else "missing",
+              "namespaces, TUN and BPF need root" + ("" if os.geteuid() == 0 else ": run with sudo")),
+        Check("BTF", "ok" if Path("/sys/kernel/btf/vmlinux").exists() else "missing",
+              "/sys/kernel/btf/vmlinux" if Path("/sys/kernel/btf/vmlinux").exists()
+              else "kernel without BTF: BPF congestion controls need CONFIG_DEBUG_INFO_BTF=y (kernel >= 6.0)"),
+        Check("bpffs", "ok" if _bpffs_mounted() else "warn",
+              "mounted" if _bpffs_mounted() else "not mounted; cellab mounts it at /sys/fs/bpf when loading modules"),
+        Check("TUN", "ok" if Path("/dev/net/tun").exists() else "missing",
+              "/dev/net/tun" if Path("/dev/net/tun").exists() else "no /dev/net/tun: the virtual cell needs the tun driver"),
+        _tool("ip", "namespaces and links (iproute2)"),
+        _tool("tc", "bottleneck queues (iproute2)"),
+        _tool("iperf3", "the iperf3 workload"),
+        _tool("ping", "RTT measurement (iputils-ping)"),
+        _tool("tcpdump", "packet captures"),
+        _tool("tshark", "capture analysis and benchmarks", required=False),
+        _tool("clang", "building the BPF modules"),
+        _tool("bpftool", "BPF skeletons and inspection"),
+    ]
+    for program in ("cellab-cell", "cellab-modules", "cellab-send", "cellab-probe"):
+        path = BUILD_BIN / program
+        checks.append(Check(program, "ok" if path.exists() else "warn",
+                            str(path) if path.exists() else "not built: run `make build`", required=False))
+    cc = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+    checks.append(Check("congestion controls", "ok" if cc.exists() else "warn",
+                        cc.read_text().strip() if cc.exists() else "unknown", required=False))
+    if shutil.which("adb"):
+        lines = [l for l in _run(["adb", "devices"]).splitlines()[1:] if l.strip()]
+        checks.append(Check("adb devices", "ok" if lines else "none",
+                            ", ".join(lines) if lines else "no phone attached (enable USB debugging, `adb devices`)",
+                            required=False))
+    else:
+        checks.append(Check("adb devices", "none", "adb not installed (apt-get install adb) — only for Android UEs",
+                            required=False))
+    if shutil.which("uhd_find_devices"):
+        out = _run(["uhd_find_devices"], timeout_s=20)
+        found = "serial" in out
+        checks.append(Check("UHD devices", "ok" if found else "none",
+                            "USRP found" if found else "no USRP found (check USB 3 / Ethernet and `uhd_find_devices`)",
+                            required=False))
+    else:
+        checks.append(Check("UHD devices", "none", "uhd-host not installed — only for a real eNB", required=False))
+    return checks

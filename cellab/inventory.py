@@ -1,0 +1,158 @@
+"""Lab inventory: what exists in a real lab and where (labgrid's *resources*), separate from drivers.
+
+A campaign names an inventory file as its `lab`. The controller binds where the inventory says;
+every agent is listed with its role and public key (the controller's CURVE allowlist).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cellab.errors import InputError, from_validation_error
+
+ROLES = ("server", "ue", "enb", "core", "attenuator")
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ControllerEntry(Strict):
+    bind: str = Field("tcp://0.0.0.0:7700", description="ROUTER endpoint the controller binds")
+    telemetry_bind: str = Field("tcp://0.0.0.0:7701", description="SUB endpoint for agent telemetry")
+    secret_key: Path = Field(description="controller's CURVE secret key file (cellab keys)")
+
+
+class HostEntry(Strict):
+    name: str = Field(pattern=NAME)
+    address: str
+
+
+class AgentEntry(Strict):
+    name: str = Field(pattern=NAME)
+    role: Literal[ROLES]  # type: ignore[valid-type]
+    host: str
+    public_key: Path = Field(description="the agent's CURVE public key file")
+
+
+class EnbEntry(Strict):
+    name: str = Field(pattern=NAME)
+    kind: Literal["srsran"] = "srsran"
+    rf: Literal["uhd", "zmq"] = "uhd"
+    device_args: str = ""
+    agent: str
+
+
+class CoreEntry(Strict):
+    name: str = Field(pattern=NAME)
+    flavour: Literal["open5gs", "nextepc", "srsepc"]
+    version: str = ""
+    agent: str
+
+
+class AttenuatorEntry(Strict):
+    name: str = Field(pattern=NAME)
+    model: str = Field(description="driver name, e.g. minicircuits-rcdat, jfw-50pa, adaura, virtual")
+    transport: Literal["serial", "telnet", "http", "usb-hid", "visa", "zmq", "enb-agent"]
+    address: str
+    channels: int = Field(1, ge=1, le=64)
+    min_db: float = Field(0.0, ge=0)
+    max_db: float = Field(95.0, gt=0)
+    agent: str
+
+    @model_validator(mode="after")
+    def _range(self) -> "AttenuatorEntry":
+        if self.min_db >= self.max_db:
+            raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
+        return self
+
+
+class AttenuatorChannel(Strict):
+    attenuator: str
+    channel: int = Field(ge=1, le=64)
+
+
+class UeEntry(Strict):
+    name: str = Field(pattern=NAME)
+    kind: Literal["android", "virtual"]
+    serial: str = Field("", description="adb serial of an Android phone")
+    agent: str
+    attenuator: AttenuatorChannel | None = None
+
+
+class ServerEntry(Strict):
+    name: str = Field(pattern=NAME)
+    agent: str
+    address: str = Field(description="address the UEs reach the server at")
+    modules: list[str] = []
+
+
+class Devices(Strict):
+    enb: list[EnbEntry] = []
+    core: list[CoreEntry] = []
+    attenuators: list[AttenuatorEntry] = []
+    ues: list[UeEntry] = []
+    servers: list[ServerEntry] = []
+
+
+class Inventory(Strict):
+    name: str = Field(pattern=NAME)
+    controller: ControllerEntry
+    hosts: list[HostEntry] = []
+    agents: list[AgentEntry] = []
+    devices: Devices = Devices()
+
+    @model_validator(mode="after")
+    def _references(self) -> "Inventory":
+        hosts = {h.name for h in self.hosts}
+        agents = {a.name for a in self.agents}
+        for a in self.agents:
+            if a.host not in hosts:
+                raise ValueError(f"agent {a.name}: host {a.host!r} is not in hosts ({', '.join(sorted(hosts))})")
+        attenuators = {a.name: a for a in self.devices.attenuators}
+        groups = (self.devices.enb, self.devices.core, self.devices.attenuators, self.devices.ues,
+                  self.devices.servers)
+        for entry in (e for group in groups for e in group):
+            if entry.agent not in agents:
+                raise ValueError(f"device {entry.name}: agent {entry.agent!r} is not in agents ({', '.join(sorted(agents))})")
+        for ue in self.devices.ues:
+            if ue.attenuator and ue.attenuator.attenuator not in attenuators:
+                raise ValueError(f"ue {ue.name}: attenuator {ue.attenuator.attenuator!r} is not in devices.attenuators")
+            if ue.attenuator and ue.attenuator.channel > attenuators[ue.attenuator.attenuator].channels:
+                raise ValueError(f"ue {ue.name}: channel {ue.attenuator.channel} exceeds the attenuator's channels")
+        return self
+
+    def agent(self, role: str) -> AgentEntry | None:
+        return next((a for a in self.agents if a.role == role), None)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(path, "", f"cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(path, "", f"bad YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(path, "", "a lab inventory is a YAML mapping (name, controller, hosts, agents, devices)")
+    try:
+        inventory = Inventory(**data)
+    except ValidationError as exc:
+        raise from_validation_error(path, exc) from exc
+    # Key files are relative to the inventory file.
+    base = path.parent
+    inventory.controller.secret_key = base / inventory.controller.secret_key
+    for agent in inventory.agents:
+        agent.public_key = base / agent.public_key
+    for key_path, field in [(inventory.controller.secret_key, "controller.secret_key")] + [
+        (a.public_key, f"agents.{a.name}.public_key") for a in inventory.agents
+    ]:
+        if not key_path.is_file():
+            raise InputError(path, field, f"key file {key_path} does not exist (make it with `cellab keys`)")
+    return inventory

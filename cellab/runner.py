@@ -1,0 +1,152 @@
+"""The campaign runner: per run, configure → measure clocks → workload → stop → collect → metrics → store.
+
+One failed run does not stop the campaign (the retry policy decides); Ctrl-C stops the devices, marks
+the run aborted and keeps everything already stored; `--resume DIR` continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import cellab
+from cellab.bus import AgentLost, AgentTimeout, OperationError
+from cellab.campaign import Campaign, PlannedRun, load_campaign, plan
+from cellab.errors import CellabError
+from cellab.metrics import run_metrics, scalar_metrics
+from cellab.session import LabSession
+from cellab.store import ResultStore, write_json
+
+IPERF3_PORT = 5201
+RUN_ERRORS = (CellabError, AgentLost, AgentTimeout, OperationError, OSError)
+
+
+class Runner:
+    def __init__(self, campaign: Campaign, store: ResultStore, console: Console | None = None,
+                 prefix: str | None = None, on_run_done: Callable[[PlannedRun, str], None] | None = None):
+        self.campaign = campaign
+        self.store = store
+        self.console = console or Console(stderr=True)
+        self.prefix = prefix
+        self.on_run_done = on_run_done
+
+    @classmethod
+    def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> "Runner":
+        campaign = load_campaign(campaign_path, lab)
+        runs = plan(campaign, campaign_path)
+        text = Path(campaign_path).read_text()
+        if lab is not None:  # store the campaign as run, with the lab it ran on
+            text = yaml.safe_dump(yaml.safe_load(text) | {"lab": lab}, sort_keys=False)
+        store = ResultStore.create(out_dir, campaign.name, text, runs)
+        return cls(campaign, store, **kwargs)
+
+    @classmethod
+    def resume(cls, result_dir: Path, **kwargs: Any) -> "Runner":
+        store = ResultStore.open(result_dir)
+        campaign = load_campaign(store.campaign_path())
+        return cls(campaign, store, **kwargs)
+
+    def run(self) -> dict[str, int]:
+        todo = list(self.store.pending())
+        total = len(self.store.planned())
+        counts = {"ok": 0, "failed": 0, "aborted": 0}
+        if not todo:
+            return counts
+        with LabSession(self.campaign.lab, prefix=self.prefix) as session, Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.console, transient=False,
+        ) as progress:
+            task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
+            for run in todo:
+                progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
+                status = self._run_with_retries(session, run)
+                counts[status] += 1
+                progress.advance(task)
+                if self.on_run_done:
+                    self.on_run_done(run, status)
+        return counts
+
+    def _run_with_retries(self, session: LabSession, run: PlannedRun) -> str:
+        retry = self.campaign.retry
+        for attempt in range(1, retry.max_attempts + 1):
+            run_dir = self.store.start(run)
+            try:
+                session.ensure_agents()
+                metrics = self._execute(session, run, run_dir, attempt)
+            except KeyboardInterrupt:
+                self.store.finish(run, "aborted", error="interrupted by the user (Ctrl-C)")
+                raise
+            except RUN_ERRORS as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                self.console.print(f"[yellow]run {run.run_id} attempt {attempt}/{retry.max_attempts} failed:[/] {error}")
+                if attempt == retry.max_attempts:
+                    self.store.finish(run, "failed", error=error)
+                    return "failed"
+                time.sleep(retry.backoff_s)
+                continue
+            self.store.finish(run, "ok", metrics=metrics)
+            return "ok"
+        raise AssertionError("unreachable")
+
+    def _execute(self, session: LabSession, run: PlannedRun, run_dir: Path, attempt: int) -> dict[str, Any]:
+        ctl = session.controller
+        workload = self.campaign.workload
+        timeouts = self.campaign.timeouts
+        deadline = time.monotonic() + timeouts.run_s
+        started = time.time()
+        session.lab.configure(run.params)
+        offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
+        server, ue = session.roles["server"], session.roles["ue"]
+        tag = run.run_id
+        ctl.request(server, "iperf3_server_start", {"port": IPERF3_PORT, "tag": f"{tag}-server"},
+                    timeout_s=timeouts.request_s)
+        try:
+            reply = ctl.request(ue, "iperf3_client", {
+                "server": session.topology.server.address, "port": IPERF3_PORT, "direction": workload.kind,
+                "duration_s": workload.duration_s, "flows": workload.flows, "cc": run.params["cc"],
+                "ping_interval_ms": workload.ping_interval_ms, "tag": tag,
+            }, timeout_s=min(workload.duration_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
+        finally:
+            ctl.request(server, "iperf3_server_stop", {}, timeout_s=timeouts.request_s)
+        artifacts: dict[str, Path] = {}
+        for name in reply["artifacts"]:
+            kind = "iperf3" if name.endswith("-iperf3.json") else "ping" if name.endswith("-ping.txt") else name
+            artifacts[kind] = ctl.fetch_artifact(ue, name, run_dir / name)
+        artifacts[f"server-log"] = ctl.fetch_artifact(server, f"{tag}-server.log", run_dir / f"{tag}-server.log")
+        artifacts |= session.lab.collect(run_dir)
+        metrics = run_metrics(artifacts)
+        write_json(run_dir / "manifest.json", {
+            "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
+            "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
+            "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
+                    "ues": [u.__dict__ for u in session.topology.ues]},
+            "agents": {name: a.role for name, a in session.agents.items()},
+            "clock_offsets": offsets, "seed": self.campaign.order.seed,
+            "started_at": started, "finished_at": time.time(),
+            "artifacts": {k: p.name for k, p in artifacts.items()},
+            "software": software_versions(),
+        })
+        return metrics
+
+
+def _label(factors: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in factors.items())
+
+
+def software_versions() -> dict[str, str]:
+    versions = {"cellab": cellab.__version__, "python": platform.python_version(), "kernel": platform.release()}
+    if shutil.which("iperf3"):
+        out = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False).stdout
+        versions["iperf3"] = out.splitlines()[0] if out else "unknown"
+    return versions
+
+
+__all__ = ["Runner", "scalar_metrics"]

@@ -1,0 +1,128 @@
+"""A lab session: the controller, the agents and (for an embedded lab) the namespaces, for one campaign.
+
+Embedded labs (wired, virtual) start their agents here as local processes inside the lab's namespaces,
+with fresh CURVE keys, so a campaign on the virtual lab goes through the same bus as one on hardware.
+An inventory lab's agents already run on their hosts; the controller binds where the inventory says.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cellab.bus import Controller
+from cellab.bus.keys import generate_keypair
+from cellab.errors import CellabError
+from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+from cellab.labs.base import EmbeddedLab, Topology
+
+AGENT_START_TIMEOUT_S = 20.0
+
+
+@dataclass
+class LocalAgent:
+    name: str
+    role: str
+    netns: str
+    proc: subprocess.Popen | None = None
+    args: list[str] = field(default_factory=list)
+
+
+class LabSession:
+    def __init__(self, lab: str, prefix: str | None = None):
+        self.lab_name = lab
+        self.prefix = prefix
+        self.lab: EmbeddedLab | None = None
+        self.topology: Topology | None = None
+        self.controller: Controller | None = None
+        self.agents: dict[str, LocalAgent] = {}
+        self.roles: dict[str, str] = {}  # role -> agent name
+        self._tmp: Path | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> "LabSession":
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self.lab_name not in EMBEDDED_LABS:
+            raise CellabError(f"lab {self.lab_name}: running on a lab inventory needs its agents on the hosts; "
+                              "this version runs the embedded labs (wired, virtual)")
+        lab_cls = embedded_lab_class(self.lab_name)
+        self.lab = lab_cls(prefix=self.prefix) if self.prefix else lab_cls()
+        self.topology = self.lab.up()
+        self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
+        keys = self._tmp / "keys"
+        ctl_public, ctl_secret = generate_keypair(keys, "controller")
+        agent_keys = {}
+        for name in ("server", "ue0"):
+            agent_keys[name] = generate_keypair(keys, name)
+        self.controller = Controller(
+            "tcp://127.0.0.1:*", telemetry_endpoint="tcp://127.0.0.1:*", secret_key_file=ctl_secret,
+            allowed_agent_keys=[pub for pub, _ in agent_keys.values()])
+        plan = [("server", "server", self.topology.server.netns)]
+        plan += [("ue0", "ue", self.topology.ues[0].netns)]
+        for name, role, ns in plan:
+            artifacts = self._tmp / "artifacts" / name
+            artifacts.mkdir(parents=True)
+            args = [sys.executable, "-m", "cellab", "agent", "--role", role, "--name", name,
+                    "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
+                    "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
+                    "--netns", ns, "--artifact-dir", str(artifacts)]
+            self.agents[name] = LocalAgent(name, role, ns, args=args)
+            self.roles[role] = name
+            self._spawn(self.agents[name])
+        self.controller.wait_for_agents(list(self.agents), timeout_s=AGENT_START_TIMEOUT_S)
+
+    def _spawn(self, agent: LocalAgent) -> None:
+        log = open(self._tmp / f"agent-{agent.name}.log", "ab")
+        agent.proc = subprocess.Popen(agent.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      start_new_session=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        log.close()
+
+    def ensure_agents(self) -> list[str]:
+        """Restart local agents that died (they reconnect by themselves); returns the restarted names."""
+        restarted = [a.name for a in self.agents.values() if a.proc is None or a.proc.poll() is not None]
+        for name in restarted:
+            self._spawn(self.agents[name])
+        if restarted:
+            self.controller.wait_for_agents(restarted, timeout_s=AGENT_START_TIMEOUT_S)
+        return restarted
+
+    def agent_log(self, name: str) -> str:
+        path = self._tmp / f"agent-{name}.log" if self._tmp else None
+        return path.read_text(errors="replace") if path and path.exists() else ""
+
+    def close(self) -> None:
+        for agent in self.agents.values():
+            if agent.proc and agent.proc.poll() is None:
+                # SIGTERM: the agent puts its devices in their safe state and exits.
+                os.killpg(agent.proc.pid, signal.SIGTERM)
+        for agent in self.agents.values():
+            if agent.proc:
+                try:
+                    agent.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(agent.proc.pid, signal.SIGKILL)
+                    agent.proc.wait(5)
+        if self.controller:
+            self.controller.close()
+            self.controller = None
+        if self.lab:
+            self.lab.down()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

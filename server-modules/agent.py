@@ -1,0 +1,57 @@
+"""The server agent: runs on an edge server (or in the virtual lab's server namespace).
+
+Operations start and stop the traffic servers; the BPF module operations are mixed in from
+agent_ops.ModuleOps when that room's loader is built.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cellab.bus import Agent, OperationFailed, operation
+from cellab.proc import ManagedProcess
+
+
+class Iperf3ServerParams(BaseModel):
+    port: int = Field(5201, ge=1024, le=65535)
+    tag: str = Field("iperf3-server", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
+
+
+class NoParams(BaseModel):
+    pass
+
+
+class ServerAgent(Agent):
+    role = "server"
+
+    def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.netns = netns
+        self._iperf3: ManagedProcess | None = None
+
+    @operation
+    def iperf3_server_start(self, params: Iperf3ServerParams) -> dict[str, Any]:
+        if shutil.which("iperf3") is None:
+            raise OperationFailed("iperf3 is not installed on this host")
+        self._stop_iperf3()
+        log = self.artifact_dir / f"{params.tag}.log"
+        # -1: serve one test and exit, so a stale server never answers the next run.
+        self._iperf3 = ManagedProcess(["iperf3", "-s", "-1", "-p", str(params.port)], log, self.netns)
+        return {"port": params.port, "log": log.name}
+
+    @operation
+    def iperf3_server_stop(self, params: NoParams) -> dict[str, Any]:
+        return {"returncode": self._stop_iperf3()}
+
+    def _stop_iperf3(self) -> int | None:
+        if self._iperf3 is None:
+            return None
+        code = self._iperf3.stop()
+        self._iperf3 = None
+        return code
+
+    def safe_state(self) -> None:
+        self._stop_iperf3()

@@ -1,0 +1,78 @@
+"""The virtual UE agent: runs workloads inside a UE namespace of an embedded lab (wired or virtual)."""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from cellab.bus import Agent, OperationFailed, operation
+from cellab.proc import ManagedProcess
+
+
+class Iperf3ClientParams(BaseModel):
+    server: str = Field(description="server IPv4 address")
+    port: int = Field(5201, ge=1024, le=65535)
+    direction: Literal["download", "upload"] = "download"
+    duration_s: float = Field(10.0, gt=0, le=3600)
+    flows: int = Field(1, ge=1, le=16)
+    cc: str = Field("cubic", pattern=r"^[a-z0-9_]{1,15}$", description="sender's congestion control")
+    ping_interval_ms: float | None = Field(200.0, ge=10, le=10_000)
+    tag: str = Field("run", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
+
+    @field_validator("server")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        return str(ipaddress.IPv4Address(value))
+
+
+class VirtualUEAgent(Agent):
+    role = "ue"
+
+    def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.netns = netns
+        self._children: list[ManagedProcess] = []
+
+    @operation
+    def iperf3_client(self, params: Iperf3ClientParams) -> dict[str, Any]:
+        """One transfer with a concurrent ping; artifacts: <tag>-iperf3.json, <tag>-ping.txt."""
+        if shutil.which("iperf3") is None:
+            raise OperationFailed("iperf3 is not installed on this host")
+        iperf_path = self.artifact_dir / f"{params.tag}-iperf3.json"
+        ping_path = self.artifact_dir / f"{params.tag}-ping.txt"
+        argv = ["iperf3", "-c", params.server, "-p", str(params.port), "-t", f"{params.duration_s:g}",
+                "-P", str(params.flows), "-C", params.cc, "-J", "--get-server-output", "--connect-timeout", "3000"]
+        if params.direction == "download":
+            argv.append("-R")
+        pinger = None
+        if params.ping_interval_ms is not None:
+            pinger = ManagedProcess(
+                ["ping", "-D", "-n", "-i", f"{params.ping_interval_ms / 1000:g}", "-w", f"{params.duration_s:g}",
+                 params.server], ping_path, self.netns)
+            self._children.append(pinger)
+        client = ManagedProcess(argv, iperf_path, self.netns)
+        self._children.append(client)
+        started = time.monotonic()
+        try:
+            code = client.wait(params.duration_s + 15)
+        except Exception:
+            client.stop()
+            raise OperationFailed(f"iperf3 did not finish within {params.duration_s + 15:g} s")
+        finally:
+            if pinger is not None:
+                pinger.stop(grace_s=5)
+            self._children.clear()
+        if code != 0:
+            tail = iperf_path.read_text(errors="replace")[-400:]
+            raise OperationFailed(f"iperf3 exited with {code}: {tail.strip()}")
+        artifacts = [iperf_path.name] + ([ping_path.name] if pinger else [])
+        return {"artifacts": artifacts, "elapsed_s": time.monotonic() - started}
+
+    def safe_state(self) -> None:
+        for child in self._children:
+            child.stop(grace_s=1)
+        self._children.clear()
