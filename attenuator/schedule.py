@@ -1,0 +1,319 @@
+"""Attenuation schedules: a CSV of points (`t_s,channel,db`) or a YAML of segments, and their checks.
+
+Both load into a `Schedule`: points sorted by time, each remembering where it came from (CSV row or
+YAML segment) so every error names the file, the row/segment and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cellab.errors import InputError, from_validation_error
+
+from .driver import quantize_db
+
+MAX_POINTS = 2_000_000  # a schedule that expands past this is a mistake, not an experiment
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    t_s: float
+    channel: int
+    db: float
+    source: str = ""  # "row 7" or "segment 2 (ramp)"
+
+
+class ClipReport(BaseModel):
+    clipped: int = 0
+    total: int = 0
+    first_source: str = ""
+
+    @property
+    def share(self) -> float:
+        return self.clipped / self.total if self.total else 0.0
+
+
+class Schedule(BaseModel):
+    name: str
+    points: list[Point]
+    duration_s: float
+    clip: bool = False  # the file asked for out-of-range values to be clipped (and reported)
+    clip_report: ClipReport = Field(default_factory=ClipReport)
+
+    @property
+    def channels(self) -> list[int]:
+        return sorted({p.channel for p in self.points})
+
+
+class SafetyLimits(BaseModel):
+    """What the lab allows on one attenuator (from its inventory entry and the device)."""
+
+    channels: list[int] = [1]
+    min_db: float = 0.0
+    max_db: float
+    step_db: float = 0.25
+    max_slew_db_per_s: float | None = None
+    min_interval_s: float = 0.0  # mechanical relays: refuse faster schedules
+
+    @classmethod
+    def from_config(cls, config: "object", min_interval_s: float = 0.0) -> "SafetyLimits":
+        from .config import AttenuatorConfig
+
+        assert isinstance(config, AttenuatorConfig)
+        return cls(
+            channels=list(range(1, config.channels + 1)),
+            min_db=config.min_db,
+            max_db=config.max_db,
+            step_db=config.step_db,
+            max_slew_db_per_s=config.max_slew_db_per_s,
+            min_interval_s=max(min_interval_s, float(config.option("min_interval_s", 0.0))),  # type: ignore[arg-type]
+        )
+
+
+# ---------------------------------------------------------------- CSV
+def parse_csv(text: str, source: str = "<csv>") -> Schedule:
+    reader = csv.reader(io.StringIO(text))
+    rows = [(n, r) for n, r in enumerate(reader, start=1) if r and not r[0].lstrip().startswith("#")]
+    if not rows:
+        raise InputError(source, "header", "empty schedule: expected a header t_s,channel,db")
+    header = [h.strip() for h in rows[0][1]]
+    if header != ["t_s", "channel", "db"]:
+        raise InputError(source, "header", f"got {','.join(header)!r}", ["t_s,channel,db"])
+    points: list[Point] = []
+    last_t = -math.inf
+    for line, row in rows[1:]:
+        where = f"row {line}"
+        if len(row) != 3:
+            raise InputError(source, where, f"expected 3 columns, got {len(row)}")
+        try:
+            t_s = float(row[0])
+        except ValueError:
+            raise InputError(source, f"{where}.t_s", f"{row[0]!r} is not a number") from None
+        try:
+            channel = int(row[1])
+        except ValueError:
+            raise InputError(source, f"{where}.channel", f"{row[1]!r} is not an integer") from None
+        try:
+            db = float(row[2])
+        except ValueError:
+            raise InputError(source, f"{where}.db", f"{row[2]!r} is not a number") from None
+        if not math.isfinite(t_s) or t_s < 0:
+            raise InputError(source, f"{where}.t_s", f"{row[0]!r}: time must be a finite number ≥ 0")
+        if not math.isfinite(db):
+            raise InputError(source, f"{where}.db", f"{row[2]!r}: attenuation must be a finite number")
+        if t_s < last_t:
+            raise InputError(source, f"{where}.t_s", f"time {t_s} goes back (previous row {last_t}): times must be non-decreasing")
+        last_t = t_s
+        points.append(Point(t_s=t_s, channel=channel, db=db, source=where))
+        if len(points) > MAX_POINTS:
+            raise InputError(source, where, f"more than {MAX_POINTS} points")
+    if not points:
+        raise InputError(source, "rows", "the schedule has a header but no points")
+    return Schedule(name=source, points=points, duration_s=points[-1].t_s)
+
+
+# ---------------------------------------------------------------- YAML segments
+class _Seg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    channels: list[int] | None = Field(None, min_length=1, description="default: the file's channels")
+
+
+class Hold(_Seg):
+    kind: Literal["hold"]
+    db: float = Field(allow_inf_nan=False)
+    duration_s: float = Field(ge=0, allow_inf_nan=False)
+
+
+class Ramp(_Seg):
+    kind: Literal["ramp"]
+    from_db: float = Field(allow_inf_nan=False)
+    to_db: float = Field(allow_inf_nan=False)
+    duration_s: float = Field(gt=0, allow_inf_nan=False)
+
+
+class Steps(_Seg):
+    kind: Literal["steps"]
+    values_db: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(min_length=1)
+    dwell_s: float = Field(gt=0, allow_inf_nan=False)
+
+
+class Sine(_Seg):
+    kind: Literal["sine"]
+    mean_db: float = Field(allow_inf_nan=False)
+    amplitude_db: float = Field(ge=0, allow_inf_nan=False)
+    period_s: float = Field(gt=0, allow_inf_nan=False)
+    duration_s: float = Field(gt=0, allow_inf_nan=False)
+    phase_deg: float = Field(0.0, allow_inf_nan=False)
+
+
+class Repeat(_Seg):
+    kind: Literal["repeat"]
+    times: int = Field(ge=1, le=100_000)
+    segments: list["Segment"] = Field(min_length=1)
+
+
+Segment = Annotated[Union[Hold, Ramp, Steps, Sine, Repeat], Field(discriminator="kind")]
+Repeat.model_rebuild()
+
+
+class ScheduleFile(BaseModel):
+    """A YAML schedule: segments played one after the other."""
+
+    model_config = ConfigDict(extra="forbid")
+    channels: list[int] = Field([1], min_length=1)
+    update_interval_s: float = Field(0.1, ge=0.001, le=60, allow_inf_nan=False, description="sampling of ramp and sine")
+    clip: bool = Field(False, description="clip out-of-range values to the limits (reported) instead of refusing")
+    segments: list[Segment] = Field(min_length=1)
+
+
+def _expand(segs: list, chans: list[int], dt: float, t: float, label: str, out: list[Point]) -> float:
+    for i, seg in enumerate(segs, start=1):
+        where = f"{label}{i} ({seg.kind})"
+        ch = seg.channels or chans
+
+        def emit(t_s: float, db: float) -> None:
+            for c in ch:
+                out.append(Point(t_s=round(t_s, 9), channel=c, db=db, source=where))
+            if len(out) > MAX_POINTS:
+                raise ValueError(f"{where}: schedule expands to more than {MAX_POINTS} points")
+
+        if isinstance(seg, Hold):
+            emit(t, seg.db)
+            t += seg.duration_s
+        elif isinstance(seg, Ramp):
+            n = max(1, round(seg.duration_s / dt))
+            for k in range(n + 1):
+                emit(t + seg.duration_s * k / n, seg.from_db + (seg.to_db - seg.from_db) * k / n)
+            t += seg.duration_s
+        elif isinstance(seg, Steps):
+            for k, v in enumerate(seg.values_db):
+                emit(t + k * seg.dwell_s, v)
+            t += len(seg.values_db) * seg.dwell_s
+        elif isinstance(seg, Sine):
+            n = max(1, round(seg.duration_s / dt))
+            phase = math.radians(seg.phase_deg)
+            for k in range(n):
+                tk = seg.duration_s * k / n
+                emit(t + tk, seg.mean_db + seg.amplitude_db * math.sin(2 * math.pi * tk / seg.period_s + phase))
+            t += seg.duration_s
+        else:
+            for r in range(seg.times):
+                t = _expand(seg.segments, ch, dt, t, f"{label}{i}.repeat{r + 1}.segment ", out)
+    return t
+
+
+def _dedupe(points: list[Point]) -> list[Point]:
+    """A later point at the same time on the same channel replaces the earlier (segment joins)."""
+    last: dict[tuple[float, int], int] = {}
+    for idx, p in enumerate(points):
+        last[(p.t_s, p.channel)] = idx
+    return [p for idx, p in enumerate(points) if last[(p.t_s, p.channel)] == idx]
+
+
+def parse_yaml(text: str, source: str = "<yaml>") -> Schedule:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(source, "", f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(source, "", "expected a mapping with 'segments'", ["channels", "update_interval_s", "clip", "segments"])
+    try:
+        spec = ScheduleFile.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None
+    out: list[Point] = []
+    try:
+        end = _expand(spec.segments, spec.channels, spec.update_interval_s, 0.0, "segment ", out)
+    except ValueError as exc:
+        raise InputError(source, "segments", str(exc)) from None
+    points = _dedupe(out)
+    if not points:
+        raise InputError(source, "segments", "the schedule has no points")
+    return Schedule(name=source, points=points, duration_s=max(end, points[-1].t_s), clip=spec.clip)
+
+
+def load(path: str | Path) -> Schedule:
+    """A CSV (.csv) or YAML (.yaml/.yml) schedule file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(p, "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(p, "", "not a text file") from None
+    if p.suffix.lower() == ".csv":
+        return parse_csv(text, str(p))
+    if p.suffix.lower() in (".yaml", ".yml"):
+        return parse_yaml(text, str(p))
+    raise InputError(p, "suffix", f"unknown schedule format {p.suffix!r}", [".csv", ".yaml", ".yml"])
+
+
+# ---------------------------------------------------------------- safety
+def check(schedule: Schedule, limits: SafetyLimits) -> Schedule:
+    """The schedule quantized to the device step, or InputError naming the first offending row.
+
+    Values outside [min_db, max_db] are refused unless the file asked for clipping; then they are
+    clipped and counted in `clip_report`. Slew and update spacing are always enforced.
+    """
+    src = schedule.name
+    out: list[Point] = []
+    report = ClipReport(total=len(schedule.points))
+    for p in schedule.points:
+        if p.channel not in limits.channels:
+            raise InputError(src, f"{p.source}.channel", f"no channel {p.channel} on this attenuator", limits.channels)
+        q = quantize_db(p.db, limits.step_db)
+        if q < limits.min_db - 1e-9 or q > limits.max_db + 1e-9:
+            if not schedule.clip:
+                raise InputError(
+                    src,
+                    f"{p.source}.db",
+                    f"{p.db} dB at t={p.t_s} s is outside the safety limits [{limits.min_db}, {limits.max_db}] dB "
+                    "(set clip: true in a YAML schedule to clip instead)",
+                )
+            q = min(max(q, limits.min_db), limits.max_db)
+            # re-quantize inside the limits (a limit need not sit on the step grid)
+            q = quantize_db(q, limits.step_db)
+            if q > limits.max_db + 1e-9:
+                q = round(q - limits.step_db, 6)
+            if q < limits.min_db - 1e-9:
+                q = round(q + limits.step_db, 6)
+            report.clipped += 1
+            report.first_source = report.first_source or p.source
+        out.append(p.model_copy(update={"db": q}))
+    prev: dict[int, Point] = {}
+    last_t: float | None = None
+    for p in out:
+        if limits.min_interval_s > 0 and last_t is not None and 0 < p.t_s - last_t < limits.min_interval_s - 1e-9:
+            raise InputError(
+                src,
+                f"{p.source}.t_s",
+                f"updates {p.t_s - last_t:.3f} s apart; this attenuator needs ≥ {limits.min_interval_s} s (mechanical relays)",
+            )
+        if last_t is None or p.t_s > last_t:
+            last_t = p.t_s
+        before = prev.get(p.channel)
+        if before is not None and limits.max_slew_db_per_s is not None:
+            change = abs(p.db - before.db)
+            dt = p.t_s - before.t_s
+            if change > limits.step_db / 2 and (dt <= 0 or change / dt > limits.max_slew_db_per_s + 1e-9):
+                rate = "an instant jump" if dt <= 0 else f"{change / dt:.2f} dB/s"
+                raise InputError(
+                    src,
+                    f"{p.source}.db",
+                    f"{before.db} → {p.db} dB in {dt:.3f} s is {rate}, above max_slew_db_per_s={limits.max_slew_db_per_s}",
+                )
+        prev[p.channel] = p
+    return schedule.model_copy(update={"points": out, "clip_report": report})
+
+
+def to_csv(schedule: Schedule) -> str:
+    lines = ["t_s,channel,db"] + [f"{p.t_s:.9g},{p.channel},{p.db:.6g}" for p in schedule.points]
+    return "\n".join(lines) + "\n"
+
