@@ -170,7 +170,7 @@ def main() -> None:
     try:
         app()
     except CellabError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]: finished runs are stored; continue with --resume")

@@ -85,11 +85,7 @@ def tbf(ns_name: str, ifname: str, rate_bps: int, buffer_bytes: int, burst_bytes
     """Replace the root qdisc of ifname with a token bucket: rate, burst, and a drop-tail queue of buffer_bytes."""
     with NetNS(ns_name) as ns:
         index = ns.link_lookup(ifname=ifname)[0]
-        try:
-            ns.tc("del", index=index, handle="1:")
-        except Exception:  # no root qdisc yet: nothing to delete
-            pass
-        ns.tc("add", "tbf", index=index, handle="1:", rate=f"{rate_bps}bit", burst=burst_bytes, limit=buffer_bytes)
+        ns.tc("replace", "tbf", index=index, handle="1:", rate=f"{rate_bps}bit", burst=burst_bytes, limit=buffer_bytes)
 
 
 def sysctl(ns_name: str, key: str, value: str) -> None:

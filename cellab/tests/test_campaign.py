@@ -1,0 +1,109 @@
+"""Campaign files: validation errors name file, field and allowed values; plans are stable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cellab.campaign import load_campaign, plan, run_id
+from cellab.errors import InputError, InputErrors
+
+GOOD = """
+name: buffers
+lab: wired
+repeat: 2
+order: {mode: randomized, seed: 7}
+factors:
+  cc: [cubic, bbr]
+  buffer_bytes: [30000, 150000]
+fixed: {rate_mbit: 20}
+workload: {duration_s: 3}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_plan_is_matrix_times_repeat_with_stable_ids(tmp_path):
+    path = write(tmp_path, GOOD)
+    runs = plan(load_campaign(path), path)
+    assert len(runs) == 8
+    assert len({r.run_id for r in runs}) == 8
+    again = plan(load_campaign(path), path)
+    assert [r.run_id for r in runs] == [r.run_id for r in again]  # same seed, same order
+    for r in runs:
+        assert r.run_id == run_id(r.factors, r.repeat)
+        assert r.params["rate_mbit"] == 20.0 and r.params["cc"] == r.factors["cc"]
+
+
+def test_randomized_order_depends_on_seed(tmp_path):
+    a = plan(load_campaign(write(tmp_path, GOOD, "a.yaml")))
+    b = plan(load_campaign(write(tmp_path, GOOD.replace("seed: 7", "seed: 8"), "b.yaml")))
+    assert sorted(r.run_id for r in a) == sorted(r.run_id for r in b)
+    assert [r.run_id for r in a] != [r.run_id for r in b]
+
+
+def test_sequential_order_is_factor_order(tmp_path):
+    path = write(tmp_path, GOOD.replace("randomized", "sequential"))
+    runs = plan(load_campaign(path))
+    assert [r.repeat for r in runs] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "change, field, fragment",
+    [
+        ("factors: {ccc: [cubic]}", "factors.ccc", "allowed: buffer_bytes, cc, rate_mbit"),
+        ("factors: {cc: [cubik]}", "factors.cc[0]", "allowed: cubic, reno, bbr"),
+        ("factors: {cc: []}", "factors.cc", "empty list"),
+        ("factors: {buffer_bytes: [big]}", "factors.buffer_bytes[0]", "valid integer"),
+        ("repeat: 0", "repeat", "greater than or equal to 1"),
+        ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
+        ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
+        ("colour: blue", "colour", "Extra inputs"),
+    ],
+)
+def test_bad_campaign_names_field_and_allowed_values(tmp_path, change, field, fragment):
+    path = write(tmp_path, f"name: bad\nlab: wired\n{change}\n")
+    with pytest.raises((InputError, InputErrors)) as info:
+        load_campaign(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: {field}: "), text
+    assert fragment in text
+
+
+def test_bad_yaml_says_where(tmp_path):
+    path = write(tmp_path, "name: x\nfactors: {cc: [cubic}\n")
+    with pytest.raises(InputError, match=r"bad YAML: line 2, column \d+"):
+        load_campaign(path)
+
+
+def test_unknown_lab_lists_choices(tmp_path):
+    path = write(tmp_path, "name: x\nlab: moonbase\n")
+    with pytest.raises(InputError, match=r"lab: unknown lab 'moonbase' \(allowed: wired, virtual"):
+        load_campaign(path)
+
+
+@pytest.mark.parametrize("text", ["factors: {cc: [cubik]}", "name: [", "repeat: lots"])
+def test_cli_gives_one_line_without_traceback(tmp_path, text):
+    path = write(tmp_path, f"name: bad\nlab: wired\n{text}\n" if not text.startswith("name") else text)
+    result = subprocess.run([sys.executable, "-m", "cellab", "validate", str(path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and str(path) in lines[0], result.stderr
+
+
+def test_cli_plan_prints_matrix(tmp_path):
+    path = write(tmp_path, GOOD)
+    result = subprocess.run([sys.executable, "-m", "cellab", "plan", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "8 runs on wired" in result.stdout
+    for rid in (r.run_id for r in plan(load_campaign(path))):
+        assert rid in result.stdout

@@ -1,0 +1,70 @@
+"""Lab inventory schema: references between hosts, agents and devices are checked."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from cellab.errors import InputError, InputErrors
+from cellab.inventory import load_inventory
+
+INVENTORY = """
+name: shieldbox-lab
+controller: {bind: "tcp://0.0.0.0:7700", secret_key: keys/controller.key_secret}
+hosts:
+  - {name: edge1, address: 192.0.2.10}
+  - {name: bench, address: 192.0.2.20}
+agents:
+  - {name: server1, role: server, host: edge1, public_key: keys/server1.key}
+  - {name: atten1, role: attenuator, host: bench, public_key: keys/atten1.key}
+  - {name: phone1, role: ue, host: bench, public_key: keys/phone1.key}
+devices:
+  enb: [{name: enb1, rf: uhd, device_args: "type=b200", agent: server1}]
+  core: [{name: epc, flavour: open5gs, version: "2.7", agent: server1}]
+  attenuators:
+    - {name: box1, model: minicircuits-rcdat, transport: serial, address: /dev/ttyUSB0, channels: 4,
+       min_db: 10, max_db: 95, agent: atten1}
+  ues: [{name: pixel, kind: android, serial: ABC123, agent: phone1, attenuator: {attenuator: box1, channel: 2}}]
+  servers: [{name: edge1, agent: server1, address: 192.0.2.10, modules: [c2tcp]}]
+"""
+
+
+def make(tmp_path, text=INVENTORY):
+    keys = tmp_path / "keys"
+    keys.mkdir(exist_ok=True)
+    for name in ("controller.key_secret", "server1.key", "atten1.key", "phone1.key"):
+        (keys / name).write_text("x")
+    path = tmp_path / "lab.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_valid_inventory_resolves_key_paths(tmp_path):
+    inv = load_inventory(make(tmp_path))
+    assert inv.agent("ue").name == "phone1"
+    assert inv.controller.secret_key == tmp_path / "keys" / "controller.key_secret"
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("host: bench, public_key: keys/phone1.key", "host: lab9, public_key: keys/phone1.key", "host 'lab9' is not in hosts"),
+        ("channel: 2}", "channel: 7}", "exceeds the attenuator's channels"),
+        ("min_db: 10, max_db: 95", "min_db: 95, max_db: 10", "min_db (95.0) must be below max_db"),
+        ("flavour: open5gs", "flavour: free5gc", "allowed: open5gs, nextepc, srsepc"),
+        ("agent: atten1}", "agent: nobody}", "agent 'nobody' is not in agents"),
+    ],
+)
+def test_bad_inventory(tmp_path, old, new, message):
+    assert old in INVENTORY
+    with pytest.raises((InputError, InputErrors)) as info:
+        load_inventory(make(tmp_path, INVENTORY.replace(old, new)))
+    assert message in str(info.value) and "lab.yaml" in str(info.value)
+
+
+def test_missing_key_file_is_named(tmp_path):
+    path = make(tmp_path)
+    (tmp_path / "keys" / "phone1.key").unlink()
+    with pytest.raises(InputError, match=r"agents\.phone1\.public_key: key file .*phone1.key does not exist"):
+        load_inventory(path)
