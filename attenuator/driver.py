@@ -213,7 +213,7 @@ def register(models: tuple[str, ...], transports: tuple[str, ...]) -> Callable[[
     return deco
 
 
-BACKEND_MODULES = ("minicircuits",)
+BACKEND_MODULES = ("minicircuits", "jfw", "adaura")
 
 
 def _load_backends() -> None:

@@ -72,6 +72,18 @@ class LineLink(ABC):
             # an empty line was dropped: scan again without reading
             continue
 
+    def expect(self, token: str, timeout_s: float | None = None) -> None:
+        """Consume input up to and including `token` (case-insensitive): prompts end without a newline."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        want = token.lower().encode(self.encoding)
+        while want not in self._buf.lower():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AttenuatorError(f"no {token!r} within {self.timeout_s} s")
+            self._buf += self._recv_some(left)
+        idx = self._buf.lower().index(want) + len(want)
+        self._buf = self._buf[idx:]
+
     def query(self, line: str) -> str:
         self.drain()
         self.send(line)
