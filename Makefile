@@ -49,7 +49,7 @@ demo: setup
 	$(VENV)/bin/cellab run runs/demo.yaml
 
 bench: setup
-	$(PY) -m cellab.bench
+	$(PY) -m cellab.bench $(BENCH)
 
 lint: setup
 	$(VENV)/bin/ruff check cellab ran-config core-config attenuator ue-agents server-modules emulator
