@@ -7,6 +7,7 @@ An inventory lab's agents already run on their hosts; the controller binds where
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -32,6 +33,12 @@ class LocalAgent:
     netns: str
     proc: subprocess.Popen | None = None
     args: list[str] = field(default_factory=list)
+
+
+def _die_with_parent() -> None:
+    """A local agent ends (SIGTERM: safe state first) when its controller dies, even by kill -9."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LabSession:
@@ -90,7 +97,8 @@ class LabSession:
     def _spawn(self, agent: LocalAgent) -> None:
         log = open(self._tmp / f"agent-{agent.name}.log", "ab")
         agent.proc = subprocess.Popen(agent.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+                                      start_new_session=True, preexec_fn=_die_with_parent,
+                                      env=os.environ | {"PYTHONUNBUFFERED": "1"})
         log.close()
 
     def ensure_agents(self) -> list[str]:
