@@ -1,0 +1,125 @@
+/* cellab-cell: the state of the virtual LTE cell (one context struct owned by main). */
+#ifndef CELLAB_CELL_H
+#define CELLAB_CELL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace.h"
+
+#define CELL_MAX_UES 16
+#define CELL_MAX_TB 16          /* in-flight downlink TBs per UE (8 HARQ processes + slack) */
+#define CELL_DL_HARQ_PROCS 8
+#define CELL_UL_HARQ_PROCS 8
+#define CELL_MAX_LOST 16
+#define CELL_PKT_MAX 2048
+#define CELL_DELAY_LINE_MAX_BYTES (64u << 20) /* bound on packets held for core/Internet delay, per direction */
+#define CELL_ERR_HIST_US 2001                 /* delivery-time error histogram, 1 us bins, last = overflow */
+
+/* Fixed LTE timings (FDD, TS 36.213): an SR on PUCCH is answered by a UL grant SR_TO_GRANT subframes later
+ * (eNB processing), the UE sends PUSCH 4 subframes after the grant (TS 36.213 8.0), the eNB uses a BSR
+ * 4 subframes after decoding it; a downlink TB is decoded by the end of its subframe. */
+#define CELL_SR_TO_GRANT_TTI 4
+#define CELL_GRANT_TO_PUSCH_TTI 4
+#define CELL_BSR_PROCESS_TTI 4
+
+enum ul_policy { UL_SRSENB = 0, UL_SR_STRICT = 1 };
+
+struct pkt {
+    struct pkt *next;
+    uint64_t end_off;     /* stream offset just past this packet's last byte */
+    uint64_t release_tti; /* delay lines: TTI at which the packet moves on */
+    uint32_t len;
+    uint8_t data[];
+};
+
+struct fifo {
+    struct pkt *head, *tail;
+    uint64_t bytes;
+    uint32_t count;
+};
+
+enum tb_state { TB_FREE = 0, TB_WAIT_OUTCOME, TB_WAIT_RETX, TB_DONE, TB_LOST };
+
+struct dl_tb {
+    uint64_t start, end; /* byte range of the UE's downlink stream */
+    uint64_t event_tti;  /* outcome or retransmission due */
+    uint64_t tx_tti;
+    int n_prb, mcs, tbs_bits, n_re, tx_count;
+    enum tb_state state;
+};
+
+struct ul_grant {
+    uint64_t pusch_tti;
+    uint32_t bytes;
+    int active;
+};
+
+struct ue {
+    char netns[64], tun[32];
+    uint32_t addr_be; /* IPv4 address, network order: downlink packets to it go to this UE */
+    int fd;
+    /* channel */
+    double attenuation_db, fading_db, rsrp_dbm, sinr_db;
+    int cqi_true, cqi_used, cqi_pending, cqi_pending_at_valid;
+    uint64_t cqi_pending_at;
+    /* downlink */
+    struct fifo dlq;             /* RLC queue: packets not yet fully delivered */
+    uint64_t dl_in_off, dl_sched_off, dl_done_off;
+    struct dl_tb tb[CELL_MAX_TB]; /* ring ordered by start */
+    int tb_head, tb_count;
+    uint64_t lost_lo[CELL_MAX_LOST], lost_hi[CELL_MAX_LOST];
+    int n_lost;
+    double pf_avg_bits;
+    /* uplink */
+    struct fifo ulq;
+    uint64_t ul_in_off, ul_sent_off;
+    int sr_period_ms, sr_offset, i_sr;
+    int sr_waiting;              /* data waits for an SR occasion */
+    uint64_t bsr_bytes;          /* buffer size the eNB knows (last BSR minus grants since) */
+    uint64_t bsr_usable_at;      /* TTI from which the last BSR is known to the eNB */
+    uint64_t bsr_pending_value;
+    int bsr_pending;
+    uint64_t poll_pusch_tti;     /* srsenb: periodic-BSR grant, 0 = none */
+    struct ul_grant grants[CELL_UL_HARQ_PROCS];
+    /* counters */
+    uint64_t dl_delivered_bytes, dl_delivered_pkts, dl_drop_bytes, dl_drop_pkts, dl_lost_pkts;
+    uint64_t ul_delivered_bytes, ul_delivered_pkts, ul_drop_pkts, harq_retx, sr_sent, grants_issued;
+    uint64_t win_dl_bytes, win_ul_bytes, win_retx, win_dl_tbs_bits;
+    /* per-TTI record fields, reset every TTI */
+    uint32_t r_tbs_bits, r_delivered, r_ul_grant, r_ul_delivered, r_drop_bytes;
+    int r_prb, r_retx, r_mcs, r_flags;
+};
+
+struct cell_params {
+    int n_prb, sr_period_ms, cqi_period_ms, cqi_delay_ms, ul_prb, ul_mcs, bsr_timer_ms, harq_max_tx;
+    int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb;
+    enum ul_policy ul_policy;
+    uint64_t rlc_queue_bytes, ul_buffer_bytes;
+    double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
+    uint64_t seed;
+    const char *trace_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
+    char srv_netns[64], srv_tun[32];
+};
+
+struct cell {
+    struct cell_params p;
+    struct ue ue[CELL_MAX_UES];
+    int srv_fd, sig_fd;
+    void *zctx, *ctl, *pub;
+    int ctl_fd;
+    FILE *tti_log;
+    struct trace trace;
+    int have_trace;
+    uint64_t tti, delay_ticks, start_ns, rng;
+    int paused, stop;
+    struct fifo dl_delay, ul_delay;
+    /* counters */
+    uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;
+    uint64_t err_hist[CELL_ERR_HIST_US];
+    uint64_t err_count;
+    uint64_t fwd_pkts, fwd_bytes;
+    uint8_t buf[CELL_PKT_MAX];
+};
+
+#endif

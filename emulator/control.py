@@ -1,0 +1,73 @@
+"""Client of cellab-cell's control socket (ZeroMQ REQ, one JSON request per message)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import zmq
+
+from cellab.errors import CellabError
+
+
+class CellControlError(CellabError):
+    """The cell refused a request or did not answer in time."""
+
+
+class CellControl:
+    """set_attenuation / get_attenuation / pause / resume / stats on a running cell."""
+
+    def __init__(self, endpoint: str, timeout_ms: int = 2000):
+        self.endpoint = endpoint
+        self.timeout_ms = timeout_ms
+        self._ctx = zmq.Context.instance()
+        self._sock: zmq.Socket | None = None
+
+    def _socket(self) -> zmq.Socket:
+        if self._sock is None:
+            sock = self._ctx.socket(zmq.REQ)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
+            sock.setsockopt(zmq.SNDTIMEO, self.timeout_ms)
+            sock.connect(self.endpoint)
+            self._sock = sock
+        return self._sock
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        sock = self._socket()
+        try:
+            sock.send(json.dumps({"op": op, **fields}).encode())
+            reply = json.loads(sock.recv())
+        except zmq.Again:
+            # a REQ socket that missed its reply is stuck: drop it, the next request opens a new one
+            self.close()
+            raise CellControlError(f"cell at {self.endpoint}: no reply to {op!r} in {self.timeout_ms} ms") from None
+        if not reply.get("ok"):
+            raise CellControlError(f"cell at {self.endpoint}: {op}: {reply.get('error', 'failed')}")
+        return reply
+
+    def set_attenuation(self, ue: int, attenuation_db: float) -> dict[str, Any]:
+        return self.request("set_attenuation", ue=ue, attenuation_db=float(attenuation_db))
+
+    def get_attenuation(self, ue: int) -> dict[str, Any]:
+        return self.request("get_attenuation", ue=ue)
+
+    def pause(self) -> dict[str, Any]:
+        return self.request("pause")
+
+    def resume(self) -> dict[str, Any]:
+        return self.request("resume")
+
+    def stats(self) -> dict[str, Any]:
+        return self.request("stats")
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+
+    def __enter__(self) -> "CellControl":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,91 @@
+"""The virtual cell's parameters: one pydantic model, validated before any namespace is touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cellab.errors import from_validation_error
+
+MAX_UES = 16
+
+
+class CellParams(BaseModel):
+    """Everything cellab-cell is started with (README.md, "Parameters")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_prb: Literal[6, 15, 25, 50, 75, 100] = 25
+    sr_period_ms: Literal[5, 10, 20, 40, 80] = 20
+    cqi_period_ms: Literal[2, 5, 10, 20, 40, 80, 160] = 40
+    cqi_delay_ms: int = Field(4, ge=0, le=100)
+    ul_policy: Literal["srsenb", "sr-strict"] = "srsenb"
+    ul_prb: int | None = Field(None, ge=1, le=100)
+    ul_mcs: int = Field(20, ge=0, le=28)
+    bsr_timer_ms: int = Field(20, ge=5, le=2560)
+    harq_max_tx: int = Field(4, ge=1, le=8)
+    rlc_queue_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
+    ul_buffer_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
+    core_delay_ms: float = Field(0.0, ge=0, le=10000)
+    internet_delay_ms: float = Field(0.0, ge=0, le=10000)
+    n_ues: int = Field(1, ge=1, le=MAX_UES)
+    attenuation_db: float | list[float] = 0.0
+    seed: int = Field(1, ge=0)
+    fading_db: float = Field(0.0, ge=0, le=30)
+    fading_coherence_ms: float = Field(100.0, ge=1, le=100000)
+    trace: Path | None = None
+    unlimited: bool = False
+
+    @field_validator("attenuation_db")
+    @classmethod
+    def _atten_range(cls, v: float | list[float]) -> float | list[float]:
+        for a in v if isinstance(v, list) else [v]:
+            if not 0 <= a <= 200:
+                raise ValueError("attenuation must be within 0..200 dB")
+        return v
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_exists(cls, v: Path | None) -> Path | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"trace file {v} does not exist")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CellParams":
+        if isinstance(self.attenuation_db, list) and len(self.attenuation_db) not in (1, self.n_ues):
+            raise ValueError(f"attenuation_db: give one value or one per UE ({self.n_ues})")
+        if self.ul_prb is not None and self.ul_prb > self.n_prb:
+            raise ValueError(f"ul_prb ({self.ul_prb}) exceeds n_prb ({self.n_prb})")
+        return self
+
+    def argv(self) -> list[str]:
+        """Command-line options for cellab-cell (without the TUN/endpoint options)."""
+        args = [
+            "--n-prb", str(self.n_prb), "--sr-period-ms", str(self.sr_period_ms),
+            "--cqi-period-ms", str(self.cqi_period_ms), "--cqi-delay-ms", str(self.cqi_delay_ms),
+            "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
+            "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue-bytes", str(self.rlc_queue_bytes),
+            "--ul-buffer-bytes", str(self.ul_buffer_bytes), "--core-delay-ms", repr(self.core_delay_ms),
+            "--internet-delay-ms", repr(self.internet_delay_ms), "--seed", str(self.seed),
+            "--fading-db", repr(self.fading_db), "--fading-coherence-ms", repr(self.fading_coherence_ms),
+        ]
+        atten = self.attenuation_db if isinstance(self.attenuation_db, list) else [self.attenuation_db]
+        args += ["--attenuation-db", ",".join(repr(float(a)) for a in atten)]
+        if self.ul_prb is not None:
+            args += ["--ul-prb", str(self.ul_prb)]
+        if self.trace is not None:
+            args += ["--trace", str(Path(self.trace).resolve())]
+        if self.unlimited:
+            args.append("--unlimited")
+        return args
+
+
+def validate_params(values: dict[str, Any], source: str = "virtual lab parameters") -> CellParams:
+    """CellParams from a dict, or InputErrors naming the source, the field and the allowed values."""
+    try:
+        return CellParams.model_validate(values)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None

@@ -1,0 +1,238 @@
+"""The virtual lab: network namespaces joined by the emulated LTE cell (cellab-cell).
+
+    <prefix>-srv  lte0 10.200.0.1  --(cellab-cell: core delay, RLC queue, radio)--  lte0 10.200.1.(i+1)  <prefix>-ue<i>
+
+The cell opens the TUN devices itself (inside each namespace); this module makes the namespaces, then
+addresses and routes once the cell is up, and removes everything in `down()`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import NetNS, netns
+
+from cellab.errors import CellabError, InputError
+from cellab.labs.base import EmbeddedLab, Host, Topology
+from cellab.paths import find_program
+
+from .control import CellControl
+from .params import CellParams, validate_params
+
+STATE_ROOT = Path("/run/cellab")
+TUN_NAME = "lte0"
+SERVER_ADDR = "10.200.0.1"
+UE_NET = "10.200.1.0/24"
+SERVER_NET = "10.200.0.0/24"
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{1,11}$")
+READY_TIMEOUT_S = 10.0
+
+
+def ue_addr(i: int) -> str:
+    return f"10.200.1.{i + 1}"
+
+
+def check_prefix(prefix: str) -> str:
+    if not PREFIX_RE.match(prefix):
+        raise InputError("virtual lab", "prefix", f"{prefix!r} is not a short lowercase name",
+                         ["2-12 characters: a letter, then letters or digits"])
+    return prefix
+
+
+class VirtualLab(EmbeddedLab):
+    """The `virtual` embedded lab: one server namespace, n UE namespaces, the emulated cell between."""
+
+    kind = "virtual"
+    parameters = frozenset(CellParams.model_fields) - {"unlimited"}
+
+    def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None):
+        self.prefix = check_prefix(prefix)
+        self.params = params if isinstance(params, CellParams) else validate_params(dict(params or {}))
+        self.state_dir = STATE_ROOT / self.prefix
+
+    # ---- names -------------------------------------------------------------------------------------
+    @property
+    def srv_ns(self) -> str:
+        return f"{self.prefix}-srv"
+
+    def ue_ns(self, i: int) -> str:
+        return f"{self.prefix}-ue{i}"
+
+    @property
+    def ctl_endpoint(self) -> str:
+        return f"ipc://{self.state_dir}/cell.ctl"
+
+    @property
+    def pub_endpoint(self) -> str:
+        return f"ipc://{self.state_dir}/cell.pub"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "cell.pid"
+
+    @property
+    def tti_log(self) -> Path:
+        return self.state_dir / "tti.bin"
+
+    @property
+    def cell_log(self) -> Path:
+        return self.state_dir / "cell.log"
+
+    def topology(self) -> Topology:
+        return Topology(
+            server=Host("server", self.srv_ns, SERVER_ADDR),
+            ues=tuple(Host(f"ue{i}", self.ue_ns(i), ue_addr(i)) for i in range(self.params.n_ues)),
+            extra={"ctl": self.ctl_endpoint, "pub": self.pub_endpoint, "tti_log": str(self.tti_log)},
+        )
+
+    def control(self, timeout_ms: int = 2000) -> CellControl:
+        return CellControl(self.ctl_endpoint, timeout_ms)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    def up(self) -> Topology:
+        program = find_program("cellab-cell")  # fail before touching anything
+        self.down()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        try:
+            for name in [self.srv_ns] + [self.ue_ns(i) for i in range(self.params.n_ues)]:
+                netns.create(name)
+                with NetNS(name) as ns:
+                    ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+            self._start_cell(program)
+        except BaseException:
+            self.down()
+            raise
+        return self.topology()
+
+    def configure(self, params: dict[str, Any]) -> None:
+        """Restart the cell with this run's parameters; the namespaces stay."""
+        merged = {**self.params.model_dump(exclude_none=True), **params}
+        new = validate_params(merged, "run parameters")
+        if new.n_ues != self.params.n_ues:
+            raise InputError("run parameters", "n_ues", "cannot change while the virtual lab is up",
+                             [self.params.n_ues])
+        self._stop_cell()
+        self.params = new
+        self._start_cell(find_program("cellab-cell"))
+
+    def collect(self, run_dir: Path) -> dict[str, Path]:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        out: dict[str, Path] = {}
+        if self.tti_log.exists():
+            try:  # ask the cell to flush its buffered records first
+                with self.control(1000) as ctl:
+                    ctl.stats()
+            except CellabError:
+                pass
+            dst = run_dir / "cell_tti.bin"
+            shutil.copyfile(self.tti_log, dst)
+            out["cell_tti_log"] = dst
+        if self.cell_log.exists():
+            dst = run_dir / "cell.log"
+            shutil.copyfile(self.cell_log, dst)
+            out["cell_log"] = dst
+        return out
+
+    def down(self) -> None:
+        self._stop_cell()
+        for name in netns.listnetns():
+            if name == self.srv_ns or re.fullmatch(re.escape(self.prefix) + r"-ue\d+", name):
+                try:
+                    netns.remove(name)
+                except OSError:
+                    pass
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def status(self) -> dict[str, Any]:
+        names = [n for n in netns.listnetns() if n == self.srv_ns or n.startswith(self.prefix + "-ue")]
+        pid = self._cell_pid()
+        info: dict[str, Any] = {"prefix": self.prefix, "namespaces": sorted(names), "cell_pid": pid, "cell": None}
+        if pid:
+            try:
+                with self.control(1000) as ctl:
+                    info["cell"] = ctl.stats()
+            except CellabError as exc:
+                info["cell_error"] = str(exc)
+        return info
+
+    # ---- the cell process --------------------------------------------------------------------------
+    def _cell_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if b"cellab-cell" in cmdline else None  # a recycled pid is not ours
+
+    def _start_cell(self, program: Path) -> None:
+        argv = [str(program), "--srv", f"{self.srv_ns}:{TUN_NAME}"]
+        for i in range(self.params.n_ues):
+            argv += ["--ue", f"{self.ue_ns(i)}:{TUN_NAME}:{ue_addr(i)}"]
+        argv += self.params.argv()
+        argv += ["--ctl", self.ctl_endpoint, "--pub", self.pub_endpoint, "--tti-log", str(self.tti_log),
+                 "--pid-file", str(self.pid_file)]
+        with open(self.cell_log, "wb") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while b'"ready"' not in self.cell_log.read_bytes():
+            if proc.poll() is not None:
+                raise CellabError(f"cellab-cell exited: {self.cell_log.read_text(errors='replace').strip()}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise CellabError("cellab-cell did not become ready in time")
+            time.sleep(0.02)
+        self._proc = proc
+        self._wire()
+
+    def _wire(self) -> None:
+        """Addresses and routes on the TUN devices the cell just opened."""
+        with NetNS(self.srv_ns) as ns:
+            idx = ns.link_lookup(ifname=TUN_NAME)[0]
+            ns.link("set", index=idx, mtu=1500, state="up")
+            ns.addr("add", index=idx, address=SERVER_ADDR, prefixlen=32)
+            ns.route("add", dst=UE_NET, oif=idx)
+        for i in range(self.params.n_ues):
+            with NetNS(self.ue_ns(i)) as ns:
+                idx = ns.link_lookup(ifname=TUN_NAME)[0]
+                ns.link("set", index=idx, mtu=1500, state="up")
+                ns.addr("add", index=idx, address=ue_addr(i), prefixlen=32)
+                ns.route("add", dst=SERVER_NET, oif=idx)
+                ns.route("add", dst="0.0.0.0/0", oif=idx)
+
+    def _stop_cell(self) -> None:
+        pid = self._cell_pid()
+        proc = getattr(self, "_proc", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pid = None
+            deadline = time.monotonic() + 3.0
+            while pid and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                if proc is not None and proc.pid == pid and proc.poll() is not None:
+                    break
+                time.sleep(0.02)
+            if pid and Path(f"/proc/{pid}").exists() and (proc is None or proc.poll() is None):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            self._proc = None
