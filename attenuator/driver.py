@@ -60,7 +60,7 @@ class Attenuator(ABC):
     # Filled by @register: model names and transports this backend serves.
     models: ClassVar[tuple[str, ...]] = ()
     transports: ClassVar[tuple[str, ...]] = ()
-    min_interval_s: ClassVar[float] = 0.0
+    min_interval_s: float = 0.0  # shortest update spacing the device tolerates
 
     def __init__(self, config: AttenuatorConfig):
         self.config = config
@@ -213,7 +213,7 @@ def register(models: tuple[str, ...], transports: tuple[str, ...]) -> Callable[[
     return deco
 
 
-BACKEND_MODULES = ("minicircuits", "jfw", "adaura")
+BACKEND_MODULES = ("minicircuits", "jfw", "adaura", "virtual", "srsenb", "keysight", "vaunix")
 
 
 def _load_backends() -> None:
