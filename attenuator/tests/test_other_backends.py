@@ -44,8 +44,6 @@ class FakeCell:
                 continue
             req = json.loads(self._sock.recv())
             self.requests.append(req)
-            if self.silent:
-                        continue  # drop this reply (REP must still answer the next one: reset below)
             ue = req.get("ue")
             if not isinstance(ue, int) or not 0 <= ue < len(self.att):
                 reply = {"ok": False, "error": f"no UE {ue}"}
