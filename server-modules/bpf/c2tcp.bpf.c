@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+/* C2TCP (Abbasloo, Xu, Chao, IEEE JSAC 2019) on top of the kernel's Cubic.
+ *
+ * Cubic (through its kfuncs) owns icsk_ca_priv; C2TCP's per-socket state lives in sk_storage.
+ * Condition Detector (Alg. 1) and Action Enforcer (Alg. 2) run per ACK in .pkts_acked; the Tuner
+ * (Alg. 3) runs ACK-driven every tuning cycle. Target delay: per destination prefix (LPM map
+ * `targets`), else the default in `conf`. Target 0 disables the Tuner (fixed alpha).
+ *
+ * Tuner rule: the paper's Algorithm 3, taken literally, yields alpha < 1 (Setpoint below MINRTT)
+ * whenever avg_rtt > Target/3, and clamps only one side. Section IV, Eq. 10 states the intent:
+ * Setpoint_new = (RTT'_avg / RTT_avg) * Setpoint with RTT'_avg = Target - (Target - avg)/2 below
+ * Target and avg - 2(avg - Target) above. As Setpoint = alpha * MINRTT, that is multiplicative:
+ *   below: alpha *= (Target + avg) / (2 avg);   above: alpha *= (2 Target - avg) / avg;
+ * both clamped to [1, 10]. We implement Eq. 10 because it is the rule the analysis relies on.
+ */
+#include "cellab_cc.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define ALPHA_ONE 1024u                 /* alpha fixed point: 1.0 */
+#define ALPHA_MIN (1u * ALPHA_ONE)      /* paper: min_alpha = 1 */
+#define ALPHA_MAX (10u * ALPHA_ONE)     /* paper: max_alpha = 10 */
+#define TUNE_PERIOD_US_DEFAULT 500000u  /* paper Sec. IV: tuning cycle 0.5 s */
+#define ALPHA_INIT_DEFAULT (3u * ALPHA_ONE / 2) /* authors' v2 scripts: alpha = 1.5 (paper silent) */
+#define INV_SQRT_STEPS 32               /* 1/sqrt(N) table; N is clamped to it */
+
+/* 1024/sqrt(N) for N = 1..32 (index N-1): the Bad re-trigger spacing Interval/sqrt(N). */
+static const __u16 inv_sqrt_1024[INV_SQRT_STEPS] = {
+	1024, 724, 591, 512, 458, 418, 387, 362, 341, 324, 309, 296, 284, 274, 264, 256,
+	248, 241, 235, 229, 223, 218, 214, 209, 205, 201, 197, 194, 190, 187, 184, 181,
+};
+
+enum { COND_GOOD = 0, COND_NORMAL = 1, COND_BAD = 2 };
+
+struct c2tcp_sk {
+	__u64 next_time_us;   /* end of the current Normal/Bad wait */
+	__u64 tune_start_us;  /* start of the current tuning cycle */
+	__u64 rtt_sum_us;     /* RTT sum over the tuning cycle */
+	__u32 rtt_cnt;
+	__u32 min_rtt_us;     /* global MINRTT of the session (never aged, as in the paper) */
+	__u32 alpha_fp;       /* alpha * ALPHA_ONE */
+	__u32 interval_us;
+	__u32 n_backoffs;     /* N: consecutive Bad actions */
+	__u32 target_us;      /* 0 = Tuner off */
+	__u8 first_time;
+	__u8 condition;
+};
+
+struct c2tcp_conf {
+	__u32 target_us;       /* default Target (average delay) when no prefix matches; 0 = Tuner off */
+	__u32 alpha_init_fp;   /* initial alpha * 1024 */
+	__u32 tune_period_us;
+	__u32 pad;
+};
+
+struct c2tcp_target_key {
+	__u32 prefixlen;       /* over the v4-mapped 128-bit address */
+	__u8 addr[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct c2tcp_sk);
+} c2tcp_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct c2tcp_conf);
+} conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1024);
+	__type(key, struct c2tcp_target_key);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+enum {
+	ST_FLOWS, ST_GOOD_ACKS, ST_BAD_EVENTS, ST_INVALID_RTT, ST_TUNER_UPDATES,
+	ST_LAST_ALPHA_FP, ST_LAST_AVG_RTT_US, ST_LAST_MIN_RTT_US,
+};
+DEFINE_STATS_MAP()
+
+static __always_inline const struct c2tcp_conf *get_conf(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&conf, &zero);
+}
+
+static __always_inline __u32 target_for(const struct sock *sk, const struct c2tcp_conf *cf)
+{
+	struct c2tcp_target_key key = { .prefixlen = 128 };
+	__u32 dflt = cf ? cf->target_us : 0;  /* read first: keeps the two map pointers apart */
+	struct cellab_dst_key dst;
+	__u32 *t;
+
+	dst_key_of(sk, &dst);
+	__builtin_memcpy(key.addr, dst.addr, 16);
+	t = bpf_map_lookup_elem(&targets, &key);
+	if (t)
+		return *t;
+	return dflt;
+}
+
+static __always_inline struct c2tcp_sk *state_of(struct sock *sk)
+{
+	return bpf_sk_storage_get(&c2tcp_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline void state_init(struct sock *sk, struct c2tcp_sk *s)
+{
+	const struct c2tcp_conf *cf = get_conf();
+	__u32 alpha = cf && cf->alpha_init_fp ? cf->alpha_init_fp : ALPHA_INIT_DEFAULT;
+
+	s->alpha_fp = alpha < ALPHA_MIN ? ALPHA_MIN : (alpha > ALPHA_MAX ? ALPHA_MAX : alpha);
+	s->min_rtt_us = ~0u;
+	s->first_time = 1;
+	s->n_backoffs = 1;
+	s->target_us = target_for(sk, cf);
+	s->tune_start_us = now_us();
+	s->rtt_sum_us = 0;
+	s->rtt_cnt = 0;
+	s->condition = COND_GOOD;
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_init, struct sock *sk)
+{
+	struct c2tcp_sk *s;
+
+	cubictcp_init(sk);
+	s = state_of(sk);
+	if (s)
+		state_init(sk, s);
+	stat_add(ST_FLOWS, 1);
+}
+
+/* Eq. 10, multiplicative, in 1/1024 fixed point; see the file comment for why. */
+static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
+{
+	const struct c2tcp_conf *cf = get_conf();
+	__u32 period = cf && cf->tune_period_us ? cf->tune_period_us : TUNE_PERIOD_US_DEFAULT;
+	__u64 avg, target = s->target_us, alpha = s->alpha_fp;
+
+	if (now - s->tune_start_us < period)
+		return;
+	if (s->rtt_cnt && target) {
+		avg = s->rtt_sum_us / s->rtt_cnt;
+		if (avg && avg < target)
+			alpha = alpha * (target + avg) / (2 * avg);
+		else if (avg > target)
+			alpha = avg >= 2 * target ? 0 : alpha * (2 * target - avg) / avg;
+		if (alpha < ALPHA_MIN)
+			alpha = ALPHA_MIN;
+		if (alpha > ALPHA_MAX)
+			alpha = ALPHA_MAX;
+		s->alpha_fp = alpha;
+		stat_add(ST_TUNER_UPDATES, 1);
+		stat_set(ST_LAST_ALPHA_FP, alpha);
+		stat_set(ST_LAST_AVG_RTT_US, avg);
+	}
+	s->tune_start_us = now;
+	s->rtt_sum_us = 0;
+	s->rtt_cnt = 0;
+}
+
+/* Good: Eq. 1, Cwnd += (Setpoint/RTT) * (1/Cwnd) per ACKed packet, on top of Cubic's own increase. */
+static __always_inline void act_good(struct tcp_sock *tp, __u32 setpoint_us, __u32 rtt_us, __u32 acked)
+{
+	__u32 cwnd = tp->snd_cwnd, add;
+
+	if (!rtt_us || !cwnd)
+		return;
+	add = (__u32)((__u64)setpoint_us * acked / rtt_us);
+	tp->snd_cwnd_cnt += add;
+	if (tp->snd_cwnd_cnt >= cwnd) {
+		__u32 inc = tp->snd_cwnd_cnt / cwnd;
+
+		tp->snd_cwnd_cnt -= inc * cwnd;
+		tp->snd_cwnd = min_u32(cwnd + inc, tp->snd_cwnd_clamp);
+	}
+}
+
+/* Bad: the "imaginary drop" of Alg. 2 (ssthresh recalculated by Cubic, Cwnd = 1). */
+static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
+{
+	tp->snd_ssthresh = cubictcp_recalc_ssthresh(sk);
+	tp->snd_cwnd = 1;
+	tp->snd_cwnd_cnt = 0;
+	stat_add(ST_BAD_EVENTS, 1);
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct c2tcp_sk *s;
+	__u32 rtt_us, setpoint_us, idx;
+	__u64 now;
+	__s32 rtt_raw = sample->rtt_us;
+
+	cubictcp_acked(sk, sample);
+	/* rtt_us is -1 without a valid sample; the authors' code turned that into a Good sample. */
+	if (rtt_raw <= 0) {
+		stat_add(ST_INVALID_RTT, 1);
+		return;
+	}
+	s = state_of(sk);
+	if (!s)
+		return;
+	if (!s->n_backoffs)  /* storage created late (module picked mid-connection) */
+		state_init(sk, s);
+	rtt_us = rtt_raw;
+	now = now_us();
+
+	s->rtt_sum_us += rtt_us;
+	s->rtt_cnt++;
+	tuner(s, now);
+
+	if (rtt_us < s->min_rtt_us) {
+		s->min_rtt_us = rtt_us;
+		stat_set(ST_LAST_MIN_RTT_US, rtt_us);
+	}
+	setpoint_us = (__u32)(((__u64)s->alpha_fp * s->min_rtt_us) / ALPHA_ONE);
+
+	if (rtt_us < setpoint_us) {
+		s->interval_us = setpoint_us;
+		s->condition = COND_GOOD;
+		s->first_time = 1;
+		s->n_backoffs = 1;
+		act_good(tp, setpoint_us, rtt_us, sample->pkts_acked);
+		stat_add(ST_GOOD_ACKS, 1);
+	} else if (s->first_time) {
+		s->condition = COND_NORMAL;
+		if (!s->interval_us)
+			s->interval_us = setpoint_us;
+		s->next_time_us = now + s->interval_us;
+		s->first_time = 0;
+	} else if (now > s->next_time_us) {
+		idx = s->n_backoffs - 1;
+		if (idx >= INV_SQRT_STEPS)
+			idx = INV_SQRT_STEPS - 1;
+		cellab_barrier_var(idx);
+		idx &= INV_SQRT_STEPS - 1;  /* a bound the verifier can see */
+		s->condition = COND_BAD;
+		s->next_time_us = now + ((__u64)s->interval_us * inv_sqrt_1024[idx]) / 1024;
+		s->n_backoffs++;
+		/* In Recovery/Loss the kernel's loss recovery owns cwnd; the paper is silent, we leave it. */
+		if (BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state) <= TCP_CA_Disorder)
+			act_bad(sk, tp);
+	}
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(c2tcp_ssthresh, struct sock *sk)
+{
+	return cubictcp_recalc_ssthresh(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	cubictcp_cong_avoid(sk, ack, acked);
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_set_state, struct sock *sk, __u8 new_state)
+{
+	cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_cwnd_event, struct sock *sk, enum tcp_ca_event event)
+{
+	cubictcp_cwnd_event(sk, event);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(c2tcp_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops c2tcp = {
+	.init = (void *)c2tcp_init,
+	.ssthresh = (void *)c2tcp_ssthresh,
+	.cong_avoid = (void *)c2tcp_cong_avoid,
+	.set_state = (void *)c2tcp_set_state,
+	.cwnd_event = (void *)c2tcp_cwnd_event,
+	.pkts_acked = (void *)c2tcp_pkts_acked,
+	.undo_cwnd = (void *)c2tcp_undo_cwnd,
+	.flags = TCP_CONG_NON_RESTRICTED,
+	.name = "c2tcp",
+};

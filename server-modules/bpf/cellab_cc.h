@@ -1,0 +1,118 @@
+/* Shared definitions for the cellab BPF congestion controls (struct_ops tcp_congestion_ops).
+ * Kernel facts used here come from include/net/tcp.h and net/ipv4/bpf_tcp_ca.c (Linux 6.x). */
+#ifndef CELLAB_CC_H
+#define CELLAB_CC_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+/* include/net/tcp.h: a congestion control every user may select (tcp_allowed_congestion_control). */
+#define TCP_CONG_NON_RESTRICTED 0x1
+
+#define USEC_PER_SEC 1000000ULL
+#define USEC_PER_MSEC 1000ULL
+#define NSEC_PER_USEC 1000ULL
+#define TCP_INIT_CWND_PKTS 10   /* RFC 6928 initial window, the kernel default */
+#define CELLAB_MIN_CWND_PKTS 2  /* the kernel never reduces below 2 on its own */
+
+/* The kernel's own Cubic, callable as kfuncs (net/ipv4/tcp_cubic.c registers them). */
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+/* Hide a value from the compiler so a later mask (a bound the verifier can see) is kept. */
+#define cellab_barrier_var(v) asm volatile("" : "+r"(v))
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline __u32 tcp_packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+static __always_inline __u64 now_us(void)
+{
+	return bpf_ktime_get_ns() / NSEC_PER_USEC;
+}
+
+static __always_inline __u32 min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
+static __always_inline __u32 max_u32(__u32 a, __u32 b) { return a > b ? a : b; }
+static __always_inline __u64 min_u64(__u64 a, __u64 b) { return a < b ? a : b; }
+static __always_inline __u64 max_u64(__u64 a, __u64 b) { return a > b ? a : b; }
+
+/* Destination key shared by the per-destination maps: IPv4 is stored v4-mapped (::ffff:a.b.c.d)
+ * so one map serves both families. */
+struct cellab_dst_key {
+	__u8 addr[16];
+};
+
+static __always_inline void dst_key_of(const struct sock *sk, struct cellab_dst_key *key)
+{
+	__builtin_memset(key, 0, sizeof(*key));
+	if (sk->__sk_common.skc_family == 2 /* AF_INET */) {
+		__u32 daddr = sk->__sk_common.skc_daddr;
+		key->addr[10] = 0xff;
+		key->addr[11] = 0xff;
+		__builtin_memcpy(&key->addr[12], &daddr, 4);
+	} else {
+		BPF_CORE_READ_INTO(&key->addr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+}
+
+/* Counters every module exports (index = its own enum); the loader prints them with `stats`. */
+#define CELLAB_STATS_MAX 16
+#define DEFINE_STATS_MAP()                                   \
+	struct {                                             \
+		__uint(type, BPF_MAP_TYPE_ARRAY);            \
+		__uint(max_entries, CELLAB_STATS_MAX);       \
+		__type(key, __u32);                          \
+		__type(value, __u64);                        \
+	} stats SEC(".maps");                                \
+	static __always_inline __attribute__((unused)) void stat_add(__u32 idx, __u64 v) \
+	{                                                    \
+		__u64 *c = bpf_map_lookup_elem(&stats, &idx); \
+		if (c)                                       \
+			__sync_fetch_and_add(c, v);          \
+	}                                                    \
+	static __always_inline __attribute__((unused)) void stat_set(__u32 idx, __u64 v) \
+	{                                                    \
+		__u64 *c = bpf_map_lookup_elem(&stats, &idx); \
+		if (c)                                       \
+			*c = v;                              \
+	}
+
+/* One flow as seen by the opportunistic-retransmission tc program: written by the recovery
+ * congestion controls (they know the CA state and the peer's window scale), read on ingress. */
+struct or_flow_key {
+	__u32 local_addr;   /* network order, the sender (this host) */
+	__u32 remote_addr;  /* network order, the receiver */
+	__u16 local_port;   /* network order */
+	__u16 remote_port;  /* network order */
+};
+
+struct or_flow {
+	__u8 in_recovery;
+	__u8 snd_wscale;    /* the scale the receiver applies to its advertised window */
+	__u16 pad;
+	__u32 pad2;
+	__u64 widened_acks;
+};
+
+#define OR_FLOWS_MAX 65536
+
+#endif

@@ -1,0 +1,102 @@
+/* What cubic_qarr and cubic_barr share (Liu et al., "Optimizing TCP Loss Recovery Performance Over
+ * Mobile Data Networks"): Cubic outside recovery, the recovery window through .cong_control (so the
+ * kernel's PRR is skipped), .sndbuf_expand = 3, and the per-flow record the opportunistic-
+ * retransmission tc program reads (CA state and the peer's window scale). Each including file
+ * defines recovery_window() and its own state. */
+#ifndef CELLAB_RECOVERY_COMMON_H
+#define CELLAB_RECOVERY_COMMON_H
+
+#include "cellab_cc.h"
+
+#define SNDBUF_FACTOR_DEFAULT 3 /* paper Thm 11, Eq. 22: b_snd >= 3 CW when beta = 1 */
+
+struct recovery_conf {
+	__u32 param0;          /* qarr: Q_T in packets; barr: M in ACKs */
+	__u32 sndbuf_factor;
+	__u32 pad[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct recovery_conf);
+} conf SEC(".maps");
+
+/* Shared with or_ingress: pinned by name under /sys/fs/bpf/cellab/shared. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OR_FLOWS_MAX);
+	__type(key, struct or_flow_key);
+	__type(value, struct or_flow);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} or_flows SEC(".maps");
+
+enum { ST_FLOWS, ST_RECOVERIES, ST_RECOVERY_ACKS, ST_LAST_W_PKTS, ST_LAST_ESTIMATE, ST_LAST_RTT_US };
+DEFINE_STATS_MAP()
+
+static __always_inline const struct recovery_conf *get_conf(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&conf, &zero);
+}
+
+static __always_inline void or_key_of(const struct sock *sk, struct or_flow_key *key)
+{
+	key->local_addr = sk->__sk_common.skc_rcv_saddr;
+	key->remote_addr = sk->__sk_common.skc_daddr;
+	key->local_port = bpf_htons(sk->__sk_common.skc_num);
+	key->remote_port = sk->__sk_common.skc_dport;
+}
+
+static __always_inline void or_publish(struct sock *sk, __u8 in_recovery)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct or_flow_key key;
+	struct or_flow val = {}, *cur;
+
+	if (sk->__sk_common.skc_family != 2 /* AF_INET: the tc program parses IPv4 */)
+		return;
+	or_key_of(sk, &key);
+	cur = bpf_map_lookup_elem(&or_flows, &key);
+	if (cur) {
+		cur->in_recovery = in_recovery;
+		cur->snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(&tp->rx_opt, snd_wscale);
+		return;
+	}
+	val.in_recovery = in_recovery;
+	val.snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(&tp->rx_opt, snd_wscale);
+	bpf_map_update_elem(&or_flows, &key, &val, BPF_ANY);
+}
+
+static __always_inline void or_forget(struct sock *sk)
+{
+	struct or_flow_key key;
+
+	or_key_of(sk, &key);
+	bpf_map_delete_elem(&or_flows, &key);
+}
+
+/* The kernel's tcp_update_pacing_rate(), which it skips when .cong_control is set:
+ * rate = mss * max(cwnd, packets_out) / srtt, times 2 in slow start and 1.2 otherwise. */
+static __always_inline void update_pacing_rate(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u64 rate = (__u64)tp->mss_cache * ((USEC_PER_SEC / 100) << 3);
+	__u32 srtt8 = tp->srtt_us;
+
+	rate *= tp->snd_cwnd < tp->snd_ssthresh / 2 ? 200 : 120;
+	rate *= max_u32(tp->snd_cwnd, tp->packets_out);
+	if (srtt8)
+		rate /= srtt8;
+	sk->sk_pacing_rate = min_u64(rate, sk->sk_max_pacing_rate);
+}
+
+static __always_inline int in_cwnd_reduction(const struct sock *sk)
+{
+	__u8 st = BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state);
+
+	return st == TCP_CA_CWR || st == TCP_CA_Recovery;
+}
+
+#endif
