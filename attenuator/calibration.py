@@ -1,0 +1,183 @@
+"""Calibration of a shield box: sweep the attenuation, read the UE's RSRP, fit RSRP = a − b·dB.
+
+A fit is stored per (shield box, UE, EARFCN); one whose residuals are too large (a saturated or
+flaky measurement, a leaky box) is refused rather than silently used by mobility replay.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, Field
+
+from cellab.errors import CellabError, InputError
+
+from .driver import Attenuator, quantize_db
+
+ReadRsrp = Callable[[], float]
+
+
+class CalibrationError(CellabError):
+    """The sweep or the fit cannot be trusted."""
+
+
+class SweepPoint(BaseModel):
+    db: float
+    rsrp_dbm: float
+    samples: int
+
+
+class Calibration(BaseModel):
+    shield_box: str
+    ue: str
+    earfcn: int
+    a_dbm: float = Field(description="RSRP at 0 dB attenuation (intercept)")
+    b_db_per_db: float = Field(description="RSRP drop per dB of attenuation (slope, ~1)")
+    residual_rms_db: float
+    max_residual_db: float
+    min_db: float
+    max_db: float
+    points: list[SweepPoint] = []
+    excluded: int = Field(0, description="sweep points outside the UE's reporting range")
+    created: str = ""
+
+    def rsrp_at(self, db: float) -> float:
+        return self.a_dbm - self.b_db_per_db * db
+
+    def db_for(self, rsrp_dbm: float) -> float:
+        return (self.a_dbm - rsrp_dbm) / self.b_db_per_db
+
+
+class FitPolicy(BaseModel):
+    max_residual_rms_db: float = 1.5
+    min_slope: float = 0.5  # an attenuator step should move RSRP by about one dB
+    max_slope: float = 1.5
+    min_points: int = 3
+    # UE reporting range (36.133: RSRP is reported from −140 to −44 dBm); saturated points are dropped
+    rsrp_floor_dbm: float = -140.0
+    rsrp_ceiling_dbm: float = -44.0
+
+
+def fit(
+    points: list[SweepPoint], shield_box: str, ue: str, earfcn: int, policy: FitPolicy | None = None
+) -> Calibration:
+    pol = policy or FitPolicy()
+    used = [p for p in points if pol.rsrp_floor_dbm < p.rsrp_dbm < pol.rsrp_ceiling_dbm and math.isfinite(p.rsrp_dbm)]
+    if len(used) < pol.min_points:
+        raise CalibrationError(
+            f"calibration {shield_box}/{ue}/{earfcn}: {len(used)} usable points (need {pol.min_points}); "
+            f"{len(points) - len(used)} were outside the UE's RSRP range ({pol.rsrp_floor_dbm}, {pol.rsrp_ceiling_dbm}) dBm"
+        )
+    n = len(used)
+    mx = sum(p.db for p in used) / n
+    my = sum(p.rsrp_dbm for p in used) / n
+    sxx = sum((p.db - mx) ** 2 for p in used)
+    if sxx <= 0:
+        raise CalibrationError(f"calibration {shield_box}/{ue}/{earfcn}: all points at one attenuation")
+    slope = sum((p.db - mx) * (p.rsrp_dbm - my) for p in used) / sxx
+    a = my - slope * mx
+    b = -slope
+    residuals = [p.rsrp_dbm - (a - b * p.db) for p in used]
+    rms = math.sqrt(sum(r * r for r in residuals) / n)
+    worst = max(abs(r) for r in residuals)
+    where = f"calibration {shield_box}/{ue}/{earfcn}"
+    if not pol.min_slope <= b <= pol.max_slope:
+        raise CalibrationError(f"{where}: slope {b:.3f} dB/dB outside [{pol.min_slope}, {pol.max_slope}]: is the UE behind this attenuator?")
+    if rms > pol.max_residual_rms_db:
+        raise CalibrationError(f"{where}: residual RMS {rms:.2f} dB > {pol.max_residual_rms_db} dB (max {worst:.2f} dB): fit refused")
+    return Calibration(
+        shield_box=shield_box, ue=ue, earfcn=earfcn, a_dbm=round(a, 6), b_db_per_db=round(b, 6),
+        residual_rms_db=round(rms, 6), max_residual_db=round(worst, 6),
+        min_db=min(p.db for p in used), max_db=max(p.db for p in used), points=points,
+        excluded=len(points) - len(used), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def sweep(
+    attenuator: Attenuator,
+    channel: int,
+    read_rsrp: ReadRsrp,
+    start_db: float,
+    stop_db: float,
+    step_db: float,
+    settle_s: float = 1.0,
+    samples: int = 3,
+    sample_interval_s: float = 0.2,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> list[SweepPoint]:
+    """Set each attenuation, wait for the UE to settle, average `samples` RSRP readings."""
+    if step_db <= 0:
+        raise InputError("calibration", "step_db", "must be > 0")
+    count = int(math.floor(abs(stop_db - start_db) / step_db + 1e-9)) + 1
+    if count > 10_000:
+        raise InputError("calibration", "step_db", f"{count} steps: too many")
+    sign = 1 if stop_db >= start_db else -1
+    out: list[SweepPoint] = []
+    for k in range(count):
+        if should_stop():
+            break
+        target = quantize_db(start_db + sign * k * step_db, attenuator.config.step_db)
+        applied = attenuator.set(channel, target)
+        time.sleep(settle_s)
+        readings = []
+        for i in range(samples):
+            if i:
+                time.sleep(sample_interval_s)
+            readings.append(float(read_rsrp()))
+        out.append(SweepPoint(db=applied, rsrp_dbm=sum(readings) / len(readings), samples=len(readings)))
+    return out
+
+
+def cell_rsrp_reader(endpoint: str, ue_index: int, timeout_s: float = 2.0) -> ReadRsrp:
+    """RSRP of one UE of the emulated cell, from its `stats` control operation."""
+    from .drivers.virtual import CellControl
+
+    ctl = CellControl(endpoint, timeout_s)
+
+    def read() -> float:
+        reply = ctl.request({"op": "stats"})
+        for ue in reply.get("ues", []):
+            if isinstance(ue, dict) and ue.get("ue") == ue_index and isinstance(ue.get("rsrp_dbm"), (int, float)):
+                return float(ue["rsrp_dbm"])
+        raise CalibrationError(f"cell {endpoint}: stats has no rsrp_dbm for ue {ue_index}")
+
+    return read
+
+
+_SAFE_KEY = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class CalibrationStore:
+    """One JSON file per (shield box, UE, EARFCN) in a folder; writes are atomic."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def path_for(self, shield_box: str, ue: str, earfcn: int) -> Path:
+        key = "__".join(_SAFE_KEY.sub("_", part) for part in (shield_box, ue, str(earfcn)))
+        return self.folder / f"{key}.json"
+
+    def save(self, cal: Calibration) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(cal.shield_box, cal.ue, cal.earfcn)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(cal.model_dump_json(indent=2))
+        os.replace(tmp, path)
+        return path
+
+    def load(self, shield_box: str, ue: str, earfcn: int) -> Calibration:
+        path = self.path_for(shield_box, ue, earfcn)
+        if not path.exists():
+            have = sorted(p.stem for p in self.folder.glob("*.json")) if self.folder.exists() else []
+            raise InputError(path, "", f"no calibration for box {shield_box!r}, UE {ue!r}, EARFCN {earfcn}", have or None)
+        try:
+            return Calibration.model_validate(json.loads(path.read_text()))
+        except (ValueError, OSError) as exc:
+            raise InputError(path, "", f"unreadable calibration: {exc}") from None
