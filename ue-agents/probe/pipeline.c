@@ -1,0 +1,447 @@
+#include "pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void dvec_push(struct dvec *d, double x)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024;
+        double *v = realloc(d->v, cap * sizeof(double));
+        if (!v)
+            return; /* out of memory: the sample is lost, the summary's n shows it */
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+}
+
+static void u32vec_push(struct u32vec *d, uint32_t x)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024;
+        uint32_t *v = realloc(d->v, cap * sizeof(uint32_t));
+        if (!v)
+            return;
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+}
+
+static void u64vec_push(struct u64vec *d, uint64_t x)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024;
+        uint64_t *v = realloc(d->v, cap * sizeof(uint64_t));
+        if (!v)
+            return;
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+}
+
+const char *control_name(int control)
+{
+    switch (control) {
+    case CONTROL_NONE: return "none";
+    case CONTROL_EXLL: return "exll";
+    case CONTROL_DFCSD: return "dfcsd";
+    }
+    return "?";
+}
+
+int control_parse(const char *s)
+{
+    if (!strcmp(s, "none")) return CONTROL_NONE;
+    if (!strcmp(s, "exll")) return CONTROL_EXLL;
+    if (!strcmp(s, "dfcsd")) return CONTROL_DFCSD;
+    return -1;
+}
+
+void pipe_init(struct pipeline *pl, int control)
+{
+    memset(pl, 0, sizeof(*pl));
+    pl->control = control;
+    exll_default_params(&pl->exll_p);
+    dfcsd_default_params(&pl->dfcsd_p);
+    sr_default_params(&pl->sr_p);
+}
+
+void pipe_free(struct pipeline *pl)
+{
+    for (int i = 0; i < pl->n_flows; i++) {
+        struct pipe_flow *f = pl->flows[i];
+        free(f->rtt_all.v);
+        free(f->rtt_obs.v);
+        free(f->tsval_obs.v);
+        free(f->t_obs.v);
+        free(f);
+    }
+    pl->n_flows = 0;
+}
+
+int pipe_add_flow(struct pipeline *pl, const char *label, const struct tcp_endpoint *local,
+                  const struct tcp_endpoint *remote, uint64_t now_ns)
+{
+    if (pl->n_flows >= PIPE_MAX_FLOWS)
+        return -1;
+    struct pipe_flow *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -1;
+    snprintf(f->label, sizeof(f->label), "%s", label);
+    if (local && remote) {
+        f->have_endpoints = 1;
+        f->local = *local;
+        f->remote = *remote;
+    }
+    rttm_init(&f->rtt);
+    exll_init(&f->exll, &pl->exll_p);
+    f->ms_cur = -1;
+    f->last_dlog = 0;
+    int i = pl->n_flows++;
+    pl->flows[i] = f;
+    dfcsd_flow_init(&pl->dflows[i], now_ns);
+    if (pl->t_origin_ns == 0 || (now_ns && now_ns < pl->t_origin_ns))
+        pl->t_origin_ns = now_ns;
+    return i;
+}
+
+int pipe_match(const struct pipeline *pl, const struct tcp_segment *seg, int *dir)
+{
+    for (int i = 0; i < pl->n_flows; i++) {
+        const struct pipe_flow *f = pl->flows[i];
+        if (!f->have_endpoints)
+            continue;
+        if (endpoint_equal(&seg->src, &f->remote) && endpoint_equal(&seg->dst, &f->local)) {
+            *dir = DIR_DATA_IN;
+            return i;
+        }
+        if (endpoint_equal(&seg->src, &f->local) && endpoint_equal(&seg->dst, &f->remote)) {
+            *dir = DIR_ACK_OUT;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void ms_log_flush(struct pipeline *pl, int idx)
+{
+    struct pipe_flow *f = pl->flows[idx];
+    if (!pl->ms_log || f->ms_cur < 0)
+        return;
+    fprintf(pl->ms_log, "%lld,%d,%llu,%llu,%llu,", (long long)f->ms_cur, idx, (unsigned long long)f->ms_bytes,
+            (unsigned long long)f->ms_pkts, (unsigned long long)f->ms_acks);
+    if (f->ms_rtt_n)
+        fprintf(pl->ms_log, "%.1f", f->ms_rtt_sum / f->ms_rtt_n);
+    fprintf(pl->ms_log, ",%u\n", f->rwnd_applied);
+    f->ms_bytes = f->ms_pkts = f->ms_acks = f->ms_rtt_n = 0;
+    f->ms_rtt_sum = 0;
+}
+
+static void ms_log_account(struct pipeline *pl, int idx, uint64_t t_ns)
+{
+    struct pipe_flow *f = pl->flows[idx];
+    if (!pl->ms_log)
+        return;
+    int64_t ms = (int64_t)(t_ns / NS_PER_MS);
+    if (ms != f->ms_cur) {
+        ms_log_flush(pl, idx);
+        f->ms_cur = ms;
+    }
+}
+
+static void on_rtt_sample(struct pipeline *pl, int idx, const struct rtt_sample *s)
+{
+    struct pipe_flow *f = pl->flows[idx];
+    dvec_push(&f->rtt_all, s->rtt_us);
+    exll_on_rtt(&f->exll, s->t_ns, s->rtt_us);
+    dfcsd_on_rtt(&pl->dflows[idx], s->rtt_us);
+    if (!f->obs_frozen) {
+        dvec_push(&f->rtt_obs, s->rtt_us);
+        if (f->exll.ap_n > 0) {
+            int d = exll_D_log(exll_tsr_ms(f->exll.mp_us, f->exll.ap_sum_us / f->exll.ap_n));
+            if (d != f->last_dlog) {
+                f->last_dlog = d;
+                f->t_dlog_change_ns = s->t_ns;
+            }
+        }
+    }
+    f->ms_rtt_sum += s->rtt_us;
+    f->ms_rtt_n++;
+}
+
+void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
+{
+    if (idx < 0 || idx >= pl->n_flows)
+        return;
+    struct pipe_flow *f = pl->flows[idx];
+    if (pl->pkt_log)
+        fprintf(pl->pkt_log, "%llu,%d,%d,%u,%u,%u,%u,%d,%u,%u\n", (unsigned long long)ev->t_ns, idx, ev->dir,
+                ev->seq, ev->ack, ev->payload_bytes, ev->win_raw, ev->has_ts, ev->tsval, ev->tsecr);
+    ms_log_account(pl, idx, ev->t_ns);
+    if (ev->dir == DIR_DATA_IN) {
+        if (ev->payload_bytes == 0 && !ev->has_ts)
+            return;
+        if (ev->payload_bytes > 0) {
+            if (f->t_first_ns == 0)
+                f->t_first_ns = ev->t_ns;
+            f->t_last_ns = ev->t_ns;
+            if (f->rtt.have_data && !seq_after(ev->seq + ev->payload_bytes, f->rtt.high_seq_end))
+                f->retrans_pkts++;
+            else
+                f->bytes += ev->payload_bytes;
+            f->pkts_in++;
+            f->ms_bytes += ev->payload_bytes;
+            f->ms_pkts++;
+            if (ev->payload_bytes > f->mss_bytes && ev->payload_bytes <= 9000) {
+                f->mss_bytes = ev->payload_bytes;
+                f->exll.p.mss_bytes = ev->payload_bytes;
+                pl->dfcsd_p.mss_bytes = ev->payload_bytes;
+            }
+            exll_on_data(&f->exll, ev->t_ns, ev->payload_bytes);
+            pl->dflows[idx].size_bytes = f->bytes;
+            if (!f->obs_frozen && ev->has_ts) {
+                u32vec_push(&f->tsval_obs, ev->tsval);
+                u64vec_push(&f->t_obs, ev->t_ns);
+            }
+        }
+        struct rtt_sample s[RTTM_PKTS_PER_ACK * 8];
+        int n = rttm_on_data(&f->rtt, ev->t_ns, ev->seq, ev->payload_bytes, ev->has_ts, ev->tsecr, s,
+                             (int)(sizeof(s) / sizeof(s[0])));
+        for (int i = 0; i < n; i++)
+            on_rtt_sample(pl, idx, &s[i]);
+    } else {
+        if (!f->ts_decided) {
+            f->ts_decided = 1;
+            f->uses_ts = ev->has_ts;
+        }
+        f->acks_out++;
+        f->ms_acks++;
+        uint32_t win_est = (uint32_t)exll_cwnd_meas_bytes(&f->exll, ev->t_ns);
+        if (win_est == 0)
+            win_est = 10 * (f->mss_bytes ? f->mss_bytes : 1448); /* before any RTT: Linux IW10 */
+        rttm_on_ack(&f->rtt, ev->t_ns, ev->ack, ev->has_ts, ev->tsval, win_est);
+    }
+}
+
+void pipe_tick(struct pipeline *pl, uint64_t now_ns)
+{
+    for (int i = 0; i < pl->n_flows; i++) {
+        struct pipe_flow *f = pl->flows[i];
+        if (f->done)
+            continue;
+        int changed = exll_tick(&f->exll, now_ns);
+        if (f->exll.exited && !f->obs_frozen)
+            f->obs_frozen = 1; /* the SR estimate is what observation saw (thesis Table 2) */
+        if (pl->control == CONTROL_EXLL && changed) {
+            f->rwnd_wanted = exll_rwnd_bytes(&f->exll);
+            f->rwnd_dirty = 1;
+        }
+    }
+    if (pl->control == CONTROL_DFCSD) {
+        uint32_t mask = dfcsd_tick(&pl->dfcsd_p, pl->dflows, pl->n_flows, now_ns);
+        for (int i = 0; i < pl->n_flows && i < 32; i++) {
+            if (mask & (1u << i)) {
+                pl->flows[i]->rwnd_wanted = (uint32_t)pl->dflows[i].rwnd_bytes;
+                pl->flows[i]->rwnd_dirty = 1;
+            }
+        }
+    }
+}
+
+void pipe_flow_done(struct pipeline *pl, int idx, uint64_t now_ns)
+{
+    if (idx < 0 || idx >= pl->n_flows)
+        return;
+    pl->flows[idx]->done = 1;
+    pl->flows[idx]->t_done_ns = now_ns;
+    pl->dflows[idx].active = 0; /* a finished flow leaves the size_min/size_max set */
+}
+
+void pipe_flush_logs(struct pipeline *pl)
+{
+    for (int i = 0; i < pl->n_flows; i++)
+        ms_log_flush(pl, i);
+    if (pl->pkt_log)
+        fflush(pl->pkt_log);
+    if (pl->ms_log)
+        fflush(pl->ms_log);
+}
+
+void pipe_sr_verdict(const struct pipeline *pl, int flow, struct sr_verdict *v)
+{
+    struct dvec rtt = { 0 };
+    struct u32vec ts = { 0 };
+    struct u64vec t = { 0 };
+    for (int i = 0; i < pl->n_flows; i++) {
+        if (flow >= 0 && i != flow)
+            continue;
+        const struct pipe_flow *f = pl->flows[i];
+        for (size_t k = 0; k < f->rtt_obs.n; k++)
+            dvec_push(&rtt, f->rtt_obs.v[k]);
+        /* TSval offsets differ per connection, so the phase test takes one flow's packets: the
+         * asked-for flow, or the first one when pooling */
+        if (f->uses_ts && (flow >= 0 || i == 0)) {
+            for (size_t k = 0; k < f->tsval_obs.n; k++) {
+                u32vec_push(&ts, f->tsval_obs.v[k]);
+                u64vec_push(&t, f->t_obs.v[k]);
+            }
+        }
+    }
+    sr_estimate(&pl->sr_p, rtt.v, rtt.n, ts.v, t.v, ts.n, v);
+    free(rtt.v);
+    free(ts.v);
+    free(t.v);
+}
+
+void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *v)
+{
+    jw_obj_open(w, key);
+    jw_str(w, "regime", v->regime);
+    if (v->period_ms)
+        jw_int(w, "period_ms", v->period_ms);
+    else
+        jw_null(w, "period_ms");
+    jw_str(w, "confidence", v->confidence);
+    jw_str(w, "reason", v->reason);
+    jw_num(w, "tsr_ms", v->tsr_ms);
+    if (v->d_log_ms) jw_int(w, "d_log_ms", v->d_log_ms); else jw_null(w, "d_log_ms");
+    if (v->d_lin_ms) jw_int(w, "d_lin_ms", v->d_lin_ms); else jw_null(w, "d_lin_ms");
+    jw_num(w, "mp_rtt_ms", v->mp_us / 1e3);
+    jw_num(w, "ap_rtt_ms", v->ap_us / 1e3);
+    jw_int(w, "n_rtt_samples", (long long)v->n_rtt);
+    jw_num(w, "rtt_excess_p95_ms", v->excess_p95_ms);
+    jw_int(w, "n_phase_samples", (long long)v->n_phase);
+    jw_num(w, "sender_ts_hz", v->ts_hz);
+    jw_obj_open(w, "phase_resultant");
+    for (int k = 0; k < 5; k++) {
+        char name[8];
+        snprintf(name, sizeof(name), "%d", exll_sr_candidates_ms[k]);
+        jw_num(w, name, v->phase_r[k]);
+    }
+    jw_obj_close(w);
+    if (v->phase_period_ms) jw_int(w, "phase_period_ms", v->phase_period_ms); else jw_null(w, "phase_period_ms");
+    jw_obj_close(w);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void rtt_stats_json(struct jsonw *w, const struct dvec *d, const char *method)
+{
+    jw_obj_open(w, "rtt");
+    jw_str(w, "method", method);
+    jw_int(w, "n", (long long)d->n);
+    if (d->n == 0) {
+        jw_null(w, "min_ms");
+        jw_null(w, "mean_ms");
+        jw_null(w, "p50_ms");
+        jw_null(w, "p95_ms");
+        jw_obj_close(w);
+        return;
+    }
+    double *s = malloc(d->n * sizeof(double));
+    double sum = 0;
+    for (size_t i = 0; i < d->n; i++)
+        sum += d->v[i];
+    if (s) {
+        memcpy(s, d->v, d->n * sizeof(double));
+        qsort(s, d->n, sizeof(double), cmp_double);
+        jw_num(w, "min_ms", s[0] / 1e3);
+        jw_num(w, "mean_ms", sum / (double)d->n / 1e3);
+        jw_num(w, "p50_ms", s[(d->n - 1) / 2] / 1e3);
+        jw_num(w, "p95_ms", s[(size_t)(0.95 * (double)(d->n - 1))] / 1e3);
+        free(s);
+    }
+    jw_obj_close(w);
+}
+
+void pipe_write_summary(const struct pipeline *pl, struct jsonw *w)
+{
+    uint64_t total_bytes = 0, t0 = 0, t1 = 0;
+    jw_arr_open(w, "flows");
+    for (int i = 0; i < pl->n_flows; i++) {
+        const struct pipe_flow *f = pl->flows[i];
+        jw_obj_open(w, NULL);
+        jw_str(w, "label", f->label);
+        if (f->have_endpoints) {
+            char a[80], b[80];
+            endpoint_format(&f->local, a, sizeof(a));
+            endpoint_format(&f->remote, b, sizeof(b));
+            jw_str(w, "local", a);
+            jw_str(w, "remote", b);
+        }
+        jw_int(w, "bytes", (long long)f->bytes);
+        jw_int(w, "packets", (long long)f->pkts_in);
+        jw_int(w, "acks_sent", (long long)f->acks_out);
+        jw_int(w, "retransmitted_packets", (long long)f->retrans_pkts);
+        double dur_s = f->t_last_ns > f->t_first_ns ? (double)(f->t_last_ns - f->t_first_ns) / 1e9 : 0;
+        jw_num(w, "first_ns", (double)f->t_first_ns);
+        jw_num(w, "duration_s", dur_s);
+        jw_num(w, "throughput_bps", dur_s > 0 ? (double)f->bytes * 8 / dur_s : NAN);
+        jw_int(w, "mss_bytes", f->mss_bytes);
+        jw_bool(w, "timestamps", f->uses_ts);
+        rtt_stats_json(w, &f->rtt_all, !f->ts_decided ? "none" : (f->uses_ts ? "tsecr" : "drs"));
+        jw_int(w, "rtt_unmatched_dropped", (long long)f->rtt.dropped);
+        const struct exll *e = &f->exll;
+        jw_obj_open(w, "exll");
+        jw_str(w, "state", exll_state_name(e->state));
+        jw_bool(w, "left_observation", e->exited);
+        jw_num(w, "t_exit_ms", e->exited ? (double)(e->t_exit_ns - f->t_first_ns) / 1e6 : NAN);
+        jw_num(w, "mp_rtt_ms", e->exited ? e->exit_mp_us / 1e3 : e->mp_us / 1e3);
+        jw_num(w, "ap_rtt_ms", e->exited ? e->exit_ap_us / 1e3 : (e->ap_n ? e->ap_sum_us / e->ap_n / 1e3 : NAN));
+        jw_num(w, "mre_ms", e->exited ? e->exit_mre_us / 1e3 : NAN);
+        jw_num(w, "F_bps", e->F_bps);
+        jw_num(w, "C_bps", e->C_bps);
+        jw_num(w, "mte_bps", e->mte_bps);
+        jw_num(w, "ci_bps", e->ci_bps);
+        jw_int(w, "frames", (long long)e->n_frames);
+        jw_int(w, "updates", (long long)e->n_updates);
+        jw_int(w, "timeouts", (long long)e->n_timeouts);
+        jw_int(w, "losses", (long long)e->n_losses);
+        jw_int(w, "resumes", (long long)e->n_resumes);
+        jw_num(w, "rwnd_bytes", e->rwnd_bytes);
+        jw_obj_close(w);
+        const struct dfcsd_flow *d = &pl->dflows[i];
+        jw_obj_open(w, "dfcsd");
+        jw_num(w, "D_ms", d->D_us / 1e3);
+        jw_num(w, "d_ms", d->d_us / 1e3);
+        jw_num(w, "alpha_factor", d->alpha_prime);
+        jw_num(w, "target_bytes", d->target_bytes);
+        jw_num(w, "rwnd_bytes", d->rwnd_bytes);
+        jw_int(w, "updates", (long long)d->n_updates);
+        jw_obj_close(w);
+        jw_int(w, "rwnd_applied_bytes", f->rwnd_applied);
+        struct sr_verdict v;
+        pipe_sr_verdict(pl, i, &v);
+        sr_verdict_json(w, "sr_estimate", &v);
+        jw_obj_close(w);
+        total_bytes += f->bytes;
+        if (f->t_first_ns && (t0 == 0 || f->t_first_ns < t0))
+            t0 = f->t_first_ns;
+        if (f->t_last_ns > t1)
+            t1 = f->t_last_ns;
+    }
+    jw_arr_close(w);
+    jw_int(w, "total_bytes", (long long)total_bytes);
+    jw_num(w, "throughput_bps", t1 > t0 ? (double)total_bytes * 8 / ((double)(t1 - t0) / 1e9) : NAN);
+    struct dvec all = { 0 };
+    for (int i = 0; i < pl->n_flows; i++)
+        for (size_t k = 0; k < pl->flows[i]->rtt_all.n; k++)
+            dvec_push(&all, pl->flows[i]->rtt_all.v[k]);
+    rtt_stats_json(w, &all, "pooled");
+    free(all.v);
+    struct sr_verdict v;
+    pipe_sr_verdict(pl, -1, &v);
+    sr_verdict_json(w, "sr_estimate", &v);
+    double settled_ms = NAN;
+    if (pl->n_flows > 0 && pl->flows[0]->t_first_ns && pl->flows[0]->t_dlog_change_ns)
+        settled_ms = (double)(pl->flows[0]->t_dlog_change_ns - pl->flows[0]->t_first_ns) / 1e6;
+    jw_num(w, "sr_estimate_settled_ms", settled_ms);
+}

@@ -1,0 +1,224 @@
+/* `cellab-probe selftest`: the estimators on synthetic timing, one line per check
+ * ("ok NAME detail" / "FAIL NAME detail"); exit 1 if any fails. Run from pytest on every build
+ * (x86_64 natively, aarch64 under qemu). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dfcsd.h"
+#include "exll.h"
+#include "flowproto.h"
+#include "rttmatch.h"
+#include "srest.h"
+
+struct st { int failed, run; };
+
+static void check(struct st *s, int ok, const char *name, const char *fmt, double a, double b)
+{
+    s->run++;
+    if (!ok)
+        s->failed++;
+    printf("%s %s ", ok ? "ok" : "FAIL", name);
+    printf(fmt, a, b);
+    putchar('\n');
+}
+
+/* ExLL thesis Table 2: (mpRTT, apRTT) per row, and the SR period of the setting. */
+static const double table2[15][3] = {
+    { 37.65, 42.55, 10 }, { 38.61, 42.58, 10 }, { 38.59, 43.04, 10 }, { 36.85, 41.90, 10 }, { 39.16, 42.89, 10 },
+    { 24.98, 34.18, 20 }, { 23.78, 35.29, 20 }, { 25.17, 37.96, 20 }, { 24.85, 33.16, 20 }, { 24.52, 36.73, 20 },
+    { 23.74, 40.69, 40 }, { 22.82, 40.47, 40 }, { 24.01, 41.15, 40 }, { 22.99, 41.60, 40 }, { 23.67, 41.25, 40 },
+};
+
+static void test_D(struct st *s)
+{
+    int correct = 0;
+    for (int i = 0; i < 15; i++) {
+        double tsr = exll_tsr_ms(table2[i][0] * 1e3, table2[i][1] * 1e3);
+        correct += exll_D_log(tsr) == (int)table2[i][2];
+    }
+    check(s, correct == 15, "table2_dlog_all_rows", "correct=%g of %g", correct, 15);
+    double row5 = exll_tsr_ms(39.16e3, 42.89e3);
+    check(s, fabs(row5 - 7.46) < 0.01, "table2_row5_tsr", "tsr=%g expected=%g", row5, 7.46);
+    check(s, exll_D_lin(row5) == 5 && exll_D_log(row5) == 10, "table2_row5_lin_fails_log_holds", "lin=%g log=%g",
+          exll_D_lin(row5), exll_D_log(row5));
+    static const double cases[][2] = { { 0, 5 }, { -3, 5 }, { 3.6, 5 }, { 7.0, 5 }, { 7.1, 10 }, { 14.0, 10 },
+                                       { 14.2, 20 }, { 28.2, 20 }, { 28.4, 40 }, { 56.5, 40 }, { 56.7, 80 },
+                                       { 1000, 80 } };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ok &= exll_D_log(cases[i][0]) == (int)cases[i][1];
+    check(s, ok, "dlog_geometric_boundaries", "cases=%g%.0s", (double)(sizeof(cases) / sizeof(cases[0])), 0);
+}
+
+static void test_eq3(struct st *s)
+{
+    double w = exll_eq3(100, 0.5, 50e3, 50e3, 200, 10e6, 10e6);
+    check(s, fabs(w - 100) < 1e-9, "eq3_fixed_point", "w=%g expected=%g", w, 100);
+    w = exll_eq3(100, 0.5, 50e3, 40e3, 200, 10e6, 10e6);
+    check(s, w > 100, "eq3_grows_when_rtt_below_mre", "w=%g from=%g", w, 100);
+    w = exll_eq3(100, 0.5, 50e3, 100e3, 200, 10e6, 10e6);
+    check(s, fabs(w - 75) < 1e-9, "eq3_shrinks_when_queueing", "w=%g expected=%g", w, 75);
+    w = exll_eq3(100, 0.5, 50e3, 50e3, 200, 0, 10e6);
+    check(s, fabs(w - 200) < 1e-9, "eq3_alpha_term_when_idle", "w=%g expected=%g", w, 200);
+    /* closed loop on a link of C packets/ms with mRE 50 ms: converges to C·mRE, no standing queue */
+    double C = 8.0, mre_ms = 50;
+    w = 10;
+    for (int i = 0; i < 400; i++) {
+        double r_ms = w / C > mre_ms ? w / C : mre_ms;
+        double t = w / r_ms < C ? w / r_ms : C;
+        w = exll_eq3(w, 0.5, mre_ms * 1e3, r_ms * 1e3, 200, t, C);
+    }
+    check(s, fabs(w - C * mre_ms) / (C * mre_ms) < 0.01, "eq3_closed_loop_bdp", "w=%g bdp=%g", w, C * mre_ms);
+}
+
+static void feed_frames(struct exll *e, uint64_t t0, int frames, int sf_used, int pkts, double gap_us)
+{
+    for (int f = 0; f < frames; f++)
+        for (int j = 0; j < sf_used; j++)
+            for (int k = 0; k < pkts; k++)
+                exll_on_data(e, t0 + (uint64_t)f * 10000000ULL + (uint64_t)j * 1000000ULL + (uint64_t)(k * gap_us * 1e3 + 50e3), 1500);
+}
+
+static void test_frames(struct st *s)
+{
+    struct exll_params p;
+    exll_default_params(&p);
+    struct exll e;
+    exll_init(&e, &p);
+    uint64_t t0 = 1000000000ULL;
+    feed_frames(&e, t0, 20, 10, 8, 125);
+    exll_tick(&e, t0 + 20 * 10000000ULL + 5000000ULL);
+    check(s, fabs(e.F_bps - 96e6) / 96e6 < 0.01, "frame_F_full", "F=%g expected=%g", e.F_bps, 96e6);
+    check(s, fabs(e.C_bps - 96e6) / 96e6 < 0.01, "frame_C_full", "C=%g expected=%g", e.C_bps, 96e6);
+    check(s, fabs(e.mte_bps - 96e6) / 96e6 < 0.01, "frame_MTE", "MTE=%g expected=%g", e.mte_bps, 96e6);
+    exll_init(&e, &p);
+    feed_frames(&e, t0, 20, 5, 8, 125); /* half the subframes: F halves, C does not (C >> F) */
+    exll_tick(&e, t0 + 20 * 10000000ULL + 5000000ULL);
+    check(s, fabs(e.F_bps - 48e6) / 48e6 < 0.01, "frame_F_half_allocated", "F=%g expected=%g", e.F_bps, 48e6);
+    check(s, fabs(e.C_bps - 96e6) / 96e6 < 0.01, "frame_C_half_allocated", "C=%g expected=%g", e.C_bps, 96e6);
+    exll_init(&e, &p);
+    feed_frames(&e, t0, 20, 10, 8, 0); /* a TB's packets stamped together: Δt floor keeps C finite */
+    exll_tick(&e, t0 + 20 * 10000000ULL + 5000000ULL);
+    check(s, fabs(e.C_bps - 96e6) / 96e6 < 0.01, "frame_C_same_instant", "C=%g expected=%g", e.C_bps, 96e6);
+}
+
+static void test_dfcsd(struct st *s)
+{
+    check(s, dfcsd_alpha_factor(5, 5, 5) == 1.0, "eq12_equal_sizes_guard", "a=%g expected=%g",
+          dfcsd_alpha_factor(5, 5, 5), 1);
+    check(s, fabs(dfcsd_alpha_factor(100, 100, 1000) - 1) < 1e-12, "eq12_smallest_full_alpha", "a=%g expected=%g",
+          dfcsd_alpha_factor(100, 100, 1000), 1);
+    check(s, fabs(dfcsd_alpha_factor(1000, 100, 1000) - exp(-1)) < 1e-12, "eq12_largest_alpha_over_e",
+          "a=%g expected=%g", dfcsd_alpha_factor(1000, 100, 1000), exp(-1));
+    check(s, fabs(dfcsd_eq13_pkts(4, 60e3, 50e3, 1e3) - 24) < 1e-9, "eq13_value", "w=%g expected=%g",
+          dfcsd_eq13_pkts(4, 60e3, 50e3, 1e3), 24);
+    check(s, fabs(dfcsd_eq13_pkts(4, 50e3, 50e3, 100) - 2000) < 1e-9, "eq13_D_equals_d_guard", "w=%g expected=%g",
+          dfcsd_eq13_pkts(4, 50e3, 50e3, 100), 2000);
+    check(s, isinf(dfcsd_eq13_pkts(4, 50e3, INFINITY, 1e3)), "eq13_unknown_d_no_clamp", "w=%g%.0s",
+          dfcsd_eq13_pkts(4, 50e3, INFINITY, 1e3), 0);
+    /* closed loop: one flow on C pkt/ms, base RTT 50 ms; the damped update settles with a standing
+     * queue near β and never below the BDP */
+    struct dfcsd_params p;
+    dfcsd_default_params(&p);
+    p.mss_bytes = 1000;
+    struct dfcsd_flow f;
+    uint64_t t = 0;
+    dfcsd_flow_init(&f, t);
+    double C = 8, d = 50, cwnd = 10, rwnd = INFINITY, qmax = 0, qlast = 0;
+    for (int i = 0; i < 3000; i++) {
+        t += 60ULL * 1000000ULL;
+        double w_pkts = cwnd < rwnd ? cwnd : rwnd; /* the sender: slow start, capped by rwnd */
+        double q_pkts = w_pkts - C * d > 0 ? w_pkts - C * d : 0;
+        double D = d + q_pkts / C;
+        dfcsd_on_rtt(&f, D * 1e3);
+        f.size_bytes += 1000;
+        if (dfcsd_tick(&p, &f, 1, t))
+            rwnd = f.rwnd_bytes / 1000;
+        cwnd = cwnd * 2 < 5000 ? cwnd * 2 : 5000;
+        qlast = q_pkts;
+        if (i > 2000 && q_pkts > qmax)
+            qmax = q_pkts;
+    }
+    check(s, qlast > 0.5 * p.beta_pkts && qlast < 2 * p.beta_pkts, "dfcsd_closed_loop_queue_near_beta",
+          "queue=%g beta=%g", qlast, p.beta_pkts);
+    check(s, qmax < 3 * p.beta_pkts, "dfcsd_closed_loop_no_oscillation", "max_queue=%g beta=%g", qmax, p.beta_pkts);
+    /* two flows: the younger (smaller) one gets α, the older α/e */
+    struct dfcsd_flow two[2];
+    dfcsd_flow_init(&two[0], 0);
+    dfcsd_flow_init(&two[1], 0);
+    two[0].size_bytes = 10000000;
+    two[1].size_bytes = 100000;
+    for (int k = 0; k < 2; k++)
+        dfcsd_on_rtt(&two[k], 60e3);
+    dfcsd_tick(&p, two, 2, 100ULL * 1000000ULL);
+    check(s, two[1].target_bytes > 2.5 * two[0].target_bytes, "dfcsd_short_flow_favoured", "short=%g long=%g",
+          two[1].target_bytes, two[0].target_bytes);
+}
+
+static void test_rttmatch(struct st *s)
+{
+    static struct rttm m; /* large rings: not on the stack */
+    rttm_init(&m);
+    struct rtt_sample out[64];
+    uint64_t ms = 1000000ULL;
+    rttm_on_data(&m, 0, 1000, 1000, 1, 7, out, 64);
+    rttm_on_data(&m, 1 * ms, 2000, 1000, 1, 7, out, 64);
+    rttm_on_ack(&m, 1 * ms + 100000, 3000, 1, 500, 0);
+    int n = rttm_on_data(&m, 30 * ms, 3000, 1000, 1, 499, out, 64); /* echoes an older ACK: not released by it */
+    check(s, n == 0, "rtt_older_tsecr_not_matched", "n=%g expected=%g", n, 0);
+    n = rttm_on_data(&m, 41 * ms, 4000, 1000, 1, 500, out, 64);
+    check(s, n == 2 && fabs(out[0].rtt_us - 41000) < 1e-6 && fabs(out[1].rtt_us - 40000) < 1e-6,
+          "rtt_per_packet_tsecr", "first=%g second=%g", n > 0 ? out[0].rtt_us : -1, n > 1 ? out[1].rtt_us : -1);
+    rttm_init(&m); /* no timestamps: DRS, released = one window beyond the ACK */
+    rttm_on_data(&m, 0, 0, 1000, 0, 0, out, 64);
+    rttm_on_ack(&m, 100000, 1000, 0, 0, 4000);
+    n = rttm_on_data(&m, 20 * ms, 3000, 1000, 0, 0, out, 64);
+    int n2 = rttm_on_data(&m, 25 * ms, 4000, 1000, 0, 0, out, 64);
+    check(s, n == 0 && n2 == 1 && fabs(out[0].rtt_us - 25000) < 1e-6, "rtt_drs_window_beyond", "n=%g rtt=%g",
+          n + n2, n2 ? out[0].rtt_us : -1);
+}
+
+static void test_phase(struct st *s)
+{
+    double x[400];
+    for (int i = 0; i < 400; i++)
+        x[i] = 20.0 * (i / 4) + 3 + (i % 3); /* bursts every 20 ms, 3 ms spread */
+    double r20 = sr_phase_resultant(x, 400, 20), r40 = sr_phase_resultant(x, 400, 40);
+    check(s, r20 > 0.8 && r40 < 0.2, "phase_lock_at_period_only", "r20=%g r40=%g", r20, r40);
+    for (int i = 0; i < 400; i++)
+        x[i] = i * 1.37; /* continuous sending */
+    double r5 = sr_phase_resultant(x, 400, 5);
+    check(s, r5 < 0.2, "phase_none_when_continuous", "r5=%g%.0s", r5, 0);
+}
+
+static void test_flowproto(struct st *s)
+{
+    uint8_t req[FLOWPROTO_REQ_BYTES];
+    flowproto_encode_request(req, FLOW_MODE_BYTES, 0x0102030405ULL, "cubic", 7, 65536);
+    int ok = !memcmp(req, "CLB1", 4) && req[4] == 1 && req[5] == 0 && req[6] == 1 && req[8] == 0x05 &&
+             req[12] == 0x01 && !strcmp((char *)req + 16, "cubic") && req[32] == 7 && req[40] == 0 && req[42] == 1;
+    check(s, ok, "flowproto_request_layout", "mode=%g tag=%g", req[6], req[32]);
+    uint8_t resp[FLOWPROTO_RESP_BYTES] = { 'C', 'L', 'B', '1', 2, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0 };
+    uint16_t st = 99;
+    uint64_t id = 0;
+    int rc = flowproto_decode_response(resp, &st, &id);
+    check(s, rc == 0 && st == 2 && id == 9, "flowproto_response", "status=%g id=%g", st, (double)id);
+}
+
+int cmd_selftest(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    struct st s = { 0, 0 };
+    test_D(&s);
+    test_eq3(&s);
+    test_frames(&s);
+    test_dfcsd(&s);
+    test_rttmatch(&s);
+    test_phase(&s);
+    test_flowproto(&s);
+    printf("%s %d of %d checks passed\n", s.failed ? "FAILED" : "PASSED", s.run - s.failed, s.run);
+    return s.failed ? 1 : 0;
+}
