@@ -11,6 +11,7 @@ import http.client
 import os
 import select
 import socket
+import termios
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -96,6 +97,10 @@ class LineLink(ABC):
             pass
 
 
+# pyserial raises termios.error (not an OSError) when the tty vanishes under it
+_SERIAL_ERRORS = (serial.SerialException, OSError, ValueError, termios.error)
+
+
 class SerialLink(LineLink):
     """pyserial port: a real /dev/ttyUSB*/ttyACM* or an emulator's pseudo-terminal."""
 
@@ -103,7 +108,7 @@ class SerialLink(LineLink):
         super().__init__(eol_out, timeout_s)
         try:
             self._port = serial.Serial(port, baudrate=baudrate, bytesize=8, parity="N", stopbits=1, timeout=0)
-        except (serial.SerialException, OSError) as exc:
+        except _SERIAL_ERRORS as exc:
             raise LinkClosed(f"cannot open serial port {port}: {exc}") from exc
         self.port_name = port
 
@@ -111,7 +116,7 @@ class SerialLink(LineLink):
         try:
             self._port.write(data)
             self._port.flush()
-        except (serial.SerialException, OSError) as exc:
+        except _SERIAL_ERRORS as exc:
             raise LinkClosed(f"serial port {self.port_name} lost: {exc}") from exc
 
     def _recv_some(self, timeout_s: float) -> bytes:
@@ -121,7 +126,7 @@ class SerialLink(LineLink):
             if not ready:
                 return b""
             data = os.read(fd, 4096)
-        except (serial.SerialException, OSError, ValueError) as exc:
+        except _SERIAL_ERRORS as exc:
             raise LinkClosed(f"serial port {self.port_name} lost: {exc}") from exc
         if not data:
             raise LinkClosed(f"serial port {self.port_name} closed")
@@ -130,7 +135,7 @@ class SerialLink(LineLink):
     def close(self) -> None:
         try:
             self._port.close()
-        except (serial.SerialException, OSError):
+        except _SERIAL_ERRORS:
             pass
 
 
