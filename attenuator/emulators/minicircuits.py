@@ -60,11 +60,14 @@ class MiniCircuitsDevice:
         if value > self.max_db:
             value, reply = self.max_db, "2"
         value = round(math.floor(value / self.step_db + 0.5) * self.step_db, 4)
+        if self.on_set is not None:
+            try:
+                for ch in channels:
+                    self.on_set(ch, value)
+            except Exception:  # noqa: BLE001 - the bridged cell refused: the set failed
+                return "0"
         for ch in channels:
             self.att_db[ch - 1] = value
-        if self.on_set is not None:
-            for ch in channels:
-                self.on_set(ch, value)
         return reply
 
     def handle(self, command: str) -> str | None:
