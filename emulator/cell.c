@@ -211,7 +211,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
                               .ul_prb = -1, .ul_mcs = 20, .bsr_timer_ms = 20, .harq_max_tx = 4,
                               .harq_rtt_ms = 8, .ul_policy = UL_SRSENB, .rlc_queue_bytes = 4u << 20,
                               .ul_buffer_bytes = 4u << 20, .fading_coherence_ms = 100.0, .seed = 1,
-                              .poll_grant_prb = 1};
+                              .poll_grant_prb = 2};
     static const struct option opts[] = {
         {"srv", 1, 0, 'S'}, {"ue", 1, 0, 'U'}, {"n-prb", 1, 0, 'n'}, {"sr-period-ms", 1, 0, 'r'},
         {"cqi-period-ms", 1, 0, 'q'}, {"cqi-delay-ms", 1, 0, 'Q'}, {"rlc-queue-bytes", 1, 0, 'b'},
@@ -662,6 +662,10 @@ static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant
     u->bsr_pending_value = u->ul_in_off - u->ul_sent_off;
     u->bsr_usable_at = t + CELL_BSR_PROCESS_TTI;
     u->bsr_pending = 1;
+    /* srsenb: a UE that just reported an empty buffer gets its next chance when the periodic BSR timer
+     * (restarted by this BSR) expires, without an SR; sr-strict: it goes back to SR at once. */
+    if (c->p.ul_policy == UL_SRSENB && u->bsr_pending_value == 0)
+        u->poll_pusch_tti = t + (uint64_t)c->p.bsr_timer_ms;
 }
 
 static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
@@ -682,7 +686,7 @@ static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
     if (u->poll_pusch_tti && t >= u->poll_pusch_tti) {
         u->poll_pusch_tti = 0;
         if (pending > 0)
-            ul_transmit(c, u, t, ul_grant_for(c, 1) * (uint32_t)c->p.poll_grant_prb);
+            ul_transmit(c, u, t, (uint32_t)radio_ul_tbs_bits(c->p.ul_mcs, c->p.poll_grant_prb) / 8);
         pending = u->ul_in_off - u->ul_sent_off;
     }
     /* the eNB learns a BSR */
@@ -693,8 +697,6 @@ static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
             if (u->grants[i].active)
                 in_flight += u->grants[i].bytes;
         u->bsr_bytes = u->bsr_pending_value > in_flight ? u->bsr_pending_value - in_flight : 0;
-        if (u->bsr_pending_value == 0 && c->p.ul_policy == UL_SRSENB && ul_grants_out(u) == 0)
-            u->poll_pusch_tti = u->bsr_usable_at - CELL_BSR_PROCESS_TTI + (uint64_t)c->p.bsr_timer_ms;
     }
     /* BSR-driven grants while the eNB knows of data (8 UL HARQ processes) */
     if (u->bsr_bytes > 0 && ul_grants_out(u) < CELL_UL_HARQ_PROCS) {
@@ -702,8 +704,10 @@ static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
         ul_add_grant(u, t + CELL_GRANT_TO_PUSCH_TTI, bytes);
         u->bsr_bytes = u->bsr_bytes > bytes ? u->bsr_bytes - bytes : 0;
     }
-    /* new data with no grant in sight waits for its SR occasion */
-    int idle = ul_grants_out(u) == 0 && !u->bsr_pending && u->bsr_bytes == 0 && u->poll_pusch_tti == 0;
+    /* new data with no grant in sight (as the UE sees it: no grant received, no non-empty BSR awaiting its
+     * grants, no periodic-BSR chance pending) waits for its SR occasion */
+    int idle = ul_grants_out(u) == 0 && !(u->bsr_pending && u->bsr_pending_value > 0) && u->bsr_bytes == 0 &&
+               u->poll_pusch_tti == 0;
     if (pending > 0 && idle && !u->sr_waiting)
         u->sr_waiting = 1;
     if (u->sr_waiting && sr_occ) {

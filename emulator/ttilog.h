@@ -17,7 +17,7 @@ enum ttilog_flags {
     TTILOG_PAUSED = 1 << 5,      /* the cell was paused over the control socket */
 };
 
-struct ttilog_header {
+struct __attribute__((packed)) ttilog_header {
     char magic[8];
     uint16_t version;
     uint16_t rec_size;

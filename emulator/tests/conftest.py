@@ -1,0 +1,30 @@
+"""Fixtures of the emulator room: a virtual lab per test, always torn down."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # netlab helpers
+
+from cellab.emulator.vlab import VirtualLab  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+
+
+@pytest.fixture
+def vlab(require_root, netns_prefix):
+    """A factory: vlab(**params) brings a lab up; every lab made is taken down after the test."""
+    labs: list[VirtualLab] = []
+
+    def make(**params) -> VirtualLab:
+        lab = VirtualLab(netns_prefix, params)
+        labs.append(lab)
+        lab.up()
+        return lab
+
+    yield make
+    for lab in labs:
+        lab.down()

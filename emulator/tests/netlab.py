@@ -1,0 +1,103 @@
+"""Test helpers: programs in namespaces (argv lists only), iperf3, ping, and a tcpdump-based ACK capture."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def in_ns(netns: str, *argv: str) -> list[str]:
+    return ["ip", "netns", "exec", netns, *argv]
+
+
+def iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port: int = 5301,
+                    cc: str = "cubic") -> dict:
+    """A TCP download (server -> UE) with iperf3 -R; returns iperf3's JSON."""
+    server = subprocess.Popen(in_ns(srv_ns, "iperf3", "-s", "-1", "-B", srv_addr, "-p", str(port)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = subprocess.run(in_ns(ue_ns, "iperf3", "-c", srv_addr, "-p", str(port), "-R", "-t", str(seconds),
+                                   "-C", cc, "-J"), capture_output=True, text=True, timeout=seconds + 20)
+        return json.loads(out.stdout)
+    finally:
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def start_iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port: int = 5302,
+                          udp_bps: int | None = None, length: int = 1400) -> tuple[subprocess.Popen, subprocess.Popen]:
+    server = subprocess.Popen(in_ns(srv_ns, "iperf3", "-s", "-1", "-B", srv_addr, "-p", str(port)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    argv = ["iperf3", "-c", srv_addr, "-p", str(port), "-R", "-t", str(seconds), "-J"]
+    if udp_bps:
+        argv += ["-u", "-b", str(udp_bps), "-l", str(length)]
+    client = subprocess.Popen(in_ns(ue_ns, *argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return server, client
+
+
+def finish(*procs: subprocess.Popen, timeout: float = 20) -> None:
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def ping_rtts_ms(ue_ns: str, dst: str, count: int, interval_s: float, size: int = 56) -> np.ndarray:
+    out = subprocess.run(in_ns(ue_ns, "ping", "-n", "-c", str(count), "-i", str(interval_s), "-s", str(size), dst),
+                         capture_output=True, text=True, timeout=count * interval_s + 30)
+    return np.array([float(m) for m in re.findall(r"time=([\d.]+) ms", out.stdout)])
+
+
+class Capture:
+    """tcpdump on an interface inside a namespace (kernel per-packet timestamps), read back as pcap."""
+
+    def __init__(self, netns: str, ifname: str, bpf: str, path: Path):
+        self.path = path
+        self.proc = subprocess.Popen(in_ns(netns, "tcpdump", "-i", ifname, "-n", "-s", "96", "-U", "-w", str(path),
+                                           bpf), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 5
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+
+    def stop(self) -> np.ndarray:
+        """Packet times in seconds."""
+        self.proc.terminate()
+        finish(self.proc, timeout=5)
+        return read_pcap_times(self.path)
+
+
+def read_pcap_times(path: Path) -> np.ndarray:
+    data = path.read_bytes()
+    if len(data) < 24:
+        return np.array([])
+    magic = struct.unpack("<I", data[:4])[0]
+    nano = magic == 0xA1B23C4D
+    off, times = 24, []
+    while off + 16 <= len(data):
+        sec, frac, incl, _orig = struct.unpack("<IIII", data[off:off + 16])
+        times.append(sec + frac / (1e9 if nano else 1e6))
+        off += 16 + incl
+    return np.array(times)
+
+
+def burst_gaps_ms(times_s: np.ndarray, burst_gap_ms: float = 2.0) -> tuple[np.ndarray, float]:
+    """Gaps between bursts (packets less than burst_gap_ms apart form one burst) and packets per burst."""
+    if len(times_s) < 2:
+        return np.array([]), 0.0
+    d = np.diff(np.sort(times_s)) * 1000.0
+    gaps = d[d >= burst_gap_ms]
+    return gaps, len(times_s) / (len(gaps) + 1)

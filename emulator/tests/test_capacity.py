@@ -1,0 +1,100 @@
+"""Real Linux TCP through the cell: the TBS-table ceiling, srsRAN's measured rates, attenuation, bufferbloat."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from netlab import iperf3_download, ping_rtts_ms
+
+from cellab.emulator.ttilog import read_ttilog
+
+# TS 36.213 Table 7.1.7.2.1-1, I_TBS 26 (CQI 15 -> MCS 28): bits per TTI
+TBS_ITBS26 = {6: 4392, 25: 18336, 50: 36696, 100: 75376}
+# ../shared/data/srsran-sample/README.md: TCP Cubic downlink through a real srsRAN 4G stack, CQI 15
+SRSRAN_MBPS = {6: 3.1, 25: 16.2}
+
+
+@pytest.mark.parametrize("n_prb", [6, 25, 50, 100])
+def test_saturating_download_respects_tbs_table(vlab, n_prb, tmp_path):
+    lab = vlab(n_prb=n_prb, core_delay_ms=5.0)
+    topo = lab.topology()
+    result = iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, seconds=3)
+    goodput_mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
+    table_mbps = TBS_ITBS26[n_prb] / 1e3
+    log = read_ttilog(lab.collect(tmp_path)["cell_tti_log"])
+    rec = log.ue(0)
+    assert rec["cqi"].max() == 15
+    assert rec["dl_tbs_bits"].max() <= TBS_ITBS26[n_prb]  # never above the table, any TTI
+    busy = rec[rec["dl_queue_bytes"] > 0]
+    # delivered IP bits over every whole second of the run stay under the table rate
+    per_s = np.add.reduceat(rec["dl_delivered_bytes"].astype(np.int64), np.arange(0, len(rec), 1000)) * 8 / 1e6
+    assert per_s.max() <= table_mbps * 1.0 + 1e-9
+    assert goodput_mbps <= table_mbps
+    assert len(busy) > 1000  # the queue really was saturated
+    if n_prb in SRSRAN_MBPS:
+        assert abs(goodput_mbps - SRSRAN_MBPS[n_prb]) <= 0.15 * SRSRAN_MBPS[n_prb], goodput_mbps
+    else:
+        assert goodput_mbps >= 0.7 * table_mbps, goodput_mbps
+
+
+def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_path):
+    cqi_period_ms = 20
+    lab = vlab(n_prb=25, cqi_period_ms=cqi_period_ms, core_delay_ms=5.0)
+    topo = lab.topology()
+    steps: dict[str, int] = {}
+
+    def drive() -> None:
+        with lab.control() as ctl:
+            time.sleep(1.5)
+            steps["down"] = ctl.set_attenuation(0, 62.0)["tti"]
+            time.sleep(1.0)
+            steps["up"] = ctl.set_attenuation(0, 0.0)["tti"]
+
+    t = threading.Thread(target=drive)
+    t.start()
+    iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, seconds=4)
+    t.join()
+    rec = read_ttilog(lab.collect(tmp_path)["cell_tti_log"]).ue(0)
+    tti, tbs = rec["tti"].astype(np.int64), rec["dl_tbs_bits"].astype(np.int64)
+
+    def mean_tbs(lo: int, hi: int) -> float:
+        sel = (tti >= lo) & (tti < hi) & (rec["dl_queue_bytes"] > 0)
+        return float(tbs[sel].mean())
+
+    limit = 2 * cqi_period_ms
+    before = mean_tbs(steps["down"] - 500, steps["down"])
+    low = mean_tbs(steps["down"] + limit, steps["up"])
+    after = mean_tbs(steps["up"] + limit, steps["up"] + 500)
+    assert low < 0.5 * before  # 62 dB: CQI falls to the QPSK range
+    assert after > 0.9 * before
+    # the CQI the scheduler uses changed within two CQI periods of each step
+    cqi = rec["cqi"]
+    assert cqi[(tti >= steps["down"] + limit) & (tti < steps["down"] + limit + 5)].max() < 15
+    assert cqi[(tti >= steps["up"] + limit) & (tti < steps["up"] + limit + 5)].min() == 15
+
+
+def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, tmp_path):
+    queue_bytes = 150_000
+    lab = vlab(n_prb=25, rlc_queue_bytes=queue_bytes, core_delay_ms=5.0)
+    topo = lab.topology()
+    idle = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=10, interval_s=0.05)
+    loaded: dict[str, np.ndarray] = {}
+
+    def pinger() -> None:
+        time.sleep(2.0)  # Cubic has filled the queue by now
+        loaded["rtt"] = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=20, interval_s=0.05)
+
+    t = threading.Thread(target=pinger)
+    t.start()
+    result = iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, seconds=4)
+    t.join()
+    rate_bps = result["end"]["sum_received"]["bits_per_second"]
+    rec = read_ttilog(lab.collect(tmp_path)["cell_tti_log"]).ue(0)
+    assert rec["dl_queue_bytes"].max() >= 0.9 * queue_bytes  # Cubic filled it
+    assert rec["dl_drop_bytes"].sum() > 0  # and overflowed it: drop-tail at the limit
+    expected_ms = queue_bytes * 8 / rate_bps * 1000
+    rise_ms = float(np.median(loaded["rtt"])) - float(np.median(idle))
+    assert 0.5 * expected_ms <= rise_ms <= 1.3 * expected_ms, (rise_ms, expected_ms)

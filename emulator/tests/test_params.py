@@ -1,0 +1,83 @@
+"""Bad input is refused with the field and the allowed values, before any namespace exists."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from pyroute2 import netns
+
+from cellab.emulator.params import CellParams, validate_params
+from cellab.emulator.ttilog import read_ttilog
+from cellab.emulator.vlab import VirtualLab
+from cellab.errors import InputError, InputErrors
+from cellab.paths import find_program
+
+
+@pytest.mark.parametrize("field,value,allowed", [
+    ("n_prb", 7, "6, 15, 25, 50, 75, 100"),
+    ("sr_period_ms", 2, "5, 10, 20, 40, 80"),
+    ("ul_policy", "fast", "srsenb, sr-strict"),
+])
+def test_bad_parameter_names_field_and_allowed_values(field, value, allowed):
+    with pytest.raises(InputErrors) as exc:
+        validate_params({field: value}, "campaign.yaml")
+    text = str(exc.value)
+    assert "campaign.yaml" in text and field in text and allowed in text
+
+
+def test_bad_parameters_touch_no_namespace(netns_prefix):
+    before = set(netns.listnetns())
+    with pytest.raises(InputErrors):
+        VirtualLab(netns_prefix, {"n_prb": 7, "n_ues": 2})
+    with pytest.raises(InputErrors):
+        VirtualLab(netns_prefix, {"attenuation_db": [1.0, 2.0, 3.0], "n_ues": 2})
+    assert set(netns.listnetns()) == before
+
+
+def test_bad_prefix_is_refused():
+    with pytest.raises(InputError, match="prefix"):
+        VirtualLab("Bad-Prefix!")
+
+
+def test_params_argv_round_trip():
+    p = CellParams(n_prb=50, sr_period_ms=40, attenuation_db=[1.5, 2.0], n_ues=2, ul_policy="sr-strict")
+    argv = p.argv()
+    assert argv[argv.index("--n-prb") + 1] == "50"
+    assert argv[argv.index("--attenuation-db") + 1] == "1.5,2.0"
+    assert argv[argv.index("--ul-policy") + 1] == "sr-strict"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--n-prb", "7"], "allowed: 6, 15, 25, 50, 75, 100"),
+    (["--sr-period-ms", "3"], "allowed: 5, 10, 20, 40, 80"),
+    (["--ul-policy", "x"], "allowed: srsenb, sr-strict"),
+    (["--ue", "nosuchns:lte0"], "NETNS:TUN:IPV4"),
+])
+def test_cell_program_rejects_bad_options_before_namespaces(args, message):
+    base = ["--srv", "nosuchns-srv:lte0", "--ue", "nosuchns-ue0:lte0:10.200.1.1"]
+    out = subprocess.run([str(find_program("cellab-cell")), *base, *args], capture_output=True, text=True, timeout=5)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "namespace" not in out.stderr  # refused before any setns
+
+
+@pytest.mark.parametrize("content,rule", [
+    ("5\n3\n", "monotonically nondecreasing"),
+    ("0\n0\n", "nonzero amount of time"),
+    ("1\nabc\n", "non-negative integer"),
+])
+def test_bad_trace_names_file_and_rule(tmp_path, content, rule):
+    trace = tmp_path / "bad.trace"
+    trace.write_text(content)
+    out = subprocess.run([str(find_program("cellab-cell")), "--srv", "x-srv:lte0", "--ue", "x-ue0:lte0:10.0.0.2",
+                          "--trace", str(trace)], capture_output=True, text=True, timeout=5)
+    assert out.returncode == 2
+    assert str(trace) in out.stderr and rule in out.stderr
+
+
+def test_ttilog_reader_rejects_other_files(tmp_path):
+    bad = tmp_path / "x.bin"
+    bad.write_bytes(b"NOTALOG!" + bytes(40))
+    with pytest.raises(InputError, match="magic"):
+        read_ttilog(bad)
