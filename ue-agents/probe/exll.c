@@ -135,6 +135,13 @@ static void close_frame(struct exll *e)
     e->n_frames++;
     e->F_bps = (double)bytes * 8.0 / 0.010;
     e->mte_bps = ma_push(e->f_hist, &e->f_n, &e->f_pos, e->p.ma_frames, e->F_bps);
+    if (!c_cnt) {
+        /* [INF, ours] no subframe with 2 packets (Δt undefined, spec §1.2 [GAP]): a slow link spaces
+         * packets over 1 ms. Count what each allocated subframe carried per 1 ms instead, so C and the
+         * exit test still exist there. */
+        c_sum = (double)bytes * 8.0 / 0.001 / allocated;
+        c_cnt = 1;
+    }
     if (c_cnt) {
         e->C_bps = c_sum / c_cnt;
         e->ci_bps = ma_push(e->c_hist, &e->c_n, &e->c_pos, e->p.ma_frames, e->C_bps);

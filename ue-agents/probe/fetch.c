@@ -388,7 +388,7 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
         failed += c->flows[i].state == F_FAILED;
         incomplete += c->flows[i].state != F_DONE || !c->flows[i].complete;
     }
-    const char *status = failed == c->n_flows ? "error" : (incomplete || c->n_missing ? "partial" : "ok");
+    const char *status = failed == c->n_flows ? "error" : (incomplete || c->n_missing || c->n_errors ? "partial" : "ok");
     jw_obj_open(&w, NULL);
     jw_str(&w, "tool", "cellab-probe");
     jw_str(&w, "version", PROBE_VERSION);
@@ -414,6 +414,22 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
     jw_arr_open(&w, "missing");
     for (int i = 0; i < c->n_missing; i++)
         jw_str(&w, NULL, c->missing[i]);
+    for (int i = 0; i < c->n_flows; i++) {
+        const struct fetch_flow *f = &c->flows[i];
+        char msg[300];
+        if (f->state == F_FAILED)
+            snprintf(msg, sizeof(msg), "flow %d: %s (%llu bytes received)", i,
+                     f->bytes_read ? "measurements up to the failure only" : "no measurements",
+                     (unsigned long long)f->bytes_read);
+        else if (f->state != F_DONE)
+            snprintf(msg, sizeof(msg), "flow %d: unfinished at the timeout, measurements up to it only", i);
+        else if (!f->complete)
+            snprintf(msg, sizeof(msg), "flow %d: %llu of %llu bytes", i, (unsigned long long)f->bytes_read,
+                     (unsigned long long)f->spec.amount);
+        else
+            continue;
+        jw_str(&w, NULL, msg);
+    }
     jw_arr_close(&w);
     jw_arr_open(&w, "requests");
     for (int i = 0; i < c->n_flows; i++) {

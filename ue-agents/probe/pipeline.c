@@ -159,7 +159,15 @@ static void on_rtt_sample(struct pipeline *pl, int idx, const struct rtt_sample 
     dvec_push(&f->rtt_all, s->rtt_us);
     exll_on_rtt(&f->exll, s->t_ns, s->rtt_us);
     dfcsd_on_rtt(&pl->dflows[idx], s->rtt_us);
-    if (!f->obs_frozen) {
+    /* SR samples: observation phase, and only while the window is below the pipe (bytes per RTT
+     * under C_i x mpRTT) [INF, ours]: once slow start overfills the queue, queueing delay would pass
+     * for SR waiting in 2 (apRTT - mpRTT). */
+    double pipe_bytes = f->exll.ci_bps / 8 * f->exll.mp_us / 1e6;
+    int pipe_free = f->exll.ci_bps <= 0 || !isfinite(f->exll.mp_us) ||
+                    exll_cwnd_meas_bytes(&f->exll, s->t_ns) < pipe_bytes;
+    if (!pipe_free)
+        f->n_rtt_pipe_full++;
+    if (!f->obs_frozen && pipe_free) {
         dvec_push(&f->rtt_obs, s->rtt_us);
         if (f->exll.ap_n > 0) {
             int d = exll_D_log(exll_tsr_ms(f->exll.mp_us, f->exll.ap_sum_us / f->exll.ap_n));
@@ -203,7 +211,9 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
             }
             exll_on_data(&f->exll, ev->t_ns, ev->payload_bytes);
             pl->dflows[idx].size_bytes = f->bytes;
-            if (!f->obs_frozen && ev->has_ts) {
+            /* the phase view uses the whole flow: once the window fills the pipe every SR occasion carries
+             * ACKs, while in slow start a flow may use only every other occasion */
+            if (ev->has_ts) {
                 u32vec_push(&f->tsval_obs, ev->tsval);
                 u64vec_push(&f->t_obs, ev->t_ns);
             }
@@ -389,6 +399,7 @@ void pipe_write_summary(const struct pipeline *pl, struct jsonw *w)
         jw_bool(w, "timestamps", f->uses_ts);
         rtt_stats_json(w, &f->rtt_all, !f->ts_decided ? "none" : (f->uses_ts ? "tsecr" : "drs"));
         jw_int(w, "rtt_unmatched_dropped", (long long)f->rtt.dropped);
+        jw_int(w, "rtt_samples_pipe_full", (long long)f->n_rtt_pipe_full);
         const struct exll *e = &f->exll;
         jw_obj_open(w, "exll");
         jw_str(w, "state", exll_state_name(e->state));

@@ -35,7 +35,8 @@ struct pipe_flow {
     int uses_ts, ts_decided;
     struct dvec rtt_all;       /* every RTT sample, for the summary's percentiles */
     struct dvec rtt_obs;       /* observation-phase samples: the SR estimate's input */
-    struct u32vec tsval_obs;   /* observation-phase data packets' TSval */
+    uint64_t n_rtt_pipe_full;  /* samples left out of it because the window exceeded the pipe */
+    struct u32vec tsval_obs;   /* every data packet's TSval (the phase view) */
     struct u64vec t_obs;
     int obs_frozen;            /* ExLL left observation the first time: the SR inputs are fixed */
     int last_dlog;             /* running D_log, to time when the estimate settled */

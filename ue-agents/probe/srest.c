@@ -77,9 +77,10 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
     if (n_ts >= p->min_phase_samples) {
         v->ts_hz = ts_clock_hz(tsval, t_ns, n_ts);
         double scale = 0; /* TSval ticks -> ms */
-        if (fabs(v->ts_hz - 1000) < 100)
+        /* wide bands: queueing stretches the arrival span, we only need to tell ms from µs clocks */
+        if (v->ts_hz > 500 && v->ts_hz < 1500)
             scale = 1.0;
-        else if (fabs(v->ts_hz - 1e6) < 1e5)
+        else if (v->ts_hz > 5e5 && v->ts_hz < 1.5e6)
             scale = 1e-3;
         if (scale > 0) {
             double *x = malloc(n_ts * sizeof(double));
@@ -98,8 +99,19 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
         }
     }
 
-    if (!rtt_ok) {
-        v->reason = "too few per-packet RTT samples in the observation phase";
+    if (!rtt_ok && !phase_ok) {
+        v->reason = "too few per-packet RTT samples in the observation phase, and no sender timestamps";
+        return;
+    }
+    /* outside the candidates' log-domain range (5/√2 .. 80·√2 ms) no SR period explains the spread */
+    if (!phase_ok && v->tsr_ms < 5.0 / M_SQRT2) {
+        v->regime = "not-sr-limited";
+        v->confidence = "low";
+        v->reason = "per-packet RTT spread is below half the shortest SR period";
+        return;
+    }
+    if (!phase_ok && v->tsr_ms > 80.0 * M_SQRT2) {
+        v->reason = "per-packet RTT spread exceeds every SR period: queueing dominates the observation phase";
         return;
     }
     if (!phase_ok) {
@@ -116,14 +128,14 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
         v->reason = "the sender's transmit times show no SR phase lock: uplink grants do not follow SR occasions";
         return;
     }
+    /* the transmit phase names the period; the RTT view (ExLL's T̂_SR) confirms it or not */
+    v->regime = "sr-limited";
+    v->period_ms = v->phase_period_ms;
     if (v->phase_period_ms == v->d_log_ms) {
-        v->regime = "sr-limited";
         v->confidence = "high";
-        v->period_ms = v->d_log_ms;
-        v->reason = "RTT spread and transmit phase agree";
-        return;
+        v->reason = "transmit phase lock and RTT spread agree";
+    } else {
+        v->confidence = "medium";
+        v->reason = "transmit phase lock; the RTT spread (T̂_SR) points elsewhere (burst queueing in slow start)";
     }
-    v->regime = "undetermined";
-    v->confidence = "none";
-    v->reason = "RTT spread and transmit phase disagree (partly SR-limited uplink, or queueing in the RTT samples)";
 }

@@ -1,0 +1,181 @@
+"""Run cellab-probe (optionally inside a network namespace) with an argv list and parse its summary.
+
+The probe always writes its JSON summary, also when it fails (unreachable server, damaged pcap, no
+capture privileges): the summary's `status` ("ok" | "partial" | "error"), `errors` and `missing` say
+what happened, and `run_fetch` / `run_analyze` return it instead of raising, so a caller keeps the
+partial measurements. Bad *requests* (a person's typo) raise InputError before anything runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cellab.errors import CellabError, InputError, from_validation_error
+from cellab.paths import find_program
+from cellab.proc import argv_in
+
+PROBE_PROGRAM = "cellab-probe"
+CC_PATTERN = r"^[a-z0-9_]{1,16}$"
+
+
+class ProbeFlow(BaseModel):
+    """One flow the probe asks the sender for: N bytes or T seconds, started start_ms after the first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size_bytes: int | None = Field(None, ge=1, le=1 << 40)
+    duration_s: float | None = Field(None, gt=0, le=3600)
+    start_ms: int = Field(0, ge=0, le=3_600_000)
+    cc: str | None = Field(None, pattern=CC_PATTERN, description="sender congestion control for this flow")
+    tag: int = Field(0, ge=0, le=(1 << 63) - 1)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> "ProbeFlow":
+        if (self.size_bytes is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of size_bytes or duration_s")
+        return self
+
+    def spec(self) -> str:
+        parts = [f"bytes={self.size_bytes}" if self.size_bytes is not None else f"seconds={self.duration_s:g}",
+                 f"start_ms={self.start_ms}", f"tag={self.tag}"]
+        if self.cc:
+            parts.append(f"cc={self.cc}")
+        return ",".join(parts)
+
+
+class FetchRequest(BaseModel):
+    """What `cellab-probe fetch` is asked to do (typed, validated: agents never run a string from the wire)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: str = Field(description="sender's IP address")
+    port: int = Field(5301, ge=1, le=65535)
+    flows: list[ProbeFlow] = Field(min_length=1, max_length=32)
+    control: Literal["none", "exll", "dfcsd"] = "none"
+    capture: Literal["auto", "packet", "socket"] = "auto"
+    interface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    timeout_s: float = Field(60.0, gt=0, le=86400)
+    connect_timeout_s: float = Field(5.0, gt=0, le=600)
+    rcvbuf_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30)
+    packet_log: bool = Field(True, description="write the per-packet event log")
+    ms_log: bool = Field(False, description="write the per-millisecond log")
+    exll_alpha_pkts: float | None = Field(None, gt=0, le=100_000)
+    exll_gamma: float | None = Field(None, gt=0, le=1)
+    dfcsd_beta_pkts: float | None = Field(None, gt=0, le=100_000)
+
+    @field_validator("server")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        return str(ipaddress.ip_address(value))
+
+
+class AnalyzeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pcap: Path | None = None
+    events: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> "AnalyzeRequest":
+        if (self.pcap is None) == (self.events is None):
+            raise ValueError("give exactly one of pcap or events")
+        return self
+
+
+class ProbeResult(BaseModel):
+    """The probe's exit code, its summary (always present unless the program could not start) and files."""
+
+    returncode: int
+    summary: dict[str, Any]
+    summary_path: Path
+    artifacts: dict[str, Path]
+    stderr: str
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", "error"))
+
+    @property
+    def sr_estimate(self) -> dict[str, Any]:
+        return dict(self.summary.get("sr_estimate") or {})
+
+
+def validate_fetch(values: dict[str, Any], source: str = "probe fetch request") -> FetchRequest:
+    try:
+        return FetchRequest.model_validate(values)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None
+
+
+def fetch_argv(req: FetchRequest, out_dir: Path, name: str, program: Path) -> tuple[list[str], dict[str, Path]]:
+    """argv for one fetch and the files it will write (summary, logs) under out_dir."""
+    files = {"summary": out_dir / f"{name}-summary.json"}
+    argv = [str(program), "fetch", "--server", req.server, "--port", str(req.port),
+            "--control", req.control, "--capture", req.capture, "--timeout", f"{req.timeout_s:g}",
+            "--connect-timeout", f"{req.connect_timeout_s:g}", "--rcvbuf", str(req.rcvbuf_bytes),
+            "--summary", str(files["summary"])]
+    for flow in req.flows:
+        argv += ["--flow", flow.spec()]
+    if req.interface:
+        argv += ["--iface", req.interface]
+    if req.packet_log:
+        files["packet_log"] = out_dir / f"{name}-packets.csv"
+        argv += ["--log", str(files["packet_log"])]
+    if req.ms_log:
+        files["ms_log"] = out_dir / f"{name}-ms.csv"
+        argv += ["--ms-log", str(files["ms_log"])]
+    if req.exll_alpha_pkts is not None:
+        argv += ["--exll-alpha", f"{req.exll_alpha_pkts:g}"]
+    if req.exll_gamma is not None:
+        argv += ["--exll-gamma", f"{req.exll_gamma:g}"]
+    if req.dfcsd_beta_pkts is not None:
+        argv += ["--dfcsd-beta", f"{req.dfcsd_beta_pkts:g}"]
+    return argv, files
+
+
+def _run(argv: list[str], netns: str | None, summary_path: Path, files: dict[str, Path],
+         timeout_s: float) -> ProbeResult:
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(argv_in(netns, argv), capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CellabError(f"cellab-probe did not finish within {timeout_s:g} s") from exc
+    if proc.returncode == 2:  # usage error: our argv was wrong, not the measurement
+        raise CellabError(f"cellab-probe rejected its arguments: {proc.stderr.strip()}")
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CellabError(f"cellab-probe wrote no readable summary ({exc}); stderr: {proc.stderr.strip()[-400:]}")
+    artifacts = {k: p for k, p in files.items() if p.exists()}
+    return ProbeResult(returncode=proc.returncode, summary=summary, summary_path=summary_path,
+                       artifacts=artifacts, stderr=proc.stderr)
+
+
+def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str | None = None,
+              program: Path | None = None) -> ProbeResult:
+    """Run one fetch; returns the summary also when the probe reports errors (see module doc)."""
+    program = program or find_program(PROBE_PROGRAM)
+    argv, files = fetch_argv(req, out_dir, name, program)
+    last_start_s = max(f.start_ms for f in req.flows) / 1000
+    return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + 15)
+
+
+def run_analyze(req: AnalyzeRequest, out_dir: Path, name: str = "analyze", netns: str | None = None,
+                program: Path | None = None, timeout_s: float = 600) -> ProbeResult:
+    """`cellab-probe analyze` on a pcap or an event log."""
+    source = req.pcap if req.pcap is not None else req.events
+    assert source is not None
+    if not Path(source).is_file():
+        raise InputError(source, "pcap" if req.pcap is not None else "events", "file does not exist")
+    program = program or find_program(PROBE_PROGRAM)
+    summary_path = out_dir / f"{name}-summary.json"
+    option = "--pcap" if req.pcap is not None else "--events"
+    argv = [str(program), "analyze", option, str(source), "--summary", str(summary_path)]
+    return _run(argv, netns, summary_path, {"summary": summary_path}, timeout_s)

@@ -1,0 +1,125 @@
+"""Synthetic receiver-side timing for the probe's estimators: an ACK-clocked sender, a rate-limited
+downlink, and an uplink that is either SR-limited (every ACK waits for the next SR occasion) or
+granted from buffer-status reports (srsENB under continuous uplink). Writes the probe's event log
+(`cellab-probe analyze --events`), so tests can feed the C estimators known ground truth.
+
+This is a model for tests, not an emulator: no HARQ, no radio; just the timing structure ExLL reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+MSS_BYTES = 1448
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    sr_period_ms: int = 20
+    ul_policy: Literal["sr-strict", "bsr", "none"] = "sr-strict"
+    rate_mbit: float = 20.0
+    one_way_ms: float = 15.0      # server -> UE propagation (the same back)
+    grant_delay_ms: float = 4.0   # SR occasion -> uplink transmission
+    bsr_grant_ms: float = 8.0     # "bsr": grant spacing while the UE keeps reporting data
+    sr_offset_ms: float = 3.0
+    cwnd_max_pkts: int = 400
+    duration_s: float = 3.0
+    ts_offset: int = 123456
+    seed: int = 1
+
+
+def _next_occasion(t_ms: float, period_ms: float, offset_ms: float) -> float:
+    k = -(-(t_ms - offset_ms) // period_ms)  # ceil
+    return offset_ms + k * period_ms
+
+
+def simulate(cfg: SynthConfig) -> list[tuple[int, int, int, int, int, int, int, int]]:
+    """Event rows (t_ns, dir, seq, ack, len, tsval, tsecr, has_ts) as the receiver would capture them."""
+    rng = random.Random(cfg.seed)
+    ser_ms = MSS_BYTES * 8 / (cfg.rate_mbit * 1e3)
+    rows: list[tuple[int, int, int, int, int, int, int, int]] = []
+    events: list[tuple[float, int, str, tuple[int, ...]]] = []
+    order = 0
+
+    def push(t: float, kind: str, data: tuple[int, ...]) -> None:
+        nonlocal order
+        order += 1
+        heapq.heappush(events, (t, order, kind, data))
+
+    link_free_ms = 0.0
+    snd_nxt = 0
+    cwnd = 10
+    acked = 0
+    ts_recent = 0
+    rcv_nxt = 0
+    unacked_pkts = 0
+    ul_grant_until = -1.0  # "bsr": the UE is in granted mode until this time
+    next_grant_ms = 0.0
+
+    def send_data(now_ms: float) -> None:
+        nonlocal snd_nxt, link_free_ms
+        while snd_nxt - acked < cwnd * MSS_BYTES:
+            start = max(now_ms + 0.05, link_free_ms)  # 50 µs to the bottleneck
+            link_free_ms = start + ser_ms
+            tsval = (int(now_ms) + cfg.ts_offset) & 0xFFFFFFFF
+            push(link_free_ms + cfg.one_way_ms, "data", (snd_nxt, tsval, ts_recent))
+            snd_nxt += MSS_BYTES
+
+    def uplink_departure(now_ms: float) -> float:
+        nonlocal ul_grant_until, next_grant_ms
+        if cfg.ul_policy == "none":
+            return now_ms
+        if cfg.ul_policy == "bsr" and now_ms <= ul_grant_until:
+            # granted from BSRs: the next grant slot, every bsr_grant_ms
+            while next_grant_ms < now_ms:
+                next_grant_ms += cfg.bsr_grant_ms
+            ul_grant_until = next_grant_ms + 2 * cfg.bsr_grant_ms
+            return next_grant_ms
+        occ = _next_occasion(now_ms, cfg.sr_period_ms, cfg.sr_offset_ms)
+        dep = occ + cfg.grant_delay_ms
+        if cfg.ul_policy == "bsr":
+            next_grant_ms = dep
+            ul_grant_until = dep + 2 * cfg.bsr_grant_ms
+        return dep
+
+    send_data(0.0)
+    end_ms = cfg.duration_s * 1000
+    while events:
+        t, _, kind, data = heapq.heappop(events)
+        if t > end_ms:
+            break
+        if kind == "data":
+            seq, tsval, tsecr = data
+            rows.append((int(t * 1e6), 0, seq, 0, MSS_BYTES, tsval, tsecr, 1))
+            if seq == rcv_nxt:
+                rcv_nxt += MSS_BYTES
+            unacked_pkts += 1
+            if unacked_pkts >= 2:  # delayed ACK: one per two segments
+                unacked_pkts = 0
+                t_ack = t + rng.uniform(0.005, 0.03)
+                my_ts = int(t_ack) & 0xFFFFFFFF
+                rows.append((int(t_ack * 1e6), 1, 0, rcv_nxt, 0, my_ts, tsval, 1))
+                push(uplink_departure(t_ack) + cfg.one_way_ms, "ack", (rcv_nxt, my_ts))
+        else:
+            ack, ts = data
+            if ack > acked:
+                newly = (ack - acked) // MSS_BYTES
+                acked = ack
+                ts_recent = ts
+                cwnd = min(cfg.cwnd_max_pkts, cwnd + newly)  # slow start up to the cap
+                send_data(t)
+    rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def write_events(rows: list[tuple[int, int, int, int, int, int, int, int]], path: Path, flow: int = 0) -> Path:
+    with open(path, "w") as out:
+        out.write("# cellab-probe events v1\nt_ns,flow,dir,seq,ack,len,win,has_ts,tsval,tsecr\n")
+        for t_ns, direction, seq, ack, length, tsval, tsecr, has_ts in rows:
+            out.write(f"{t_ns},{flow},{direction},{seq & 0xFFFFFFFF},{ack & 0xFFFFFFFF},{length},0,{has_ts},"
+                      f"{tsval},{tsecr}\n")
+    return path
