@@ -9,7 +9,11 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
+
+from pyroute2 import netns as pr_netns
 
 MODE_BYTES = 1
 MODE_TIME_MS = 2
@@ -35,6 +39,19 @@ def encode_request(mode: int, amount: int, cc_name: str = "", flow_tag: int = 0,
     return REQUEST.pack(b"CLB1", 1, mode, amount, name.ljust(16, b"\0"), flow_tag, chunk_bytes, b"\0" * 20)
 
 
+@contextmanager
+def in_netns(name: str | None) -> Iterator[None]:
+    """Sockets created inside are in namespace `name` (setns is per thread; the thread returns after)."""
+    if name is None:
+        yield
+        return
+    pr_netns.pushns(name)
+    try:
+        yield
+    finally:
+        pr_netns.popns()
+
+
 def fetch(
     host: str,
     port: int,
@@ -45,10 +62,13 @@ def fetch(
     rcvbuf_bytes: int | None = None,
     window_clamp_bytes: int | None = None,
     timeout_s: float = 30.0,
+    netns: str | None = None,
 ) -> FlowResult:
     """Open one flow and read it to the end; raises TimeoutError past timeout_s."""
     deadline = time.monotonic() + timeout_s
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+    with in_netns(netns):
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    with sock as s:
         if rcvbuf_bytes:
             # set before connect so the SYN's window scale can express it (autotuning then stays off)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)

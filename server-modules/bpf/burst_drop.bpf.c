@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-/* burst_drop: a test tool, not a congestion control. On tc egress (the router's UE-facing side) it
- * lets `after_pkts` TCP data segments pass and then drops the next `drop_pkts` consecutive ones:
- * the "burst of n lost packets" of Liu et al.'s model validation. `set` re-arms it. GSO packets
- * count as their segment number. */
+/* burst_drop: a test tool, not a congestion control. On the receiver's tc ingress it lets
+ * `after_pkts` TCP data segments pass and then drops the next `drop_pkts` consecutive ones: the
+ * "burst of n lost packets" of Liu et al.'s model validation, lost in the network as far as the
+ * sender can tell (a drop on the sender's own egress would be a local drop TCP simply retries).
+ * `set` re-arms it. GSO packets count as their segment number. */
 #include "tc_common.h"
 
 char _license[] SEC("license") = "GPL";
@@ -11,7 +12,7 @@ struct drop_conf {
 	__u32 after_pkts;
 	__u32 drop_pkts;
 	__u32 port;        /* match source or destination port; 0 = any */
-	__u32 pad;
+	__u32 l2_bytes;    /* written by the loader from the interface type */
 };
 
 struct {
@@ -32,10 +33,8 @@ int burst_drop(struct __sk_buff *skb)
 	__u32 zero = 0, idx_seen = ST_DATA_PKTS, idx_drop = ST_DROPPED, segs;
 	__u64 *seen, *dropped;
 
-	if (parse_tcp(skb, &p) || !p.payload_bytes)
-		return TC_ACT_OK;
 	cf = bpf_map_lookup_elem(&conf, &zero);
-	if (!cf)
+	if (!cf || parse_tcp(skb, &p, cf->l2_bytes) || !p.payload_bytes)
 		return TC_ACT_OK;
 	if (cf->port && p.tcp->source != bpf_htons(cf->port) && p.tcp->dest != bpf_htons(cf->port))
 		return TC_ACT_OK;

@@ -18,7 +18,8 @@ char _license[] SEC("license") = "GPL";
 
 struct or_conf {
 	__u32 enabled;
-	__u32 pad[3];
+	__u32 pad[2];
+	__u32 l2_bytes;    /* written by the loader from the interface type */
 };
 
 struct {
@@ -88,12 +89,12 @@ int or_ingress(struct __sk_buff *skb)
 	__u32 zero = 0, ack, ext, win, wide;
 	__u16 old_be, new_be;
 
-	if (parse_tcp(skb, &p) || !p.tcp->ack)
+	cf = bpf_map_lookup_elem(&conf, &zero);
+	if (!cf || !cf->enabled)
+		return TC_ACT_OK;
+	if (parse_tcp(skb, &p, cf->l2_bytes) || !p.tcp->ack)
 		return TC_ACT_OK;
 	stat_add(ST_ACKS, 1);
-	cf = bpf_map_lookup_elem(&conf, &zero);
-	if (cf && !cf->enabled)
-		return TC_ACT_OK;
 	key.local_addr = p.ip->daddr;
 	key.remote_addr = p.ip->saddr;
 	key.local_port = p.tcp->dest;

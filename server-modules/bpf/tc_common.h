@@ -16,23 +16,31 @@ struct tcp_pkt {
 	__u32 payload_bytes;
 };
 
-/* 0 when skb holds an IPv4 TCP segment whose fixed headers are all in the linear data. */
-static __always_inline int parse_tcp(struct __sk_buff *skb, struct tcp_pkt *p)
+/* 0 when skb holds an IPv4 TCP segment whose fixed headers are all in the linear data.
+ * l2_bytes: 14 on Ethernet (veth), 0 on L3 devices (the virtual cell's TUN); the loader sets it. */
+static __always_inline int parse_tcp(struct __sk_buff *skb, struct tcp_pkt *p, __u32 l2_bytes)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
 	__u32 ihl, doff;
 
-	if ((void *)(eth + 1) > end || eth->h_proto != ETH_P_IP_BE)
-		return -1;
-	p->ip = (void *)(eth + 1);
-	if ((void *)(p->ip + 1) > end || p->ip->protocol != IPPROTO_TCP_NUM)
+	if (l2_bytes) {
+		struct ethhdr *eth = data;
+
+		if ((void *)(eth + 1) > end || eth->h_proto != ETH_P_IP_BE)
+			return -1;
+		p->ip = (void *)(eth + 1);
+	} else {
+		if (skb->protocol != ETH_P_IP_BE)
+			return -1;
+		p->ip = data;
+	}
+	if ((void *)(p->ip + 1) > end || p->ip->version != 4 || p->ip->protocol != IPPROTO_TCP_NUM)
 		return -1;
 	ihl = p->ip->ihl * 4;
 	if (ihl < sizeof(struct iphdr))
 		return -1;
-	p->l4_off = sizeof(struct ethhdr) + ihl;
-	p->tcp = data + p->l4_off;
+	p->l4_off = (l2_bytes ? sizeof(struct ethhdr) : 0) + ihl;
+	p->tcp = (void *)p->ip + ihl;
 	if ((void *)(p->tcp + 1) > end)
 		return -1;
 	doff = p->tcp->doff * 4;

@@ -14,6 +14,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <net/if_arp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,6 +211,36 @@ static int enter_netns(const char *netns)
 	return err;
 }
 
+/* Link-layer header length of an interface in the current netns: 14 on Ethernet, 0 on TUN. */
+static int l2_header_bytes(const char *dev)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), type;
+
+	if (fd < 0)
+		return -1;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
+	type = ioctl(fd, SIOCGIFHWADDR, &ifr) ? -1 : ifr.ifr_hwaddr.sa_family;
+	close(fd);
+	if (type == ARPHRD_ETHER)
+		return 14;
+	if (type == ARPHRD_NONE)
+		return 0;
+	return -1;
+}
+
+/* The tc programs keep the link-layer length in conf field 3. */
+static int write_l2(struct bpf_object *obj, int l2)
+{
+	struct bpf_map *conf = bpf_object__find_map_by_name(obj, "conf");
+	uint32_t val[16] = { 0 }, zero = 0;
+
+	if (!conf || bpf_map__lookup_elem(conf, &zero, sizeof(zero), val, bpf_map__value_size(conf), 0))
+		return -ENOENT;
+	val[3] = (uint32_t)l2;
+	return bpf_map__update_elem(conf, &zero, sizeof(zero), val, bpf_map__value_size(conf), 0);
+}
+
 static int load_one(const struct ctx *c, const struct module_desc *m)
 {
 	char dir[PATH_MAX], path[PATH_MAX * 2], shared[PATH_MAX];
@@ -282,6 +315,14 @@ static int load_one(const struct ctx *c, const struct module_desc *m)
 		if (!ifindex) {
 			fail(EXIT_INPUT, "%s: no interface %s%s%s", m->name, c->dev, c->netns ? " in netns " : "",
 			     c->netns ? c->netns : "");
+			setns(orig_ns, CLONE_NEWNET);
+			close(orig_ns);
+			code = EXIT_INPUT;
+			goto out;
+		}
+		err = l2_header_bytes(c->dev);
+		if (err < 0 || write_l2(obj, err)) {
+			fail(EXIT_INPUT, "%s: %s is neither an Ethernet nor an L3 (TUN) device", m->name, c->dev);
 			setns(orig_ns, CLONE_NEWNET);
 			close(orig_ns);
 			code = EXIT_INPUT;
@@ -511,7 +552,7 @@ static int cmd_set(const struct ctx *c, const struct module_desc *m, const char 
 		return fail(EXIT_FAIL, "%s: cannot write conf: %s", m->name, strerror(errno));
 	}
 	close(fd);
-	if (m->kind == KIND_TC_EGRESS) {
+	if (!strcmp(m->name, "burst_drop")) {
 		/* burst_drop: a new setting re-arms the dropper (its counters are its state). */
 		int sfd = open_pinned(c, m->name, "stats");
 		uint64_t z = 0;

@@ -94,7 +94,7 @@ static const struct module_desc modules[] = {
 	CC(cubic_barr, barr_params, recovery_counters, 4, 1, 0),
 	{ "or_ingress", KIND_TC_INGRESS, NULL, "or_ingress", or_ingress_open, or_ingress_load,
 	  or_ingress_destroy, or_ingress_obj, or_params, N(or_params), 4, or_counters, N(or_counters), 1, 0 },
-	{ "burst_drop", KIND_TC_EGRESS, NULL, "burst_drop", burst_drop_open, burst_drop_load,
+	{ "burst_drop", KIND_TC_INGRESS, NULL, "burst_drop", burst_drop_open, burst_drop_load,
 	  burst_drop_destroy, burst_drop_obj, drop_params, N(drop_params), 4, drop_counters,
 	  N(drop_counters), 0, 0 },
 };

@@ -1,0 +1,134 @@
+"""Python side of `cellab-modules`: load, list, unload and configure the BPF server modules.
+
+Every check a person can act on (unknown module, bad parameter, no BTF, not root) happens here
+before the loader runs, so a bad request never leaves anything half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from cellab.errors import CellabError, InputError
+from cellab.paths import find_program
+
+CC_MODULES = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")
+TC_MODULES = ("or_ingress", "burst_drop")
+MODULE_NAMES = CC_MODULES + TC_MODULES
+KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
+LOADER_TIMEOUT_S = 60.0
+
+
+class ModuleError(CellabError):
+    """The loader failed on a request that passed validation (kernel refused, busy name, ...)."""
+
+
+class ModuleInfo(BaseModel):
+    name: str
+    kind: Literal["congestion_control", "tc_ingress", "tc_egress"]
+    loaded: bool
+    registered: bool
+    params: dict[str, float]
+    param_ranges: dict[str, tuple[float, float, str]]
+
+
+def _btf_path() -> Path:
+    return Path(os.environ.get("CELLAB_KERNEL_BTF", str(KERNEL_BTF)))
+
+
+def _run(args: list[str], env: dict[str, str] | None = None) -> str:
+    argv = [str(find_program("cellab-modules")), *args]
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=LOADER_TIMEOUT_S, check=False, env=env
+    )
+    if result.returncode != 0:
+        # the loader's own message names the module and the reason; keep its last lines
+        lines = [ln for ln in result.stderr.splitlines() if ln.startswith("cellab-modules:")]
+        raise ModuleError(lines[-1] if lines else result.stderr.strip()[-2000:] or f"{argv} failed")
+    return result.stdout
+
+
+def check_names(names: list[str] | tuple[str, ...], source: str = "modules") -> None:
+    for i, name in enumerate(names):
+        if name not in MODULE_NAMES:
+            raise InputError(source, f"[{i}]", f"unknown module {name!r}", allowed=MODULE_NAMES)
+
+
+def preflight(names: list[str] | tuple[str, ...], source: str = "modules") -> None:
+    """Everything that can be checked before the kernel sees a program."""
+    check_names(names, source)
+    if os.geteuid() != 0:
+        raise CellabError("loading BPF modules needs root (CAP_BPF and CAP_NET_ADMIN): run it with sudo")
+    if not _btf_path().is_file():
+        raise CellabError(
+            f"no kernel BTF at {_btf_path()}: the BPF modules need a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+        )
+
+
+def describe() -> dict[str, ModuleInfo]:
+    """Every module the loader knows, loaded or not, with its parameters and their ranges."""
+    data = json.loads(_run(["list"]))
+    return {m["name"]: ModuleInfo(**m) for m in data["modules"]}
+
+
+def load(names: list[str] | tuple[str, ...], netns: str | None = None, dev: str | None = None,
+         source: str = "modules") -> None:
+    """Load several modules; the loader undoes this call's loads if one of them fails."""
+    preflight(names, source)
+    if any(n in TC_MODULES for n in names) and not dev:
+        raise InputError(source, "dev", "tc modules (or_ingress, burst_drop) need the interface to attach to")
+    args = ["load", *names]
+    if netns:
+        args += ["--netns", netns]
+    if dev:
+        args += ["--dev", dev]
+    env = dict(os.environ)
+    _run(args, env=env)
+
+
+def unload(names: list[str] | tuple[str, ...] | None = None, source: str = "modules") -> None:
+    """Unpin the modules' links (None = all). Established connections keep their congestion control."""
+    if names is not None:
+        check_names(names, source)
+    if os.geteuid() != 0:
+        raise CellabError("unloading BPF modules needs root: run it with sudo")
+    _run(["unload", "--all"] if names is None else ["unload", *names])
+
+
+def loaded() -> list[str]:
+    return [name for name, info in describe().items() if info.loaded]
+
+
+def set_param(name: str, param: str, value: float, dst: str | None = None, source: str = "modules") -> None:
+    """Write one parameter; `dst` (c2tcp target_ms only) sets it for one destination prefix."""
+    check_names([name], source)
+    info = describe()[name]
+    if param not in info.param_ranges:
+        raise InputError(source, f"{name}.{param}", "unknown parameter", allowed=sorted(info.param_ranges))
+    low, high, unit = info.param_ranges[param]
+    if not low <= value <= high:
+        raise InputError(source, f"{name}.{param}", f"{value} is out of range", allowed=[f"{low:g}..{high:g} {unit}"])
+    if dst is not None and (name, param) != ("c2tcp", "target_ms"):
+        raise InputError(source, f"{name}.{param}", "a destination prefix applies to c2tcp target_ms only")
+    if not info.loaded:
+        raise InputError(source, name, "module is not loaded", allowed=loaded())
+    args = ["set", name, param, repr(float(value))]
+    if dst is not None:
+        args += ["--dst", dst]
+    _run(args)
+
+
+def stats(name: str) -> dict[str, int]:
+    check_names([name])
+    data = json.loads(_run(["stats", name]))
+    data.pop("module", None)
+    return {k: int(v) for k, v in data.items()}
+
+
+def available_congestion_controls() -> list[str]:
+    return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()

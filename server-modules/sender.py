@@ -1,0 +1,123 @@
+"""Start and stop `cellab-send` (optionally inside a namespace) and read its logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cellab.errors import CellabError
+from cellab.paths import find_program
+
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 10.0
+
+
+class SenderConfig(BaseModel):
+    """How the sender serves: what a campaign or the agent may set."""
+
+    bind: str | None = Field(None, description="address to listen on (default: all)")
+    port: int = Field(5301, ge=0, le=65535, description="0 = any free port")
+    cc: str | None = Field(None, min_length=1, max_length=15, pattern=r"^[A-Za-z0-9_.-]+$",
+                           description="default congestion control when a request names none")
+    sample_ms: int = Field(10, ge=0, le=60000, description="TCP_INFO sample interval (0 = summaries only)")
+    max_flows: int = Field(64, ge=1, le=100000)
+    linger_s: int = Field(30, ge=0, le=3600, description="wait for the receiver to close after the last byte")
+    netns: str | None = Field(None, pattern=r"^[a-z][a-z0-9-]{0,30}$", description="network namespace to run in")
+
+
+class Sender:
+    """One running cellab-send; its logs go to log_dir (flows.jsonl and flow-<id>.jsonl)."""
+
+    def __init__(self, config: SenderConfig, log_dir: Path):
+        self.config = config
+        self.log_dir = Path(log_dir)
+        self.proc: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+
+    def argv(self) -> list[str]:
+        c = self.config
+        argv = [str(find_program("cellab-send")), "serve", "--port", str(c.port), "--log-dir", str(self.log_dir),
+                "--sample-ms", str(c.sample_ms), "--max-flows", str(c.max_flows), "--linger-s", str(c.linger_s)]
+        if c.bind:
+            argv += ["--bind", c.bind]
+        if c.cc:
+            argv += ["--cc", c.cc]
+        if c.netns:
+            argv = ["ip", "netns", "exec", c.netns, *argv]
+        return argv
+
+    def start(self) -> int:
+        """Start and wait for the "listening" line; returns the port."""
+        if self.proc is not None:
+            raise CellabError("cellab-send is already running")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
+            if ready:
+                line = self.proc.stdout.readline()
+                if line:
+                    event = json.loads(line)
+                    if event.get("event") == "listening":
+                        self.port = int(event["port"])
+                        return self.port
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read() if self.proc.stderr else ""
+                self.proc = None
+                raise CellabError(f"cellab-send exited at start: {err.strip()}")
+        self.stop()
+        raise CellabError(f"cellab-send did not start listening within {START_TIMEOUT_S} s")
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM (running flows end and write their summaries), SIGKILL after a timeout."""
+        if self.proc is None:
+            return {}
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        for line in reversed(out.splitlines()):
+            if '"stopped"' in line:
+                return json.loads(line)
+        return {}
+
+    def __enter__(self) -> Sender:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.log_dir / "flows.jsonl")
+
+    def samples(self, flow_id: int) -> list[dict[str, Any]]:
+        return read_jsonl(self.log_dir / f"flow-{flow_id}.jsonl")
+
+    def log_files(self) -> list[Path]:
+        return sorted(self.log_dir.glob("flow*.jsonl"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            rows.append(json.loads(line))
+    return rows
