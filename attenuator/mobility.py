@@ -65,12 +65,16 @@ def _time(value: object, unit: str, source: str, where: str, column: str) -> flo
 def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>") -> DriveLog:
     rows: list[tuple[str, dict]] = []
     if fmt.kind == "csv":
-        reader = csv.DictReader(io.StringIO(text))
-        header = reader.fieldnames or []
-        for col in (fmt.time_column, fmt.rsrp_column):
-            if col not in header:
-                raise InputError(source, "header", f"no column {col!r}", header or None)
-        rows = [(f"row {i}", r) for i, r in enumerate(reader, start=2)]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            header = list(reader.fieldnames or [])
+            for col in (fmt.time_column, fmt.rsrp_column):
+                if col not in header:
+                    raise InputError(source, "header", f"no column {col!r}", header or None)
+            for r in reader:
+                rows.append((f"row {reader.line_num}", r))
+        except csv.Error as exc:
+            raise InputError(source, f"row {reader.line_num}", f"not valid CSV: {exc}") from None
     else:
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():

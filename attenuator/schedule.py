@@ -79,8 +79,14 @@ class SafetyLimits(BaseModel):
 
 # ---------------------------------------------------------------- CSV
 def parse_csv(text: str, source: str = "<csv>") -> Schedule:
-    reader = csv.reader(io.StringIO(text))
-    rows = [(n, r) for n, r in enumerate(reader, start=1) if r and not r[0].lstrip().startswith("#")]
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for r in reader:
+            if r and not r[0].lstrip().startswith("#"):
+                rows.append((reader.line_num, r))
+    except csv.Error as exc:
+        raise InputError(source, f"row {reader.line_num}", f"not valid CSV: {exc}") from None
     if not rows:
         raise InputError(source, "header", "empty schedule: expected a header t_s,channel,db")
     header = [h.strip() for h in rows[0][1]]
