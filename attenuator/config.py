@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -73,3 +74,36 @@ class AttenuatorConfig(BaseModel):
 
     def option(self, key: str, default: object) -> object:
         return self.options.get(key, default)
+
+
+def load_config(path: "str | Path", name: str | None = None) -> AttenuatorConfig:
+    """One attenuator from a YAML file: either the entry itself or a mapping with `attenuators: [...]`."""
+    import yaml
+    from pydantic import ValidationError
+
+    from cellab.errors import InputError, from_validation_error
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise InputError(p, "", f"cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(p, "", f"not valid YAML: {exc}") from None
+    prefix = ""
+    if isinstance(data, dict) and isinstance(data.get("attenuators"), list):
+        entries = [e for e in data["attenuators"] if isinstance(e, dict)]
+        names = [str(e.get("name")) for e in entries]
+        if name is None and len(entries) == 1:
+            data, prefix = entries[0], "attenuators[0]"
+        elif name in names:
+            idx = names.index(name)
+            data, prefix = entries[idx], f"attenuators[{idx}]"
+        else:
+            raise InputError(p, "attenuators", f"choose one attenuator by name (got {name!r})", names)
+    if not isinstance(data, dict):
+        raise InputError(p, "", "expected a mapping (one attenuator entry)", list(AttenuatorConfig.model_fields))
+    try:
+        return AttenuatorConfig.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(p, exc, prefix) from None

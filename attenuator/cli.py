@@ -1,0 +1,183 @@
+"""`cellab atten ...`: drive an attenuator, check and play schedules, build replays, run emulators."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from cellab.errors import InputError
+
+atten_app = typer.Typer(help="Attenuators: set/get/info, schedules, mobility replay, device emulators.",
+                        no_args_is_help=True, add_completion=False)
+console = Console()
+
+CONFIG_HELP = "YAML with one attenuator entry (or `attenuators: [...]` and --name)"
+
+
+def _open(config: Path, name: Optional[str]):  # noqa: ANN202
+    from .config import load_config
+    from .driver import create
+
+    return create(load_config(config, name))
+
+
+@atten_app.command("info")
+def info_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), name: Optional[str] = typer.Option(None)) -> None:
+    """Model, serial, channels, range and step reported by the device."""
+    with _open(config, name) as drv:
+        console.print_json(drv.info().model_dump_json())
+
+
+@atten_app.command("set")
+def set_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int = typer.Argument(...),
+            db: float = typer.Argument(...), name: Optional[str] = typer.Option(None)) -> None:
+    """Set one channel (quantized to the device step, checked against the lab limits, read back)."""
+    with _open(config, name) as drv:
+        console.print(f"channel {channel}: {drv.set(channel, db)} dB")
+
+
+@atten_app.command("get")
+def get_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int = typer.Argument(...),
+            name: Optional[str] = typer.Option(None)) -> None:
+    """Read one channel."""
+    with _open(config, name) as drv:
+        console.print(f"channel {channel}: {drv.get(channel)} dB")
+
+
+@atten_app.command("check")
+def check_cmd(schedule: Path = typer.Argument(..., help="schedule .csv or .yaml"),
+              config: Path = typer.Option(..., help=CONFIG_HELP), name: Optional[str] = typer.Option(None)) -> None:
+    """Validate a schedule against an attenuator's safety limits (no device needed)."""
+    from .config import load_config
+    from .driver import create
+    from .schedule import SafetyLimits, check, load
+
+    cfg = load_config(config, name)
+    drv = create(cfg)  # not opened: only its declared limits are used
+    checked = check(load(schedule), SafetyLimits.from_config(cfg, drv.min_interval_s))
+    clip = checked.clip_report
+    console.print(f"[green]ok[/] {schedule}: {len(checked.points)} points over {checked.duration_s:g} s on channels "
+                  f"{checked.channels}" + (f"; clipped {clip.clipped}/{clip.total} (first: {clip.first_source})" if clip.clipped else ""))
+
+
+@atten_app.command("play")
+def play_cmd(schedule: Path = typer.Argument(...), config: Path = typer.Option(..., help=CONFIG_HELP),
+             log: Path = typer.Option(Path("attenuation.jsonl"), help="log file (.jsonl or .csv)"),
+             name: Optional[str] = typer.Option(None)) -> None:
+    """Play a schedule; Ctrl-C stops it and puts every channel in its safe state."""
+    from .player import Player
+    from .schedule import load
+
+    with _open(config, name) as drv:
+        player = Player(drv, load(schedule), log_path=log)
+        signal.signal(signal.SIGINT, lambda *_: player.stop())
+        signal.signal(signal.SIGTERM, lambda *_: player.stop())
+        result = player.start().wait()
+    assert result is not None
+    console.print_json(result.model_dump_json())
+    if result.status != "completed":
+        raise typer.Exit(1)
+
+
+@atten_app.command("replay")
+def replay_cmd(
+    drive_log: Path = typer.Argument(..., help="drive-test log (CSV or the Android agent's JSONL)"),
+    calibration: Path = typer.Option(..., help="calibration JSON (from `calibrate` or the store)"),
+    out: Path = typer.Option(..., help="schedule CSV to write"),
+    min_db: float = typer.Option(...), max_db: float = typer.Option(...), step_db: float = typer.Option(0.25),
+    channel: int = typer.Option(1), smoothing_s: float = typer.Option(0.0),
+    kind: str = typer.Option("csv", help="csv | jsonl"), time_column: str = typer.Option("t_s"),
+    rsrp_column: str = typer.Option("rsrp_dbm"), time_unit: str = typer.Option("s", help="s | ms | iso"),
+) -> None:
+    """Drive log → attenuation schedule through a calibration; reports clipping and quantization error."""
+    from pydantic import ValidationError
+
+    from cellab.errors import from_validation_error
+
+    from .calibration import Calibration
+    from .mobility import DriveLogFormat, ReplayOptions, load_drive_log, replay
+    from .schedule import to_csv
+
+    try:
+        fmt = DriveLogFormat(kind=kind, time_column=time_column, rsrp_column=rsrp_column, time_unit=time_unit)  # type: ignore[arg-type]
+        options = ReplayOptions(channel=channel, min_db=min_db, max_db=max_db, step_db=step_db, smoothing_s=smoothing_s)
+    except ValidationError as exc:
+        raise from_validation_error("command line", exc) from None
+    try:
+        cal = Calibration.model_validate_json(calibration.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(calibration, "", f"not a calibration file: {exc}") from None
+    result = replay(load_drive_log(drive_log, fmt), cal, options)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(to_csv(result.schedule))
+    tmp.replace(out)
+    console.print_json(result.report.model_dump_json())
+
+
+@atten_app.command("calibrate")
+def calibrate_cmd(
+    config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int = typer.Option(1),
+    cell_ctl: str = typer.Option(..., help="emulated cell control endpoint (RSRP from its stats op)"),
+    ue_index: int = typer.Option(0, help="UE index in the cell's stats"),
+    box: str = typer.Option(..., help="shield box name"), ue: str = typer.Option(..., help="UE name"),
+    earfcn: int = typer.Option(...), store: Path = typer.Option(Path("calibrations")),
+    start_db: float = typer.Option(10.0), stop_db: float = typer.Option(80.0), step_db: float = typer.Option(5.0),
+    settle_s: float = typer.Option(1.0), samples: int = typer.Option(3), name: Optional[str] = typer.Option(None),
+) -> None:
+    """Sweep, fit RSRP = a − b·dB, refuse a poor fit, store it per (box, UE, EARFCN)."""
+    from .calibration import CalibrationStore, cell_rsrp_reader, fit, sweep
+
+    with _open(config, name) as drv:
+        try:
+            points = sweep(drv, channel, cell_rsrp_reader(cell_ctl, ue_index), start_db, stop_db, step_db,
+                           settle_s=settle_s, samples=samples)
+        finally:
+            drv.safe_state()
+    cal = fit(points, box, ue, earfcn)
+    path = CalibrationStore(store).save(cal)
+    console.print(f"a = {cal.a_dbm:.2f} dBm, b = {cal.b_db_per_db:.3f} dB/dB, residual RMS {cal.residual_rms_db:.2f} dB → {path}")
+
+
+@atten_app.command("emulate")
+def emulate_cmd(
+    vendor: str = typer.Argument(..., help="minicircuits | jfw | adaura | keysight"),
+    transport: str = typer.Option("serial", help="serial | telnet | http"),
+    pty_link: Optional[Path] = typer.Option(None, help="symlink for the pseudo-terminal (serial)"),
+    port: int = typer.Option(0, help="TCP port (telnet/http/keysight); 0 = any free port"),
+) -> None:
+    """Run a device emulator until Ctrl-C (for trying drivers by hand)."""
+    from .emulators.adaura import AdauraDevice
+    from .emulators.jfw import JfwDevice
+    from .emulators.keysight import Keysight11713C
+    from .emulators.minicircuits import MiniCircuitsDevice
+
+    devices = {"minicircuits": MiniCircuitsDevice, "jfw": JfwDevice, "adaura": AdauraDevice, "keysight": Keysight11713C}
+    if vendor not in devices:
+        raise InputError("command line", "vendor", f"unknown {vendor!r}", list(devices))
+    dev = devices[vendor]()
+    if vendor == "keysight":
+        server = dev.serve(port)  # type: ignore[attr-defined]
+        where = f"TCPIP::127.0.0.1::{server.port}::SOCKET"
+    elif transport == "serial":
+        server = dev.serve_pty(str(pty_link) if pty_link else None)  # type: ignore[attr-defined]
+        where = server.port
+    elif transport == "telnet":
+        server = dev.serve_telnet(port)  # type: ignore[attr-defined]
+        where = server.address
+    elif transport == "http" and hasattr(dev, "serve_http"):
+        server = dev.serve_http(port)
+        where = server.url
+    else:
+        raise InputError("command line", "transport", f"{vendor} has no {transport!r} emulator", ["serial", "telnet", "http"])
+    done = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    print(json.dumps({"event": "ready", "vendor": vendor, "address": where}), flush=True)
+    done.wait()
+    server.stop()
