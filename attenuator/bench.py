@@ -19,7 +19,7 @@ from pathlib import Path
 RATE_HZ = 10.0
 
 
-def _device_and_driver(folder: Path):  # noqa: ANN202
+def _device_and_driver(folder: Path):
     from .config import AttenuatorConfig
     from .driver import create
     from .emulators.minicircuits import MiniCircuitsDevice
@@ -35,7 +35,7 @@ def _values(n: int) -> list[float]:
     return [20.0 + (k % 160) * 0.25 for k in range(n)]  # a slow sawtooth: every update changes the value
 
 
-def run_player(seconds: float, folder: str, out: "mp.Queue[list[float]]") -> None:
+def run_player(seconds: float, folder: str, out: mp.Queue[list[float]]) -> None:
     from .player import Player
     from .schedule import Point, Schedule
 
@@ -53,7 +53,7 @@ def run_player(seconds: float, folder: str, out: "mp.Queue[list[float]]") -> Non
     out.put([json.loads(line)["late_ms"] for line in log.read_text().splitlines() if '"planned_s"' in line])
 
 
-def run_sleep_loop(seconds: float, folder: str, out: "mp.Queue[list[float]]") -> None:
+def run_sleep_loop(seconds: float, folder: str, out: mp.Queue[list[float]]) -> None:
     n = int(seconds * RATE_HZ)
     srv, drv = _device_and_driver(Path(folder))
     late: list[float] = []
@@ -91,8 +91,8 @@ def main() -> None:
         raise SystemExit("CELLAB_BENCH_SECONDS must be ≥ 2")
     ctx = mp.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="cellab-att-bench-") as tmp:
-        q_player: "mp.Queue[list[float]]" = ctx.Queue()
-        q_sleep: "mp.Queue[list[float]]" = ctx.Queue()
+        q_player: mp.Queue[list[float]] = ctx.Queue()
+        q_sleep: mp.Queue[list[float]] = ctx.Queue()
         (Path(tmp) / "p").mkdir()
         (Path(tmp) / "s").mkdir()
         procs = [ctx.Process(target=run_player, args=(seconds, str(Path(tmp) / "p"), q_player)),

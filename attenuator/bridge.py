@@ -51,7 +51,7 @@ class AttenuatorBridge:
             except AttenuatorError:
                 pass  # the cell may not be up yet; the first set will reach it
 
-    def start(self) -> "AttenuatorBridge":
+    def start(self) -> AttenuatorBridge:
         self.sync_from_cell()
         self.server = PtyServer(self.device, eol="\r\n", link=self.pty_link).start()
         return self
@@ -67,7 +67,7 @@ class AttenuatorBridge:
             pass
         self.cell.close()
 
-    def __enter__(self) -> "AttenuatorBridge":
+    def __enter__(self) -> AttenuatorBridge:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -11,9 +11,9 @@ import math
 import os
 import re
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from pydantic import BaseModel, Field
 
@@ -96,7 +96,7 @@ def fit(
         shield_box=shield_box, ue=ue, earfcn=earfcn, a_dbm=round(a, 6), b_db_per_db=round(b, 6),
         residual_rms_db=round(rms, 6), max_residual_db=round(worst, 6),
         min_db=min(p.db for p in used), max_db=max(p.db for p in used), points=points,
-        excluded=len(points) - len(used), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        excluded=len(points) - len(used), created=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
 

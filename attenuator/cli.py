@@ -6,7 +6,6 @@ import json
 import signal
 import threading
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -20,7 +19,7 @@ console = Console()
 CONFIG_HELP = "YAML with one attenuator entry (or `attenuators: [...]` and --name)"
 
 
-def _open(config: Path, name: Optional[str]):  # noqa: ANN202
+def _open(config: Path, name: str | None):
     from .config import load_config
     from .driver import create
 
@@ -28,7 +27,7 @@ def _open(config: Path, name: Optional[str]):  # noqa: ANN202
 
 
 @atten_app.command("info")
-def info_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), name: Optional[str] = typer.Option(None)) -> None:
+def info_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), name: str | None = typer.Option(None)) -> None:
     """Model, serial, channels, range and step reported by the device."""
     with _open(config, name) as drv:
         console.print_json(drv.info().model_dump_json())
@@ -36,7 +35,7 @@ def info_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), name: Optiona
 
 @atten_app.command("set")
 def set_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int = typer.Argument(...),
-            db: float = typer.Argument(...), name: Optional[str] = typer.Option(None)) -> None:
+            db: float = typer.Argument(...), name: str | None = typer.Option(None)) -> None:
     """Set one channel (quantized to the device step, checked against the lab limits, read back)."""
     with _open(config, name) as drv:
         console.print(f"channel {channel}: {drv.set(channel, db)} dB")
@@ -44,7 +43,7 @@ def set_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int =
 
 @atten_app.command("get")
 def get_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int = typer.Argument(...),
-            name: Optional[str] = typer.Option(None)) -> None:
+            name: str | None = typer.Option(None)) -> None:
     """Read one channel."""
     with _open(config, name) as drv:
         console.print(f"channel {channel}: {drv.get(channel)} dB")
@@ -52,7 +51,7 @@ def get_cmd(config: Path = typer.Argument(..., help=CONFIG_HELP), channel: int =
 
 @atten_app.command("check")
 def check_cmd(schedule: Path = typer.Argument(..., help="schedule .csv or .yaml"),
-              config: Path = typer.Option(..., help=CONFIG_HELP), name: Optional[str] = typer.Option(None)) -> None:
+              config: Path = typer.Option(..., help=CONFIG_HELP), name: str | None = typer.Option(None)) -> None:
     """Validate a schedule against an attenuator's safety limits (no device needed)."""
     from .config import load_config
     from .driver import create
@@ -69,7 +68,7 @@ def check_cmd(schedule: Path = typer.Argument(..., help="schedule .csv or .yaml"
 @atten_app.command("play")
 def play_cmd(schedule: Path = typer.Argument(...), config: Path = typer.Option(..., help=CONFIG_HELP),
              log: Path = typer.Option(Path("attenuation.jsonl"), help="log file (.jsonl or .csv)"),
-             name: Optional[str] = typer.Option(None)) -> None:
+             name: str | None = typer.Option(None)) -> None:
     """Play a schedule; Ctrl-C stops it and puts every channel in its safe state."""
     from .player import Player
     from .schedule import load
@@ -128,7 +127,7 @@ def calibrate_cmd(
     box: str = typer.Option(..., help="shield box name"), ue: str = typer.Option(..., help="UE name"),
     earfcn: int = typer.Option(...), store: Path = typer.Option(Path("calibrations")),
     start_db: float = typer.Option(10.0), stop_db: float = typer.Option(80.0), step_db: float = typer.Option(5.0),
-    settle_s: float = typer.Option(1.0), samples: int = typer.Option(3), name: Optional[str] = typer.Option(None),
+    settle_s: float = typer.Option(1.0), samples: int = typer.Option(3), name: str | None = typer.Option(None),
 ) -> None:
     """Sweep, fit RSRP = a − b·dB, refuse a poor fit, store it per (box, UE, EARFCN)."""
     from .calibration import CalibrationStore, cell_rsrp_reader, fit, sweep
@@ -148,7 +147,7 @@ def calibrate_cmd(
 def emulate_cmd(
     vendor: str = typer.Argument(..., help="minicircuits | jfw | adaura | keysight"),
     transport: str = typer.Option("serial", help="serial | telnet | http"),
-    pty_link: Optional[Path] = typer.Option(None, help="symlink for the pseudo-terminal (serial)"),
+    pty_link: Path | None = typer.Option(None, help="symlink for the pseudo-terminal (serial)"),
     port: int = typer.Option(0, help="TCP port (telnet/http/keysight); 0 = any free port"),
 ) -> None:
     """Run a device emulator until Ctrl-C (for trying drivers by hand)."""

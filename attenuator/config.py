@@ -58,7 +58,7 @@ class AttenuatorConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "AttenuatorConfig":
+    def _check(self) -> AttenuatorConfig:
         allowed = MODEL_TRANSPORTS[self.model]
         if self.transport not in allowed:
             raise ValueError(f"transport {self.transport!r} is not available for {self.model} (allowed: {', '.join(allowed)})")
@@ -76,7 +76,7 @@ class AttenuatorConfig(BaseModel):
         return self.options.get(key, default)
 
 
-def load_config(path: "str | Path", name: str | None = None) -> AttenuatorConfig:
+def load_config(path: str | Path, name: str | None = None) -> AttenuatorConfig:
     """One attenuator from a YAML file: either the entry itself or a mapping with `attenuators: [...]`."""
     import yaml
     from pydantic import ValidationError

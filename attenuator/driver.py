@@ -12,14 +12,14 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Callable, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel
 
 from cellab.errors import CellabError, InputError
 
 from .config import AttenuatorConfig
-
 
 T = TypeVar("T")
 
@@ -87,14 +87,14 @@ class Attenuator(ABC):
     def _close(self) -> None: ...
 
     # ----- the interface -----
-    def open(self) -> "Attenuator":
+    def open(self) -> Attenuator:
         with self._lock:
             if not self._opened:
                 self._open()
                 self._opened = True
         return self
 
-    def __enter__(self) -> "Attenuator":
+    def __enter__(self) -> Attenuator:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:

@@ -13,10 +13,11 @@ import csv
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .driver import Attenuator
 from .schedule import SafetyLimits, Schedule, check
@@ -33,7 +34,7 @@ class PlayResult(BaseModel):
     log_path: str = ""
     max_late_ms: float = 0.0
     end_drift_ms: float = 0.0
-    safe_state: dict[int, str] = {}
+    safe_state: dict[int, str] = Field(default_factory=dict)
 
 
 class _Log:
@@ -114,7 +115,7 @@ class Player:
     def stop(self) -> None:
         self._stop.set()
 
-    def start(self) -> "Player":
+    def start(self) -> Player:
         """Play in a background thread; `wait()` returns the result."""
         self._thread = threading.Thread(target=self.run, name="attenuator-player", daemon=True)
         self._thread.start()

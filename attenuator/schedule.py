@@ -10,7 +10,7 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -63,7 +63,7 @@ class SafetyLimits(BaseModel):
     min_interval_s: float = 0.0  # mechanical relays: refuse faster schedules
 
     @classmethod
-    def from_config(cls, config: "object", min_interval_s: float = 0.0) -> "SafetyLimits":
+    def from_config(cls, config: object, min_interval_s: float = 0.0) -> SafetyLimits:
         from .config import AttenuatorConfig
 
         assert isinstance(config, AttenuatorConfig)
@@ -162,10 +162,10 @@ class Sine(_Seg):
 class Repeat(_Seg):
     kind: Literal["repeat"]
     times: int = Field(ge=1, le=100_000)
-    segments: list["Segment"] = Field(min_length=1)
+    segments: list[Segment] = Field(min_length=1)
 
 
-Segment = Annotated[Union[Hold, Ramp, Steps, Sine, Repeat], Field(discriminator="kind")]
+Segment = Annotated[Hold | Ramp | Steps | Sine | Repeat, Field(discriminator="kind")]
 Repeat.model_rebuild()
 
 
@@ -184,7 +184,7 @@ def _expand(segs: list, chans: list[int], dt: float, t: float, label: str, out: 
         where = f"{label}{i} ({seg.kind})"
         ch = seg.channels or chans
 
-        def emit(t_s: float, db: float) -> None:
+        def emit(t_s: float, db: float, ch: list[int] = ch, where: str = where) -> None:
             for c in ch:
                 out.append(Point(t_s=round(t_s, 9), channel=c, db=db, source=where))
             if len(out) > MAX_POINTS:

@@ -220,7 +220,7 @@ class HidLink:
         self._fd, self.timeout_s, self.name = fd, timeout_s, name
 
     @classmethod
-    def open_path(cls, path: str, timeout_s: float) -> "HidLink":
+    def open_path(cls, path: str, timeout_s: float) -> HidLink:
         try:
             return cls(os.open(path, os.O_RDWR), timeout_s, path)
         except OSError as exc:

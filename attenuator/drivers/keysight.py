@@ -48,7 +48,7 @@ class Keysight11713C(Attenuator):
             inst = rm.open_resource(self.config.address, timeout=int(self.config.timeout_s * 1000))
             inst.read_termination = "\n"
             inst.write_termination = "\n"
-        except Exception as exc:  # noqa: BLE001 - pyvisa raises many types
+        except Exception as exc:
             raise LinkClosed(f"{self.config.name}: cannot open {self.config.address}: {exc}") from exc
         self._inst = inst
         for bank in range(1, self.config.channels + 1):
@@ -74,13 +74,13 @@ class Keysight11713C(Attenuator):
     def _scpi(self, text: str) -> None:
         try:
             self._inst.write(text)  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise LinkClosed(f"{self.config.name}: write {text!r} failed: {exc}") from exc
 
     def _query(self, text: str) -> str:
         try:
             return str(self._inst.query(text)).strip()  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise LinkClosed(f"{self.config.name}: query {text!r} failed: {exc}") from exc
 
     def _check_errors(self, what: str) -> None:

@@ -12,7 +12,7 @@ params {"cell_id": int, "gain_db": float}, reply {"ok": true} or an error.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..config import AttenuatorConfig
 from ..driver import Attenuator, AttenuatorError, DeviceInfo, register

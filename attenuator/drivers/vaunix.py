@@ -44,7 +44,7 @@ class VaunixLda(Attenuator):
         self.use_hr = True
         self.sdk_version = 0
 
-    def _fn(self, name: str, restype: type = ctypes.c_int, argtypes: list | None = None):  # noqa: ANN202
+    def _fn(self, name: str, restype: type = ctypes.c_int, argtypes: list | None = None):
         assert self._lib is not None
         fn = getattr(self._lib, name)
         fn.restype = restype

@@ -11,7 +11,7 @@ decimals), the login prompts, the exact info field layout.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .servers import HttpServer, PtyServer, TcpLineServer
 

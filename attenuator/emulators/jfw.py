@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .servers import PtyServer, TcpLineServer
 

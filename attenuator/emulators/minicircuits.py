@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .servers import HidReportServer, HttpServer, PtyServer, TcpLineServer
 

@@ -15,8 +15,9 @@ import socket
 import threading
 import tty
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 
 class LineDevice(Protocol):
@@ -66,7 +67,7 @@ class PtyServer(_Thread):
         self.path = ""
         self._master = self._slave = -1
 
-    def start(self) -> "PtyServer":
+    def start(self) -> PtyServer:
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no CR/LF translation: bytes pass as on a real UART
         self.path = os.ttyname(self._slave)
@@ -108,7 +109,7 @@ class PtyServer(_Thread):
                 os.close(fd)
         self._master = self._slave = -1
 
-    def __enter__(self) -> "PtyServer":
+    def __enter__(self) -> PtyServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -142,7 +143,7 @@ class TcpLineServer(_Thread):
         self._sessions: list[socket.socket] = []
         self._lock = threading.Lock()
 
-    def start(self) -> "TcpLineServer":
+    def start(self) -> TcpLineServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
@@ -237,7 +238,7 @@ class TcpLineServer(_Thread):
             self._sock.close()
             self._sock = None
 
-    def __enter__(self) -> "TcpLineServer":
+    def __enter__(self) -> TcpLineServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -251,7 +252,7 @@ class HttpServer:
         route_fn = route
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 # Mini-Circuits puts '?' of a query command in the path (GET /:ATT?): keep it raw.
                 status, body = route_fn(urllib.parse.unquote(self.path))
                 data = body.encode("ascii", errors="replace")
@@ -273,7 +274,7 @@ class HttpServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -284,7 +285,7 @@ class HttpServer:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
 
-    def __enter__(self) -> "HttpServer":
+    def __enter__(self) -> HttpServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -306,7 +307,7 @@ class HidReportServer(_Thread):
     def client_fd(self) -> int:
         return self._theirs.fileno()
 
-    def start(self) -> "HidReportServer":
+    def start(self) -> HidReportServer:
         self._start(self._serve, "hid-emulator")
         return self
 
@@ -329,7 +330,7 @@ class HidReportServer(_Thread):
         self._join()
         self._ours.close()
 
-    def __enter__(self) -> "HidReportServer":
+    def __enter__(self) -> HidReportServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

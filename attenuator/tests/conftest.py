@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import zmq
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
 from cellab.attenuator.emulators.servers import PtyServer

@@ -8,17 +8,28 @@ import random
 from pathlib import Path
 
 import pytest
-
 from cellab.attenuator.calibration import (
-    Calibration, CalibrationError, CalibrationStore, SweepPoint, fit, sweep,
+    Calibration,
+    CalibrationError,
+    CalibrationStore,
+    SweepPoint,
+    fit,
+    sweep,
 )
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import create
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
 from cellab.attenuator.mobility import (
-    ANDROID_SIGNAL_LOG, DriveLogFormat, ReplayOptions, load_drive_log, parse_drive_log, replay, smooth,
+    ANDROID_SIGNAL_LOG,
+    DriveLogFormat,
+    ReplayOptions,
+    load_drive_log,
+    parse_drive_log,
+    replay,
+    smooth,
 )
 from cellab.attenuator.schedule import SafetyLimits, check
+
 from cellab.errors import InputError
 
 

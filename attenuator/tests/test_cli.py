@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from typer.testing import CliRunner
-
 from cellab.attenuator.calibration import Calibration
 from cellab.attenuator.cli import atten_app
 from cellab.attenuator.config import load_config
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
+from typer.testing import CliRunner
+
 from cellab.errors import InputErrors
 
 runner = CliRunner()

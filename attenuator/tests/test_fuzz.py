@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import yaml
 import zmq
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import Attenuator, AttenuatorError, create
 from cellab.attenuator.player import Player
 from cellab.attenuator.schedule import SafetyLimits, check, parse_csv, parse_yaml
 from cellab.attenuator.transport import LineLink
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from cellab.errors import InputError, InputErrors
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import AttenuatorError, create
 from cellab.attenuator.emulators.adaura import AdauraDevice

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import Attenuator, AttenuatorError, LimitError, create
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
+
 from cellab.errors import InputError
 
 

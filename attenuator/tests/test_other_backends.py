@@ -5,18 +5,19 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import zmq
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import AttenuatorError, create
 from cellab.attenuator.drivers.keysight import split_total
 from cellab.attenuator.emulators.keysight import Keysight11713C
 from cellab.attenuator.player import Player
 from cellab.attenuator.schedule import parse_csv
+
 from cellab.errors import InputError
 
 DATA = Path(__file__).parent / "data"

@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import create
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
 from cellab.attenuator.emulators.servers import PtyServer
 from cellab.attenuator.player import Player
 from cellab.attenuator.schedule import parse_csv, parse_yaml
+
 from cellab.errors import InputError
 
 

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 from cellab.attenuator.schedule import SafetyLimits, check, load, parse_csv, parse_yaml
+
 from cellab.errors import InputError, InputErrors
 
 LIMITS = SafetyLimits(channels=[1, 2], min_db=10, max_db=90, step_db=0.25, max_slew_db_per_s=20)
