@@ -18,10 +18,26 @@ import sys
 import threading
 from pathlib import Path
 
+from .config import AttenuatorConfig
 from .driver import AttenuatorError
 from .drivers.virtual import CellControl
 from .emulators.minicircuits import MiniCircuitsDevice
 from .emulators.servers import PtyServer
+
+
+def virtual_lab_attenuator(pty_link: str | Path, ues: int = 1, name: str = "vlab-atten",
+                           min_db: float = 0.0, max_db: float = 95.0) -> AttenuatorConfig:
+    """The inventory entry the virtual lab's agent uses to drive the bridge (the real serial driver)."""
+    return AttenuatorConfig(
+        name=name,
+        model="minicircuits-rcdat" if ues == 1 else "minicircuits-rc4dat",
+        transport="serial",
+        address=str(pty_link),
+        channels=ues,
+        min_db=min_db,
+        max_db=max_db,
+        step_db=0.25,
+    )
 
 
 class AttenuatorBridge:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cellab.attenuator.bridge import AttenuatorBridge
+from cellab.attenuator.bridge import AttenuatorBridge, virtual_lab_attenuator
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import AttenuatorError, create
 from cellab.attenuator.player import Player
@@ -19,8 +19,7 @@ from cellab.attenuator.schedule import parse_csv
 
 
 def _serial(link: Path, channels: int = 2) -> AttenuatorConfig:
-    return AttenuatorConfig(name="vlab-att", model="minicircuits-rc4dat", transport="serial", address=str(link),
-                            channels=channels, min_db=0, max_db=95, timeout_s=1.0)
+    return virtual_lab_attenuator(link, ues=channels)
 
 
 def test_bridge_forwards_every_applied_value(cell: Any, tmp_path: Path) -> None:
