@@ -60,6 +60,7 @@ def fetch(
     cc_name: str = "",
     flow_tag: int = 0,
     rcvbuf_bytes: int | None = None,
+    rcvbuf_after_connect_bytes: int | None = None,
     window_clamp_bytes: int | None = None,
     timeout_s: float = 30.0,
     netns: str | None = None,
@@ -75,6 +76,10 @@ def fetch(
         s.settimeout(timeout_s)
         t0 = time.monotonic()
         s.connect((host, port))
+        if rcvbuf_after_connect_bytes:
+            # after the SYN: the window scale stays the one for the default buffer space, so the
+            # 16-bit window field keeps headroom, while the window itself is bounded by this buffer
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_after_connect_bytes)
         if window_clamp_bytes:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, window_clamp_bytes)
         s.sendall(encode_request(mode, amount, cc_name, flow_tag))
@@ -97,6 +102,10 @@ def fetch(
             n = s.recv_into(buf)
             if n == 0:
                 break
+            if window_clamp_bytes:
+                # Linux 6.18's receive autotuning raises window_clamp again (even with SO_RCVBUF
+                # locked), so the clamp is re-applied after every read to keep rwnd bounded.
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, window_clamp_bytes)
             if not got:
                 first = time.monotonic() - t0
             got += n

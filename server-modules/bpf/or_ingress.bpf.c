@@ -37,22 +37,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } or_flows SEC(".maps");
 
-enum { ST_ACKS, ST_SACK_IN_RECOVERY, ST_WIDENED, ST_LAST_EXT_BYTES, ST_CLAMPED };
+enum { ST_ACKS, ST_SACK_IN_RECOVERY, ST_WIDENED, ST_LAST_EXT_BYTES, ST_CLAMPED, ST_LAST_WSCALE };
 DEFINE_STATS_MAP()
 
 /* Bytes beyond the cumulative ACK covered by the highest SACK block; 0 without SACK blocks. */
 static __always_inline __u32 sacked_extent(struct __sk_buff *skb, const struct tcp_pkt *p, __u32 ack)
 {
 	__u8 opts[64] = {};
-	__u32 optlen = p->tcp->doff * 4 - sizeof(struct tcphdr), i = 0, best = 0;
+	__u32 optlen = p->tcp->doff * 4 - sizeof(struct tcphdr), i = 0, sack_off = 0, sack_len = 0, best = 0;
 
 	if (optlen < 10 || optlen > TCP_MAX_OPT_BYTES)
 		return 0;
 	if (bpf_skb_load_bytes(skb, p->l4_off + sizeof(struct tcphdr), opts, optlen))
 		return 0;
-	for (int guard = 0; guard < TCP_MAX_OPT_BYTES && i < optlen; guard++) {
-		__u8 kind = opts[i & 63], len;
+	/* find the SACK option: each turn consumes at least one byte */
+	for (int guard = 0; guard < TCP_MAX_OPT_BYTES; guard++) {
+		__u8 kind, len;
 
+		i &= 63;
+		if (i >= optlen)
+			break;
+		kind = opts[i];
 		if (kind == TCPOPT_EOL)
 			break;
 		if (kind == TCPOPT_NOP) {
@@ -60,21 +65,29 @@ static __always_inline __u32 sacked_extent(struct __sk_buff *skb, const struct t
 			continue;
 		}
 		len = opts[(i + 1) & 63];
-		if (len < 2 || i + len > optlen)
+		if (len < 2)
 			break;
 		if (kind == TCPOPT_SACK) {
-			for (int b = 0; b < 4; b++) {
-				__u32 at = i + 2 + b * 8 + 4, right;
-
-				if (at + 4 > i + len)
-					break;
-				right = ((__u32)opts[at & 63] << 24) | ((__u32)opts[(at + 1) & 63] << 16) |
-					((__u32)opts[(at + 2) & 63] << 8) | opts[(at + 3) & 63];
-				if ((__s32)(right - ack) > 0 && right - ack > best)
-					best = right - ack;
-			}
+			sack_off = i;
+			sack_len = len;
+			break;
 		}
 		i += len;
+	}
+	if (sack_len < 10 || sack_off + sack_len > optlen)
+		return 0;
+	/* blocks of 8 bytes (left, right); keep the right edge furthest beyond the ACK */
+	for (int b = 0; b < 4; b++) {
+		__u32 at, right;
+
+		if (2 + 8 * b + 8 > sack_len)
+			break;
+		at = (sack_off + 2 + 8 * b + 4) & 63;
+		right = ((__u32)opts[at & 63] << 24) | ((__u32)opts[(at + 1) & 63] << 16) |
+			((__u32)opts[(at + 2) & 63] << 8) | opts[(at + 3) & 63];
+		right -= ack;
+		if ((__s32)right > 0 && right > best)
+			best = right;
 	}
 	return best;
 }
@@ -109,6 +122,7 @@ int or_ingress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	stat_add(ST_SACK_IN_RECOVERY, 1);
 	win = bpf_ntohs(old_be);
+	stat_set(ST_LAST_WSCALE, flow->snd_wscale);
 	wide = win + (ext >> (flow->snd_wscale & 15));
 	if (wide > TCP_MAX_WINDOW_FIELD) {
 		wide = TCP_MAX_WINDOW_FIELD;

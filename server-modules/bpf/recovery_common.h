@@ -49,6 +49,19 @@ static __always_inline void or_key_of(const struct sock *sk, struct or_flow_key 
 	key->remote_port = sk->__sk_common.skc_dport;
 }
 
+/* tp->rx_opt.snd_wscale. The libbpf 1.1 bitfield macros returned wrong values for this u16
+ * bitfield here, so read the 16-bit word that follows rcv_tsecr (saw_tstamp:1 tstamp_ok:1 dsack:1
+ * wscale_ok:1 sack_ok:3 smc_ok:1 snd_wscale:4 rcv_wscale:4, little-endian bit order). */
+static __always_inline __u8 peer_wscale(struct tcp_sock *tp)
+{
+	__u16 word = 0;
+	void *at = (void *)tp + bpf_core_field_offset(struct tcp_sock, rx_opt) +
+		   bpf_core_field_offset(struct tcp_options_received, rcv_tsecr) + sizeof(__u32);
+
+	bpf_probe_read_kernel(&word, sizeof(word), at);
+	return (word >> 8) & 0xf;
+}
+
 static __always_inline void or_publish(struct sock *sk, __u8 in_recovery)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -61,11 +74,11 @@ static __always_inline void or_publish(struct sock *sk, __u8 in_recovery)
 	cur = bpf_map_lookup_elem(&or_flows, &key);
 	if (cur) {
 		cur->in_recovery = in_recovery;
-		cur->snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(&tp->rx_opt, snd_wscale);
+		cur->snd_wscale = peer_wscale(tp);
 		return;
 	}
 	val.in_recovery = in_recovery;
-	val.snd_wscale = BPF_CORE_READ_BITFIELD_PROBED(&tp->rx_opt, snd_wscale);
+	val.snd_wscale = peer_wscale(tp);
 	bpf_map_update_elem(&or_flows, &key, &val, BPF_ANY);
 }
 

@@ -72,7 +72,7 @@ static const struct param_desc or_params[] = {
 	{ "enabled", 0, 0, 1, 1, 1, "0|1" },
 };
 static const char *const or_counters[] = {
-	"acks_seen", "sack_acks_in_recovery", "widened_acks", "last_ext_bytes", "clamped",
+	"acks_seen", "sack_acks_in_recovery", "widened_acks", "last_ext_bytes", "clamped", "last_wscale",
 };
 
 static const struct param_desc drop_params[] = {
