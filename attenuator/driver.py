@@ -92,7 +92,22 @@ class Attenuator(ABC):
             if not self._opened:
                 self._open()
                 self._opened = True
+                if self.config.option("check_range", True):
+                    try:
+                        self._check_range()
+                    except Exception:
+                        self.close()
+                        raise
         return self
+
+    def _check_range(self) -> None:
+        """Refuse a lab range the device cannot give (it would clip or refuse mid-schedule)."""
+        info = self._describe()
+        if self.config.max_db > info.max_db + 1e-9 or self.config.channels > max(info.channels, 1):
+            raise AttenuatorError(
+                f"{self.config.name}: the inventory says {self.config.channels} channel(s) up to {self.config.max_db} dB "
+                f"but the device ({info.model}) has {info.channels} up to {info.max_db} dB"
+            )
 
     def __enter__(self) -> Attenuator:
         return self.open()

@@ -73,7 +73,7 @@ class Adaura(Attenuator):
         out = [self._line.readline()]
         while len(out) < lines or (until is not None and not out[-1].lower().startswith(until)):
             try:
-                out.append(self._line.readline(0.5))
+                out.append(self._line.readline(min(0.5, self.config.timeout_s)))
             except LinkClosed:
                 raise
             except AttenuatorError:

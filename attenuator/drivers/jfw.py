@@ -91,7 +91,7 @@ class Jfw(Attenuator):
         # RAA prints one line per attenuator; stop once a short quiet period follows the last one
         while True:
             try:
-                line = self._link.readline(0.3 if ports else self.config.timeout_s)
+                line = self._link.readline(min(0.1, self.config.timeout_s) if ports else self.config.timeout_s)
             except LinkClosed:
                 raise
             except AttenuatorError:

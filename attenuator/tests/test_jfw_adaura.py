@@ -47,6 +47,9 @@ def test_jfw_error_lines_surface(tmp_path: Path) -> None:
     srv = dev.serve_telnet()
     try:
         drv = create(_jfw("telnet", srv.address, channels=3))  # inventory says 3, the bench has 2
+        with pytest.raises(AttenuatorError, match="inventory says 3 channel.* has 2"):
+            drv.set(1, 10)  # refused at open, before any set reaches the bench
+        drv = create(_jfw("telnet", srv.address, channels=3, options={"check_range": False}))
         with pytest.raises(AttenuatorError, match="'Atten 3 does not exist'"):
             drv.set(3, 10)
         drv.close()

@@ -64,7 +64,10 @@ def test_quantization_to_device_step(driver_and_device: tuple[Attenuator, MiniCi
 def test_clipping_reply_is_a_clear_error(tmp_path: Path) -> None:
     dev = MiniCircuitsDevice(model="RUDAT-6000-90")
     srv = dev.serve_pty(link=str(tmp_path / "tty"))
-    drv = create(_config("serial", srv.port, model="minicircuits-rudat", max_db=100))
+    with pytest.raises(AttenuatorError, match=r"up to 100.0 dB but the device \(RUDAT-6000-90\) has 1 up to 90.0 dB"):
+        create(_config("serial", srv.port, model="minicircuits-rudat", max_db=100)).open()
+    # with the range check off, the device's own clipping reply still surfaces as an error
+    drv = create(_config("serial", srv.port, model="minicircuits-rudat", max_db=100, options={"check_range": False}))
     try:
         with pytest.raises(AttenuatorError, match=r"clipped 95.0 dB to its maximum \(reply 2\)"):
             drv.set(1, 95)
@@ -77,7 +80,7 @@ def test_clipping_reply_is_a_clear_error(tmp_path: Path) -> None:
 def test_failure_reply_is_a_clear_error(tmp_path: Path) -> None:
     dev = MiniCircuitsDevice(model="RCDAT-6000-110")  # one channel
     srv = dev.serve_telnet()
-    drv = create(_config("telnet", srv.address, channels=2))  # inventory claims 2 channels
+    drv = create(_config("telnet", srv.address, channels=2, options={"check_range": False}))  # claims 2 channels
     try:
         with pytest.raises(AttenuatorError, match=r"refused ':CHAN:2:SETATT:5.00' \(reply 0\)"):
             drv.set(2, 5)
