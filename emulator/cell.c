@@ -113,6 +113,18 @@ static struct pkt *pkt_new(const uint8_t *data, uint32_t len)
     return p;
 }
 
+/* Release TTI for a packet entering a delay line: the fixed core delay plus, when configured, a jitter of
+ * 0..J whole ms drawn uniformly (a software EPC/eNB's processing), never overtaking the packet ahead. */
+static uint64_t delay_release(struct cell *c, struct fifo *line, uint64_t base_tti)
+{
+    uint64_t rel = base_tti + c->delay_ticks;
+    if (c->p.core_jitter_ms > 0)
+        rel += (uint64_t)(rng_uniform(c) * (c->p.core_jitter_ms + 1));
+    if (line->tail && line->tail->release_tti > rel)
+        rel = line->tail->release_tti;
+    return rel;
+}
+
 /* ---------- TUN devices ---------- */
 
 static int open_tun_in_netns(const char *netns, const char *name)
@@ -198,7 +210,7 @@ static void usage(void)
           "  --n-prb 6|15|25|50|75|100   --sr-period-ms 5|10|20|40|80   --cqi-period-ms 2|5|10|20|40|80|160\n"
           "  --cqi-delay-ms N   --rlc-queue-bytes N   --ul-buffer-bytes N   --ul-policy srsenb|sr-strict\n"
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
-          "  --internet-delay-ms X   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
+          "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
           "  --fading-coherence-ms X   --trace FILE   --unlimited   --plain-copy   --ctl EP   --pub EP\n"
           "  --tti-log FILE   --pid-file FILE   --duration-s X\n",
           stderr);
@@ -217,7 +229,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         {"cqi-period-ms", 1, 0, 'q'}, {"cqi-delay-ms", 1, 0, 'Q'}, {"rlc-queue-bytes", 1, 0, 'b'},
         {"ul-buffer-bytes", 1, 0, 'B'}, {"ul-policy", 1, 0, 'P'}, {"ul-prb", 1, 0, 'u'}, {"ul-mcs", 1, 0, 'm'},
         {"bsr-timer-ms", 1, 0, 'T'}, {"harq-max-tx", 1, 0, 'h'}, {"core-delay-ms", 1, 0, 'c'},
-        {"internet-delay-ms", 1, 0, 'i'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
+        {"internet-delay-ms", 1, 0, 'i'}, {"core-jitter-ms", 1, 0, 'j'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'},
         {"unlimited", 0, 0, 'L'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
@@ -284,6 +296,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         case 'h': p->harq_max_tx = (int)parse_long("harq-max-tx", optarg, 1, 8); break;
         case 'c': p->core_delay_ms = parse_double("core-delay-ms", optarg, 0, 10000); break;
         case 'i': p->internet_delay_ms = parse_double("internet-delay-ms", optarg, 0, 10000); break;
+        case 'j': p->core_jitter_ms = (int)parse_long("core-jitter-ms", optarg, 0, 1000); break;
         case 'a': snprintf(atten_arg, sizeof(atten_arg), "%s", optarg); break;
         case 's': p->seed = (uint64_t)parse_long("seed", optarg, 0, 0x7fffffffffffffffL); break;
         case 'f': p->fading_sigma_db = parse_double("fading-db", optarg, 0, 30); break;
@@ -646,7 +659,7 @@ static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant
     /* packets whose last byte went out reach the eNB at the end of this subframe, then the core */
     while (u->ulq.head && u->ulq.head->end_off <= u->ul_sent_off) {
         struct pkt *p = fifo_pop(&u->ulq);
-        p->release_tti = t + 1 + c->delay_ticks;
+        p->release_tti = delay_release(c, &c->ul_delay, t + 1);
         u->ul_delivered_bytes += p->len;
         u->ul_delivered_pkts++;
         u->r_ul_delivered += p->len;
@@ -852,7 +865,7 @@ static void read_srv(struct cell *c)
             c->delay_drop_pkts++;
             continue;
         }
-        p->release_tti = c->tti + c->delay_ticks;
+        p->release_tti = delay_release(c, &c->dl_delay, c->tti);
         p->end_off = (uint64_t)k;
         fifo_push(&c->dl_delay, p);
     }

@@ -30,6 +30,7 @@ class CellParams(BaseModel):
     ul_buffer_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
     core_delay_ms: float = Field(0.0, ge=0, le=10000)
     internet_delay_ms: float = Field(0.0, ge=0, le=10000)
+    core_jitter_ms: int = Field(0, ge=0, le=1000)
     n_ues: int = Field(1, ge=1, le=MAX_UES)
     attenuation_db: float | list[float] = 0.0
     seed: int = Field(1, ge=0)
@@ -69,7 +70,8 @@ class CellParams(BaseModel):
             "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
             "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue-bytes", str(self.rlc_queue_bytes),
             "--ul-buffer-bytes", str(self.ul_buffer_bytes), "--core-delay-ms", repr(self.core_delay_ms),
-            "--internet-delay-ms", repr(self.internet_delay_ms), "--seed", str(self.seed),
+            "--internet-delay-ms", repr(self.internet_delay_ms),
+            "--core-jitter-ms", str(self.core_jitter_ms), "--seed", str(self.seed),
             "--fading-db", repr(self.fading_db), "--fading-coherence-ms", repr(self.fading_coherence_ms),
         ]
         atten = self.attenuation_db if isinstance(self.attenuation_db, list) else [self.attenuation_db]

@@ -106,6 +106,10 @@ class VirtualLab(EmbeddedLab):
                 netns.create(name)
                 with NetNS(name) as ns:
                     ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+                # IPv4 only: router/neighbour solicitations would otherwise wake the uplink scheduler
+                for key in ("all", "default"):
+                    subprocess.run(["ip", "netns", "exec", name, "sysctl", "-q", "-w",
+                                    f"net.ipv6.conf.{key}.disable_ipv6=1"], check=True, capture_output=True)
             self._start_cell(program)
         except BaseException:
             self.down()

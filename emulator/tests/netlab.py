@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import re
 import struct
 import subprocess
@@ -101,3 +102,21 @@ def burst_gaps_ms(times_s: np.ndarray, burst_gap_ms: float = 2.0) -> tuple[np.nd
     d = np.diff(np.sort(times_s)) * 1000.0
     gaps = d[d >= burst_gap_ms]
     return gaps, len(times_s) / (len(gaps) + 1)
+
+
+def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap_s: float, max_gap_s: float,
+                     seed: int = 1, port: int = 5400) -> np.ndarray:
+    """RTTs (ms) of `count` UDP echoes sent at random gaps in [min_gap_s, max_gap_s] from the UE."""
+    script = str(Path(__file__).with_name("udp_echo.py"))
+    budget = count * (max_gap_s + 1.0) + 5
+    server = subprocess.Popen(in_ns(srv_ns, sys.executable, script, "serve", srv_addr, str(port), str(budget)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = subprocess.run(in_ns(ue_ns, sys.executable, script, "ping", srv_addr, str(port), str(count),
+                                   str(min_gap_s), str(max_gap_s), str(seed)),
+                             capture_output=True, text=True, timeout=budget)
+        return np.array([float(x) for x in out.stdout.split()])
+    finally:
+        server.kill()
+        server.wait()
