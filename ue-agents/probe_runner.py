@@ -68,6 +68,7 @@ class FetchRequest(BaseModel):
     exll_alpha_pkts: float | None = Field(None, gt=0, le=100_000)
     exll_gamma: float | None = Field(None, gt=0, le=1)
     dfcsd_beta_pkts: float | None = Field(None, gt=0, le=100_000)
+    sr_probes: int = Field(0, ge=0, le=256, description="idle-uplink ICMP probes before the flows (SR period)")
 
     @field_validator("server")
     @classmethod
@@ -136,6 +137,8 @@ def fetch_argv(req: FetchRequest, out_dir: Path, name: str, program: Path) -> tu
         argv += ["--exll-gamma", f"{req.exll_gamma:g}"]
     if req.dfcsd_beta_pkts is not None:
         argv += ["--dfcsd-beta", f"{req.dfcsd_beta_pkts:g}"]
+    if req.sr_probes:
+        argv += ["--sr-probes", str(req.sr_probes)]
     return argv, files
 
 
@@ -164,7 +167,8 @@ def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str 
     program = program or find_program(PROBE_PROGRAM)
     argv, files = fetch_argv(req, out_dir, name, program)
     last_start_s = max(f.start_ms for f in req.flows) / 1000
-    return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + 15)
+    probes_s = req.sr_probes * 0.3 + 1  # one at a time: ≤110 ms gap plus the RTT each
+    return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15)
 
 
 def run_analyze(req: AnalyzeRequest, out_dir: Path, name: str = "analyze", netns: str | None = None,

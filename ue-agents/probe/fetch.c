@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "flowproto.h"
 #include "pipeline.h"
+#include "srprobe.h"
 #include "util.h"
 
 #define MAX_MSGS 8
@@ -64,6 +65,7 @@ struct fetch_opts {
     double connect_timeout_s;
     uint64_t rcvbuf_bytes;
     uint32_t chunk_bytes;
+    int sr_probes;
 };
 
 struct fetch_ctx {
@@ -80,6 +82,8 @@ struct fetch_ctx {
     int n_missing;
     uint64_t t_start_ns;
     int timed_out;
+    struct srprobe_result probes;
+    char probe_error[240];
     uint8_t buf[256 * 1024];
 };
 
@@ -95,7 +99,8 @@ static void usage(FILE *out)
           "         [--flow bytes=SIZE|seconds=S[,start_ms=M][,cc=NAME][,tag=N]]... [--cc NAME]\n"
           "         [--control none|exll|dfcsd] [--capture auto|packet|socket] [--iface NAME]\n"
           "         [--summary FILE] [--log FILE] [--ms-log FILE] [--timeout S] [--connect-timeout S]\n"
-          "         [--rcvbuf SIZE] [--chunk SIZE] [--exll-alpha PKTS] [--exll-gamma G] [--dfcsd-beta PKTS]\n",
+          "         [--rcvbuf SIZE] [--chunk SIZE] [--exll-alpha PKTS] [--exll-gamma G] [--dfcsd-beta PKTS]\n"
+          "         [--sr-probes N]   (N idle-uplink ICMP probes before the flows, for the SR period; 0..256)\n",
           out);
 }
 
@@ -407,6 +412,13 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
     jw_int(&w, "packets", (long long)c->cap.packets);
     jw_int(&w, "kernel_drops", (long long)c->cap.kernel_drops);
     jw_obj_close(&w);
+    jw_obj_open(&w, "uplink_probes");
+    jw_int(&w, "requested", c->o.sr_probes);
+    jw_int(&w, "sent", c->probes.sent);
+    jw_int(&w, "received", c->probes.received);
+    jw_str(&w, "socket", c->probes.socket_kind);
+    jw_str(&w, "error", c->probe_error[0] ? c->probe_error : NULL);
+    jw_obj_close(&w);
     jw_arr_open(&w, "errors");
     for (int i = 0; i < c->n_errors; i++)
         jw_str(&w, NULL, c->errors[i]);
@@ -542,7 +554,7 @@ int cmd_fetch(int argc, char **argv)
         { "connect-timeout", required_argument, 0, 'W' }, { "rcvbuf", required_argument, 0, 'R' },
         { "chunk", required_argument, 0, 'k' }, { "exll-alpha", required_argument, 0, 'A' },
         { "exll-gamma", required_argument, 0, 'G' }, { "dfcsd-beta", required_argument, 0, 'B' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "sr-probes", required_argument, 0, 'P' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     struct fetch_ctx *c = calloc(1, sizeof(*c));
     if (!c)
@@ -658,6 +670,13 @@ int cmd_fetch(int argc, char **argv)
                 goto usage_error;
             }
             break;
+        case 'P':
+            if (parse_double(optarg, &d) || d < 0 || d > 256 || d != floor(d)) {
+                snprintf(err, sizeof(err), "--sr-probes '%s' must be an integer in 0..256", optarg);
+                goto usage_error;
+            }
+            c->o.sr_probes = (int)d;
+            break;
         case 'h': usage(stdout); free(c); return 0;
         default: free(c); usage(stderr); return 2;
         }
@@ -754,6 +773,20 @@ int cmd_fetch(int argc, char **argv)
             }
             rc = 1;
         } else {
+            if (c->o.sr_probes > 0) {
+                char perr[240] = "";
+                if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, 30, 110,
+                                (uint32_t)now_realtime_ns(), &c->probes, perr, sizeof(perr)) != 0) {
+                    snprintf(c->probe_error, sizeof(c->probe_error), "%s", perr);
+                    add_msg(c->missing, &c->n_missing, perr);
+                } else if (c->probes.received < c->o.sr_probes / 2) {
+                    snprintf(c->probe_error, sizeof(c->probe_error), "only %d of %d SR probes answered",
+                             c->probes.received, c->probes.sent);
+                    add_msg(c->missing, &c->n_missing, c->probe_error);
+                }
+                c->pl.ping_rtt_us = c->probes.rtt_us;
+                c->pl.n_ping = (size_t)c->probes.received;
+            }
             run(c);
             freeaddrinfo(c->addr);
         }

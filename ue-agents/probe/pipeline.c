@@ -17,32 +17,6 @@ static void dvec_push(struct dvec *d, double x)
     d->v[d->n++] = x;
 }
 
-static void u32vec_push(struct u32vec *d, uint32_t x)
-{
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 1024;
-        uint32_t *v = realloc(d->v, cap * sizeof(uint32_t));
-        if (!v)
-            return;
-        d->v = v;
-        d->cap = cap;
-    }
-    d->v[d->n++] = x;
-}
-
-static void u64vec_push(struct u64vec *d, uint64_t x)
-{
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 1024;
-        uint64_t *v = realloc(d->v, cap * sizeof(uint64_t));
-        if (!v)
-            return;
-        d->v = v;
-        d->cap = cap;
-    }
-    d->v[d->n++] = x;
-}
-
 const char *control_name(int control)
 {
     switch (control) {
@@ -76,8 +50,8 @@ void pipe_free(struct pipeline *pl)
         struct pipe_flow *f = pl->flows[i];
         free(f->rtt_all.v);
         free(f->rtt_obs.v);
-        free(f->tsval_obs.v);
-        free(f->t_obs.v);
+        free(f->echo_ticks.v);
+        free(f->echo_arrival_ms.v);
         free(f);
     }
     pl->n_flows = 0;
@@ -211,12 +185,17 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
             }
             exll_on_data(&f->exll, ev->t_ns, ev->payload_bytes);
             pl->dflows[idx].size_bytes = f->bytes;
-            /* the phase view uses the whole flow: once the window fills the pipe every SR occasion carries
-             * ACKs, while in slow start a flow may use only every other occasion */
-            if (ev->has_ts) {
-                u32vec_push(&f->tsval_obs, ev->tsval);
-                u64vec_push(&f->t_obs, ev->t_ns);
-            }
+        }
+        if (ev->has_ts && ev->payload_bytes > 0 && (!f->have_echo || ev->tsecr != f->last_echo)) {
+            /* The first segment echoing a new TSecr was sent right after an uplink burst reached the
+             * sender: its TSval (the sender's clock) times that arrival. Works for an ACK-clocked sender
+             * (each ACK echoed) and for one smoothed by pacing/TSQ (only a burst's last ACK echoed). */
+            if (!f->have_echo)
+                f->first_echo_tsval = ev->tsval;
+            f->have_echo = 1;
+            f->last_echo = ev->tsecr;
+            dvec_push(&f->echo_ticks, (double)(uint32_t)(ev->tsval - f->first_echo_tsval));
+            dvec_push(&f->echo_arrival_ms, (double)(ev->t_ns - pl->t_origin_ns) / 1e6);
         }
         struct rtt_sample s[RTTM_PKTS_PER_ACK * 8];
         int n = rttm_on_data(&f->rtt, ev->t_ns, ev->seq, ev->payload_bytes, ev->has_ts, ev->tsecr, s,
@@ -284,27 +263,27 @@ void pipe_flush_logs(struct pipeline *pl)
 void pipe_sr_verdict(const struct pipeline *pl, int flow, struct sr_verdict *v)
 {
     struct dvec rtt = { 0 };
-    struct u32vec ts = { 0 };
-    struct u64vec t = { 0 };
+    struct dvec ticks = { 0 }, arrival = { 0 };
     for (int i = 0; i < pl->n_flows; i++) {
         if (flow >= 0 && i != flow)
             continue;
         const struct pipe_flow *f = pl->flows[i];
         for (size_t k = 0; k < f->rtt_obs.n; k++)
             dvec_push(&rtt, f->rtt_obs.v[k]);
-        /* TSval offsets differ per connection, so the phase test takes one flow's packets: the
-         * asked-for flow, or the first one when pooling */
-        if (f->uses_ts && (flow >= 0 || i == 0)) {
-            for (size_t k = 0; k < f->tsval_obs.n; k++) {
-                u32vec_push(&ts, f->tsval_obs.v[k]);
-                u64vec_push(&t, f->t_obs.v[k]);
+        /* the phase view takes one flow: the asked-for one, or the first when pooling */
+        if (flow >= 0 || i == 0)
+            for (size_t k = 0; k < f->echo_ticks.n; k++) {
+                dvec_push(&ticks, f->echo_ticks.v[k]);
+                dvec_push(&arrival, f->echo_arrival_ms.v[k]);
             }
-        }
     }
-    sr_estimate(&pl->sr_p, rtt.v, rtt.n, ts.v, t.v, ts.n, v);
+    struct sr_inputs in = { .rtt_us = rtt.v, .n_rtt = rtt.n, .echo_ticks = ticks.v, .echo_arrival_ms = arrival.v,
+                            .n_echo = ticks.n < arrival.n ? ticks.n : arrival.n, .ping_rtt_us = pl->ping_rtt_us,
+                            .n_ping = pl->n_ping };
+    sr_estimate(&pl->sr_p, &in, v);
     free(rtt.v);
-    free(ts.v);
-    free(t.v);
+    free(ticks.v);
+    free(arrival.v);
 }
 
 void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *v)
@@ -316,6 +295,15 @@ void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *
     else
         jw_null(w, "period_ms");
     jw_str(w, "confidence", v->confidence);
+    jw_str(w, "source", v->source);
+    if (v->flow_cadence_ms) jw_int(w, "flow_burst_period_ms", v->flow_cadence_ms); else jw_null(w, "flow_burst_period_ms");
+    jw_obj_open(w, "uplink_probes");
+    jw_int(w, "n", (long long)v->n_ping);
+    jw_num(w, "min_ms", v->ping_min_ms);
+    jw_num(w, "avg_ms", v->ping_avg_ms);
+    jw_num(w, "tsr_ms", v->ping_tsr_ms);
+    if (v->ping_period_ms) jw_int(w, "d_log_ms", v->ping_period_ms); else jw_null(w, "d_log_ms");
+    jw_obj_close(w);
     jw_str(w, "reason", v->reason);
     jw_num(w, "tsr_ms", v->tsr_ms);
     if (v->d_log_ms) jw_int(w, "d_log_ms", v->d_log_ms); else jw_null(w, "d_log_ms");
@@ -324,7 +312,7 @@ void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *
     jw_num(w, "ap_rtt_ms", v->ap_us / 1e3);
     jw_int(w, "n_rtt_samples", (long long)v->n_rtt);
     jw_num(w, "rtt_excess_p95_ms", v->excess_p95_ms);
-    jw_int(w, "n_phase_samples", (long long)v->n_phase);
+    jw_int(w, "n_uplink_bursts", (long long)v->n_phase);
     jw_num(w, "sender_ts_hz", v->ts_hz);
     jw_obj_open(w, "phase_resultant");
     for (int k = 0; k < 5; k++) {

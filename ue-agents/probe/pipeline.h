@@ -19,8 +19,6 @@
 enum control_mode { CONTROL_NONE = 0, CONTROL_EXLL = 1, CONTROL_DFCSD = 2 };
 
 struct dvec { double *v; size_t n, cap; };
-struct u32vec { uint32_t *v; size_t n, cap; };
-struct u64vec { uint64_t *v; size_t n, cap; };
 
 struct pipe_flow {
     char label[64];
@@ -36,8 +34,10 @@ struct pipe_flow {
     struct dvec rtt_all;       /* every RTT sample, for the summary's percentiles */
     struct dvec rtt_obs;       /* observation-phase samples: the SR estimate's input */
     uint64_t n_rtt_pipe_full;  /* samples left out of it because the window exceeded the pipe */
-    struct u32vec tsval_obs;   /* every data packet's TSval (the phase view) */
-    struct u64vec t_obs;
+    struct dvec echo_ticks;    /* the phase view: sender TSval (ticks since the first) of the first */
+    struct dvec echo_arrival_ms; /* segment echoing each new TSecr, and when it arrived here */
+    int have_echo;
+    uint32_t last_echo, first_echo_tsval;
     int obs_frozen;            /* ExLL left observation the first time: the SR inputs are fixed */
     int last_dlog;             /* running D_log, to time when the estimate settled */
     uint64_t t_dlog_change_ns;
@@ -58,6 +58,8 @@ struct pipeline {
     int n_flows;
     struct pipe_flow *flows[PIPE_MAX_FLOWS];
     struct dfcsd_flow dflows[PIPE_MAX_FLOWS];
+    const double *ping_rtt_us; /* idle-uplink probe RTTs (fetch --sr-probes), owned by the caller */
+    size_t n_ping;
     FILE *pkt_log;    /* per-packet event log (CSV), or NULL */
     FILE *ms_log;     /* per-millisecond log (CSV), or NULL */
     uint64_t t_origin_ns;

@@ -3,7 +3,7 @@
 # `analyze --events` and everything else work).
 PROBE_DIR := ue-agents/probe
 PROBE_SRCS := $(addprefix $(PROBE_DIR)/,main.c fetch.c analyze.c selftest.c pipeline.c exll.c dfcsd.c srest.c \
-	rttmatch.c pktparse.c capture.c flowproto.c jsonw.c util.c)
+	rttmatch.c pktparse.c capture.c srprobe.c flowproto.c jsonw.c util.c)
 PROBE_HDRS := $(wildcard $(PROBE_DIR)/*.h)
 PROBE_AARCH64_CC ?= aarch64-linux-gnu-gcc
 

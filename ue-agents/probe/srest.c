@@ -11,6 +11,7 @@ void sr_default_params(struct sr_params *p)
     p->min_rtt_samples = 30;
     p->min_phase_samples = 30;
     p->phase_threshold = 0.5;
+    p->min_ping_samples = 15;
 }
 
 double sr_phase_resultant(const double *x_ms, size_t n, double period_ms)
@@ -32,25 +33,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The sender's TSval rate from the span of the flow: Linux ticks at 1 kHz, some stacks at 1 MHz. */
-static double ts_clock_hz(const uint32_t *tsval, const uint64_t *t_ns, size_t n)
-{
-    if (n < 2 || t_ns[n - 1] <= t_ns[0] + 50 * 1000000ULL)
-        return 0;
-    double dts = (double)(uint32_t)(tsval[n - 1] - tsval[0]);
-    double dt_s = (double)(t_ns[n - 1] - t_ns[0]) / 1e9;
-    return dts / dt_s;
-}
-
-void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, const uint32_t *tsval,
-                 const uint64_t *t_ns, size_t n_ts, struct sr_verdict *v)
+static void flow_views(const struct sr_params *p, const double *rtt_us, size_t n_rtt, const double *echo_ticks,
+                       const double *echo_arrival_ms, size_t n_echo, struct sr_verdict *v)
 {
     memset(v, 0, sizeof(*v));
     v->regime = "undetermined";
     v->confidence = "none";
     v->mp_us = v->ap_us = v->tsr_ms = v->excess_p95_ms = NAN;
     v->n_rtt = n_rtt;
-    v->n_phase = n_ts;
+    v->n_phase = n_echo;
 
     int rtt_ok = n_rtt >= p->min_rtt_samples;
     if (rtt_ok) {
@@ -74,30 +65,29 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
     }
 
     int phase_ok = 0;
-    if (n_ts >= p->min_phase_samples) {
-        v->ts_hz = ts_clock_hz(tsval, t_ns, n_ts);
-        double scale = 0; /* TSval ticks -> ms */
-        /* wide bands: queueing stretches the arrival span, we only need to tell ms from µs clocks */
-        if (v->ts_hz > 500 && v->ts_hz < 1500)
-            scale = 1.0;
-        else if (v->ts_hz > 5e5 && v->ts_hz < 1.5e6)
-            scale = 1e-3;
-        if (scale > 0) {
-            double *x = malloc(n_ts * sizeof(double));
-            if (x) {
-                for (size_t i = 0; i < n_ts; i++)
-                    x[i] = (double)(uint32_t)(tsval[i] - tsval[0]) * scale;
-                phase_ok = 1;
-                for (int k = 0; k < 5; k++) {
-                    v->phase_r[k] = sr_phase_resultant(x, n_ts, exll_sr_candidates_ms[k]);
-                    /* each candidate divides the next, so the lock must hold for all smaller ones */
-                    if (v->phase_r[k] >= p->phase_threshold && (k == 0 || v->phase_period_ms == exll_sr_candidates_ms[k - 1]))
-                        v->phase_period_ms = exll_sr_candidates_ms[k];
-                }
-                free(x);
-            }
+    double *x = NULL;
+    if (n_echo >= p->min_phase_samples && echo_arrival_ms[n_echo - 1] - echo_arrival_ms[0] > 50) {
+        /* the sender's TS clock from the span: Linux ticks at 1 kHz, some stacks at 1 MHz; wide bands,
+         * queueing stretches the arrival span and we only need to tell ms from µs */
+        v->ts_hz = (echo_ticks[n_echo - 1] - echo_ticks[0]) / ((echo_arrival_ms[n_echo - 1] - echo_arrival_ms[0]) / 1e3);
+        double scale = v->ts_hz > 500 && v->ts_hz < 1500 ? 1.0 : (v->ts_hz > 5e5 && v->ts_hz < 1.5e6 ? 1e-3 : 0);
+        x = scale > 0 ? malloc(n_echo * sizeof(double)) : NULL;
+        if (x) {
+            for (size_t i = 0; i < n_echo; i++)
+                x[i] = echo_ticks[i] * scale;
+            phase_ok = 1;
         }
     }
+    if (phase_ok) {
+        for (int k = 0; k < 5; k++) {
+            v->phase_r[k] = sr_phase_resultant(x, n_echo, exll_sr_candidates_ms[k]);
+            /* the largest locked candidate: multiples of the burst period split into evenly spread
+             * clusters (resultant near 0), divisors stay locked but spread more (angles multiply) */
+            if (v->phase_r[k] >= p->phase_threshold)
+                v->phase_period_ms = exll_sr_candidates_ms[k];
+        }
+    }
+    free(x);
 
     if (!rtt_ok && !phase_ok) {
         v->reason = "too few per-packet RTT samples in the observation phase, and no sender timestamps";
@@ -117,19 +107,20 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
     if (!phase_ok) {
         v->regime = "sr-limited";
         v->confidence = "low";
+        v->source = "flow-rtt";
         v->period_ms = v->d_log_ms;
-        v->reason = n_ts < p->min_phase_samples ? "no TCP timestamps: RTT view only, SR-limited uplink assumed"
-                                                : "sender timestamp clock not 1 kHz or 1 MHz: RTT view only";
+        v->reason = "no TCP timestamps: RTT view only, SR-limited uplink assumed";
         return;
     }
     if (v->phase_period_ms == 0) {
         v->regime = "not-sr-limited";
         v->confidence = "high";
-        v->reason = "the sender's transmit times show no SR phase lock: uplink grants do not follow SR occasions";
+        v->reason = "the uplink bursts the sender saw show no SR phase lock: grants do not follow SR occasions";
         return;
     }
-    /* the transmit phase names the period; the RTT view (ExLL's T̂_SR) confirms it or not */
+    /* the burst phase names the period; the RTT view (ExLL's T̂_SR) confirms it or not */
     v->regime = "sr-limited";
+    v->source = "flow-phase";
     v->period_ms = v->phase_period_ms;
     if (v->phase_period_ms == v->d_log_ms) {
         v->confidence = "high";
@@ -138,4 +129,47 @@ void sr_estimate(const struct sr_params *p, const double *rtt_us, size_t n_rtt, 
         v->confidence = "medium";
         v->reason = "transmit phase lock; the RTT spread (T̂_SR) points elsewhere (burst queueing in slow start)";
     }
+}
+
+void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct sr_verdict *v)
+{
+    flow_views(p, in->rtt_us, in->n_rtt, in->echo_ticks, in->echo_arrival_ms, in->n_echo, v);
+    if (!v->source)
+        v->source = "none";
+    v->flow_cadence_ms = v->phase_period_ms;
+    v->n_ping = in->n_ping;
+    v->ping_min_ms = v->ping_avg_ms = v->ping_tsr_ms = NAN;
+    if (in->n_ping < p->min_ping_samples)
+        return;
+    double mn = INFINITY, sum = 0;
+    for (size_t i = 0; i < in->n_ping; i++) {
+        mn = in->ping_rtt_us[i] < mn ? in->ping_rtt_us[i] : mn;
+        sum += in->ping_rtt_us[i];
+    }
+    v->ping_min_ms = mn / 1e3;
+    v->ping_avg_ms = sum / (double)in->n_ping / 1e3;
+    /* [INF, ours] for a uniform wait, E[avg - min] = P/2 - P/(n+1): scale by (n+1)/(n-1) so 2(avg - min)
+     * is unbiased with few probes (30 probes would otherwise read 6% low) */
+    double n = (double)in->n_ping;
+    v->ping_tsr_ms = 2 * (v->ping_avg_ms - v->ping_min_ms) * (n + 1) / (n - 1);
+    /* Probes sent into an idle uplink wait for an SR occasion under any grant policy: they measure
+     * the period itself, which a busy flow may hide (srsENB) or coarsen (an SR grant slower than P
+     * makes bursts skip occasions). */
+    if (v->ping_tsr_ms < 5.0 / M_SQRT2) {
+        v->period_ms = 0;
+        v->source = "uplink-probes";
+        v->confidence = "high";
+        v->reason = "idle-uplink probes show no SR wait: the uplink is not SR-limited";
+        if (!strcmp(v->regime, "undetermined") || v->flow_cadence_ms == 0)
+            v->regime = "not-sr-limited";
+        return;
+    }
+    v->ping_period_ms = exll_D_log(v->ping_tsr_ms);
+    v->period_ms = v->ping_period_ms;
+    v->source = "uplink-probes";
+    int consistent = v->flow_cadence_ms == 0 || v->flow_cadence_ms % v->ping_period_ms == 0;
+    double ratio = v->ping_tsr_ms / v->ping_period_ms; /* 0.71..1.41 is the candidate's log-domain bin */
+    v->confidence = consistent && ratio > 0.8 && ratio < 1.25 ? "high" : "medium";
+    v->reason = consistent ? "idle-uplink probe RTT spread; the flow's uplink bursts are consistent with it"
+                           : "idle-uplink probe RTT spread; the flow's uplink bursts follow another period";
 }
