@@ -222,15 +222,14 @@ class AttenuatorOps:
                           safe_on_finish=params.safe_on_finish)
 
         player = self._run(build)
-        slot.player = player
         slot.last_result = None
 
-        def play() -> None:
-            result = player.run()
+        def done(result: PlayResult) -> None:
             slot.last_result = result
             self._safe_publish("attenuation.done", {"attenuator": slot.config.name, **result.model_dump()})
 
-        threading.Thread(target=play, name=f"play-{slot.config.name}", daemon=True).start()
+        player.on_done = done
+        slot.player = player.start()
         return PlayStarted(attenuator=slot.config.name, points=len(player.schedule.points),
                            duration_s=player.schedule.duration_s, clipped=player.schedule.clip_report.clipped,
                            log_file=str(player.log_path.name if player.log_path else ""))
@@ -241,7 +240,7 @@ class AttenuatorOps:
         self._stop_slot(slot)
         return self._status(slot)
 
-    @operation
+    @operation(concurrent=True)
     def status(self, params: Target) -> StatusResult:
         slots = [self._slot(params.attenuator)] if params.attenuator else list(self._slots().values())
         return StatusResult(attenuators=[self._status(s) for s in slots])

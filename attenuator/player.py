@@ -96,6 +96,7 @@ class Player:
         start_delay_s: float = 0.05,
         safe_on_finish: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        on_done: Callable[[PlayResult], None] | None = None,
     ):
         self.attenuator = attenuator
         lim = limits or SafetyLimits.from_config(attenuator.config, attenuator.min_interval_s)
@@ -106,6 +107,7 @@ class Player:
         self.start_delay_s = start_delay_s
         self.safe_on_finish = safe_on_finish
         self.clock = clock
+        self.on_done = on_done
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: PlayResult | None = None
@@ -200,4 +202,9 @@ class Player:
         log.event({"event": "end", **result.model_dump(exclude={"log_path"})})
         log.close()
         self.result = result
+        if self.on_done is not None:
+            try:
+                self.on_done(result)
+            except Exception:  # noqa: BLE001 - a broken callback must not hide the result
+                pass
         return result

@@ -40,6 +40,7 @@ class FakeCell:
     def __init__(self, ues: int = 2, max_db: float = 120.0):
         self.att = [0.0] * ues
         self.max_db = max_db
+        self.path_loss_dbm = -47.0
         self.requests: list[dict] = []
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.REP)
@@ -54,7 +55,7 @@ class FakeCell:
                 continue
             req = json.loads(self._sock.recv())
             self.requests.append(req)
-            ue = req.get("ue")
+            ue = req.get("ue", 0 if req.get("op") == "stats" else None)
             if not isinstance(ue, int) or not 0 <= ue < len(self.att):
                 reply = {"ok": False, "error": f"no UE {ue}"}
             elif req["op"] == "set_attenuation":
@@ -64,6 +65,9 @@ class FakeCell:
                 else:
                     self.att[ue] = v
                     reply = {"ok": True, "attenuation_db": v}
+            elif req["op"] == "stats":  # like cellab-cell: rsrp_dbm per UE follows the attenuation
+                reply = {"ok": True, "ues": [{"ue": k, "attenuation_db": a, "rsrp_dbm": self.path_loss_dbm - a}
+                                             for k, a in enumerate(self.att)]}
             elif req["op"] == "get_attenuation":
                 reply = {"ok": True, "attenuation_db": self.att[ue]}
             else:
