@@ -152,6 +152,14 @@ int main(int argc, char **argv)
 		} else
 			return usage();
 	}
+	if (bind_addr) {
+		unsigned char probe_addr[sizeof(struct in6_addr)];
+
+		if (inet_pton(AF_INET, bind_addr, probe_addr) != 1 && inet_pton(AF_INET6, bind_addr, probe_addr) != 1) {
+			fprintf(stderr, "cellab-send: --bind: %s is not an IPv4 or IPv6 address\n", bind_addr);
+			return 2;
+		}
+	}
 	/* A default CC that the kernel does not know is an input error, found before serving. */
 	if (ctx.default_cc) {
 		int probe = socket(AF_INET, SOCK_STREAM, 0);

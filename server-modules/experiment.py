@@ -1,0 +1,160 @@
+"""Small building blocks for the server modules' tests and benchmark: a clean bottleneck with delay
+on the virtual cell (trace mode, constant rate), the wired lab, loaded modules, and flow metrics.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cellab.labs.base import Topology
+
+from . import flowclient, modules
+from .sender import Sender, SenderConfig
+
+MTU_BYTES = 1500
+# The cell adds its own uplink wait (SR period, grant) and TTI rounding to the configured core and
+# internet delays; measured on this emulator with a 5 ms SR period.
+CELL_OVERHEAD_RTT_MS = 8.0
+
+
+def constant_trace(path: Path, rate_mbit: float, duration_ms: int = 1000) -> Path:
+    """A Mahimahi trace (one line per 1500-byte opportunity) with a constant rate; it loops."""
+    per_ms = rate_mbit * 1e6 / 8 / MTU_BYTES / 1000
+    lines: list[str] = []
+    for ms in range(duration_ms):
+        lines += [str(ms)] * (int((ms + 1) * per_ms) - int(ms * per_ms))
+    if not lines:
+        raise ValueError(f"rate {rate_mbit} Mbit/s gives no delivery opportunity in {duration_ms} ms")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _route_initrwnd(netns: str, packets: int) -> None:
+    """A big initial receive window on the UE's routes (S-Cubic's first flight is min(cwnd, rwnd))."""
+    out = subprocess.run(["ip", "-n", netns, "route", "show"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if "initrwnd" in fields:
+            i = fields.index("initrwnd")
+            del fields[i:i + 2]
+        subprocess.run(["ip", "-n", netns, "route", "replace", *fields, "initrwnd", str(packets)], check=True)
+
+
+def _sysctl(netns: str, key: str, value: str) -> None:
+    subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", f"{key}={value}"], check=True)
+
+
+@contextmanager
+def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int, n_ues: int = 1,
+                 trace: Path | None = None, sr_period_ms: int = 5, initrwnd_pkts: int | None = None
+                 ) -> Iterator[Topology]:
+    """The virtual cell in trace mode: a constant-rate (or given) trace, a base RTT of about rtt_ms."""
+    from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
+
+    with tempfile.TemporaryDirectory(prefix="cellab-sm-") as tmp:
+        if trace is None:
+            trace = constant_trace(Path(tmp) / "constant.trace", rate_mbit)
+        one_way_ms = max(0.0, (rtt_ms - CELL_OVERHEAD_RTT_MS) / 4)
+        lab = VirtualLab(prefix, params=dict(trace=str(trace), core_delay_ms=one_way_ms, internet_delay_ms=one_way_ms,
+                                             sr_period_ms=sr_period_ms, rlc_queue_bytes=queue_bytes, n_ues=n_ues))
+        try:
+            topo = lab.up()
+            # no per-destination metrics carried between flows: each arm starts from the same state
+            _sysctl(topo.server.netns, "net.ipv4.tcp_no_metrics_save", "1")
+            if initrwnd_pkts:
+                for ue in topo.ues:
+                    _route_initrwnd(ue.netns, initrwnd_pkts)
+            yield topo
+        finally:
+            lab.down()
+
+
+@contextmanager
+def wired_path(prefix: str, rate_mbit: float, buffer_bytes: int) -> Iterator[Topology]:
+    from cellab.labs.wired import WiredLab
+
+    lab = WiredLab(prefix=prefix, rate_mbit=rate_mbit, buffer_bytes=buffer_bytes)
+    try:
+        yield lab.up()
+    finally:
+        lab.down()
+
+
+@contextmanager
+def loaded(names: list[str], netns: str | None = None, dev: str | None = None) -> Iterator[None]:
+    """Modules loaded for the block and always unloaded after it."""
+    try:
+        modules.load(names, netns=netns, dev=dev)
+        yield
+    finally:
+        modules.unload(names)
+
+
+@contextmanager
+def sender_in(topo: Topology, log_dir: Path, sample_ms: int = 10, **kw: Any) -> Iterator[Sender]:
+    s = Sender(SenderConfig(netns=topo.server.netns, port=5301, sample_ms=sample_ms, **kw), log_dir)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@dataclass(frozen=True)
+class FlowRun:
+    result: flowclient.FlowResult
+    summary: dict[str, Any]
+    samples: list[dict[str, Any]]
+
+    @property
+    def throughput_bps(self) -> float:
+        return self.result.bytes_received * 8 / max(self.result.fct_s, 1e-9)
+
+    def mean_rtt_ms(self, skip_ms: float = 0.0) -> float:
+        rtts = [s["rtt_us"] for s in self.samples if s["elapsed_ms"] >= skip_ms and s["rtt_us"]]
+        return sum(rtts) / len(rtts) / 1e3 if rtts else float("nan")
+
+    def recovery(self, capacity_bps: float) -> dict[str, float]:
+        """The first loss-recovery episode (CA state 3) seen in the samples: its length, the new data
+        sent in it, the rwnd-limited time in it, and link utilisation = bytes sent / (C x length)."""
+        idx = [i for i, s in enumerate(self.samples) if s["ca_state"] == 3]
+        if not idx:
+            return {}
+        a = max(0, idx[0] - 1)
+        end = idx[0]
+        while end + 1 < len(self.samples) and self.samples[end + 1]["ca_state"] != 0:
+            end += 1
+        b = min(len(self.samples) - 1, end + 1)
+        ra, rb = self.samples[a], self.samples[b]
+        dt_s = (rb["elapsed_ms"] - ra["elapsed_ms"]) / 1e3
+        sent = rb["bytes_sent"] - ra["bytes_sent"]
+        retrans = rb["bytes_retrans"] - ra["bytes_retrans"]
+        return {
+            "duration_ms": dt_s * 1e3,
+            "new_bytes": float(sent - retrans),
+            "rwnd_limited_ms": (rb["rwnd_limited_us"] - ra["rwnd_limited_us"]) / 1e3,
+            "utilisation": sent * 8 / (capacity_bps * dt_s) if dt_s > 0 else 0.0,
+            "went_to_loss": float(any(s["ca_state"] == 4 for s in self.samples[a:b + 1])),
+        }
+
+
+def run_flow(topo: Topology, sender: Sender, cc: str, ue: int = 0, **fetch_kw: Any) -> FlowRun:
+    """One flow from the sender to UE `ue`, with the sender's summary and samples of that flow."""
+    result = flowclient.fetch(topo.server.address, sender.port or 5301, cc_name=cc, netns=topo.ues[ue].netns,
+                              **fetch_kw)
+    summary: dict[str, Any] = {}
+    # the sender writes the summary when it sees the receiver's close; give it a moment
+    for _ in range(200):
+        rows = [r for r in sender.summaries() if r["flow_id"] == result.flow_id]
+        if rows:
+            summary = rows[0]
+            break
+        threading.Event().wait(0.01)
+    return FlowRun(result, summary, sender.samples(result.flow_id))

@@ -1,0 +1,64 @@
+"""Fixtures for the server-modules tests: built programs, and a host left as it was found."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cellab.errors import CellabError
+from cellab.paths import find_program
+
+BPFFS_CELLAB = Path("/sys/fs/bpf/cellab")
+
+
+@pytest.fixture(scope="session")
+def programs() -> dict[str, Path]:
+    try:
+        return {name: find_program(name) for name in ("cellab-modules", "cellab-send")}
+    except CellabError as exc:
+        pytest.fail(f"{exc} (the server-modules programs are built by `make build`)")
+
+
+@pytest.fixture
+def host_clean(require_root, programs):
+    """Fails the test if it leaves a module it loaded registered or pinned (and cleans up)."""
+    from cellab.server import modules
+
+    before = set(modules.loaded())
+    yield
+    left = set(modules.loaded()) - before
+    if left:
+        modules.unload(sorted(left))
+    available = set(modules.available_congestion_controls())
+    assert not left, f"test left modules loaded: {sorted(left)}"
+    assert not (available & set(modules.CC_MODULES) - before), "a congestion control stayed registered"
+    if not before:
+        assert not BPFFS_CELLAB.exists(), f"{BPFFS_CELLAB} left behind: {list(BPFFS_CELLAB.rglob('*'))}"
+
+
+def run_as_nobody(argv: list[str], env: dict[str, str] | None = None):
+    """argv for running a program without root (setpriv drops to nobody, no capabilities)."""
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", *argv]
+
+
+@pytest.fixture
+def unprivileged():
+    if os.geteuid() != 0:
+        pytest.skip("dropping to another user needs root")
+    return run_as_nobody
+
+
+@pytest.fixture
+def loader(programs):
+    """Run cellab-modules directly (the binary's own checks, not the Python wrapper's)."""
+    import subprocess
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        return subprocess.run([str(programs["cellab-modules"]), *args], capture_output=True, text=True,
+                              timeout=60, env=full_env)
+
+    return run
