@@ -115,7 +115,7 @@ def sweep(
     """Set each attenuation, wait for the UE to settle, average `samples` RSRP readings."""
     if step_db <= 0:
         raise InputError("calibration", "step_db", "must be > 0")
-    count = int(math.floor(abs(stop_db - start_db) / step_db + 1e-9)) + 1
+    count = math.floor(abs(stop_db - start_db) / step_db + 1e-9) + 1
     if count > 10_000:
         raise InputError("calibration", "step_db", f"{count} steps: too many")
     sign = 1 if stop_db >= start_db else -1

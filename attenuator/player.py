@@ -40,7 +40,7 @@ class PlayResult(BaseModel):
 class _Log:
     """JSONL (default) or CSV, chosen by the suffix of the caller's path; flushed every line."""
 
-    FIELDS = ["planned_s", "applied_s", "late_ms", "channel", "db", "readback_db", "source"]
+    FIELDS = ("planned_s", "applied_s", "late_ms", "channel", "db", "readback_db", "source")
 
     def __init__(self, path: Path | None):
         self.path = path

@@ -12,8 +12,7 @@ from cellab.attenuator.emulators.jfw import JfwDevice
 
 
 def _jfw(transport: str, address: str, **kw: object) -> AttenuatorConfig:
-    base = dict(name="jfw", model="jfw-50pa", transport=transport, address=address, channels=4,
-                min_db=0, max_db=95, step_db=1.0, timeout_s=1.0)
+    base: dict[str, object] = {"name": "jfw", "model": "jfw-50pa", "transport": transport, "address": address, "channels": 4, "min_db": 0, "max_db": 95, "step_db": 1.0, "timeout_s": 1.0}
     base.update(kw)
     return AttenuatorConfig(**base)  # type: ignore[arg-type]
 

@@ -14,8 +14,7 @@ from cellab.errors import InputError
 
 
 def _config(transport: str, address: str, **kw: object) -> AttenuatorConfig:
-    base = dict(name="mc", model="minicircuits-rcdat", transport=transport, address=address,
-                min_db=0, max_db=110, step_db=0.25, timeout_s=1.0)
+    base: dict[str, object] = {"name": "mc", "model": "minicircuits-rcdat", "transport": transport, "address": address, "min_db": 0, "max_db": 110, "step_db": 0.25, "timeout_s": 1.0}
     base.update(kw)
     return AttenuatorConfig(**base)  # type: ignore[arg-type]
 

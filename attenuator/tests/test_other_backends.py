@@ -24,8 +24,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _virtual(endpoint: str, **kw: object) -> AttenuatorConfig:
-    base = dict(name="vcell", model="virtual", transport="zmq", address=endpoint, channels=2,
-                min_db=0, max_db=130, step_db=0.5, timeout_s=0.5)
+    base: dict[str, object] = {"name": "vcell", "model": "virtual", "transport": "zmq", "address": endpoint, "channels": 2, "min_db": 0, "max_db": 130, "step_db": 0.5, "timeout_s": 0.5}
     base.update(kw)
     return AttenuatorConfig(**base)  # type: ignore[arg-type]
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from cellab.attenuator.bridge import AttenuatorBridge, virtual_lab_attenuator
 from cellab.attenuator.calibration import cell_rsrp_reader, fit, sweep
 from cellab.attenuator.driver import create
+
 from cellab.errors import CellabError
 from cellab.paths import find_program
 
