@@ -1,0 +1,29 @@
+"""`cellab keys NAME --dir DIR`: make a CURVE key pair (NAME.key public, NAME.key_secret 0600)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cellab.bus.keys import default_keys_dir, generate_keypair
+from cellab.errors import CellabError
+
+
+def keys_command(
+    name: str = typer.Argument(..., help="key name: 'controller' or an agent name"),
+    dir: Path = typer.Option(None, "--dir", help="key directory (default $CELLAB_KEYS_DIR or ~/.config/cellab/keys)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing key pair"),
+) -> None:
+    """Make a CURVE key pair for the controller or an agent."""
+    try:
+        public_path, secret_path = generate_keypair(dir or default_keys_dir(), name, overwrite=force)
+    except CellabError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"public key: {public_path}  (copy to the peers that must trust {name})")
+    typer.echo(f"secret key: {secret_path}  (mode 0600, stays on this host)")
+
+
+keys_app = typer.Typer(help="CURVE key pairs for the lab bus", add_completion=False)
+keys_app.command("keys")(keys_command)
