@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1140,6 +1141,7 @@ int main(int argc, char **argv)
     c->rng = c->p.seed * 0x9E3779B97F4A7C15ULL + 1;
     c->delay_ticks = (uint64_t)llround(c->p.core_delay_ms + c->p.internet_delay_ms);
     setup_signals(c);
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us: TTI wake-ups on time, not 50 us late */
     c->srv_fd = open_tun_in_netns(c->p.srv_netns, c->p.srv_tun);
     for (int k = 0; k < c->p.n_ues; k++) {
         c->ue[k].fd = open_tun_in_netns(c->ue[k].netns, c->ue[k].tun);
