@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import zmq
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from zmq.utils.monitor import recv_monitor_message
 
 import cellab
@@ -62,6 +62,8 @@ def check_endpoint(endpoint: str, source: str, field: str) -> str:
 
 
 class ReadArtifactParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: str = Field(min_length=1, max_length=4096)
     offset_bytes: int = Field(0, ge=0)
     length_bytes: int = Field(wire.DEFAULT_CHUNK_BYTES, gt=0, le=wire.MAX_CHUNK_BYTES)

@@ -40,6 +40,8 @@ _REJECT_LOG_EVERY_S = 10.0
 _BG_MAX_WAIT_S = 0.25
 # After a caller led the socket this recently, the background thread only checks in every _BUSY_S.
 _BUSY_S = 0.05
+# How often a request for an agent without a route checks whether the agent has (re)connected.
+_CONTACT_POLL_S = 0.02
 
 
 class AgentStatus(BaseModel):
@@ -320,19 +322,27 @@ class Controller:
         with self._state_lock:
             self._pending[rid] = pending
         try:
-            self._acquire_io()
-            try:
+            while True:
+                unreachable_at = None
+                self._acquire_io()
                 try:
-                    self._sock.send_multipart([agent.encode(), header, body], flags=zmq.NOBLOCK)
-                except zmq.ZMQError as exc:
-                    if exc.errno == zmq.EHOSTUNREACH:
-                        raise AgentLost(agent, "not connected to the controller") from None
-                    if exc.errno == zmq.EAGAIN:
-                        raise AgentLost(agent, "not reading: its send queue is full") from None
-                    raise
-                self._lead(pending, deadline)
-            finally:
-                self._release_io()
+                    try:
+                        self._sock.send_multipart([agent.encode(), header, body], flags=zmq.NOBLOCK)
+                    except zmq.ZMQError as exc:
+                        if exc.errno == zmq.EHOSTUNREACH:
+                            unreachable_at = time.monotonic()
+                        elif exc.errno == zmq.EAGAIN:
+                            raise AgentLost(agent, "not reading: its send queue is full") from None
+                        else:
+                            raise
+                    else:
+                        self._lead(pending, deadline)
+                finally:
+                    self._release_io()
+                if unreachable_at is None:
+                    break
+                # No route (not yet connected, or reconnecting after a restart): wait for it to speak.
+                self._wait_for_contact(agent, unreachable_at, deadline, timeout_s)
             while not pending.done and time.monotonic() < deadline and not self._closed.is_set():
                 # Follow: wait while someone else leads; when nobody does, lead again ourselves.
                 with self._state_changed:
@@ -367,6 +377,18 @@ class Controller:
             raise OperationError(agent, op, str(err.get("message")), kind=str(err.get("kind", "failed")),
                                  field=err.get("field"), allowed=err.get("allowed"))
         return pending.header, pending.body
+
+    def _wait_for_contact(self, agent: str, since: float, deadline: float, timeout_s: float) -> None:
+        while not self._closed.is_set():
+            with self._state_lock:
+                state = self._agents.get(agent)
+                if state is not None and state.last_seen_mono > since:
+                    return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, _CONTACT_POLL_S))
+        raise AgentLost(agent, f"not connected to the controller (waited {timeout_s:g} s)")
 
     def _acquire_io(self) -> None:
         """Take the socket as the leader (asking the current leader to yield if there is one)."""

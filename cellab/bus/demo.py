@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus.agent import Agent
 from cellab.bus.errors import OperationFailed
@@ -14,15 +14,21 @@ from cellab.bus.operation import operation
 
 
 class EchoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     text: str = Field(max_length=65536)
     count: int = Field(1, ge=1, le=1000)
 
 
 class SleepParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     duration_s: float = Field(gt=0, le=60)
 
 
 class FailParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     message: str = Field(max_length=1000)
     fatal: bool = False
 
