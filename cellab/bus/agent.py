@@ -406,25 +406,31 @@ class Agent:
                 log.info("connected to controller", extra={"event": "controller_connected", "agent": self.name,
                                                            "endpoint": self.controller_endpoint})
                 self._send_hello()
-            elif kind in (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                          zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
-                self._on_rejected(f"handshake failed (event {kind:#x}, detail {event['value']})")
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                # The controller proved its key but its allowlist does not hold ours (ZAP status in value).
+                self._log_limited("refused_by_controller", f"the controller refused this agent's key "
+                                  f"{fingerprint(self._keys[0]) if self._keys else '-'} (ZAP status {event['value']})")
+            elif kind in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                self._on_rejected(f"CURVE handshake failed (event {kind:#x}, detail {event['value']})")
             elif kind == zmq.EVENT_DISCONNECTED:
                 if self._connected and not self._handshaken and not self.insecure:
                     self._on_rejected("peer closed the connection during the CURVE handshake")
                 self._connected = self._handshaken = False
 
-    def _on_rejected(self, why: str) -> None:
-        """The peer at controller_endpoint did not prove it holds an allowed controller key."""
+    def _log_limited(self, event: str, message: str, **extra: object) -> None:
         self._rejects += 1
-        key = self._controller_keys[self._key_index] if self._controller_keys else b""
         now = time.monotonic()
         if now - self._reject_logged_at >= _REJECT_LOG_EVERY_S:
             self._reject_logged_at = now
-            log.warning("controller rejected: %s; expected controller key %s (%d attempts)", why,
-                        fingerprint(key), self._rejects,
-                        extra={"event": "controller_rejected", "agent": self.name, "endpoint": self.controller_endpoint,
-                               "fingerprint": fingerprint(key), "attempts": self._rejects})
+            log.warning("%s (%d attempts)", message, self._rejects,
+                        extra={"event": event, "agent": self.name, "endpoint": self.controller_endpoint,
+                               "attempts": self._rejects, **extra})
+
+    def _on_rejected(self, why: str) -> None:
+        """The peer at controller_endpoint did not prove it holds an allowed controller key."""
+        key = self._controller_keys[self._key_index] if self._controller_keys else b""
+        self._log_limited("controller_rejected", f"controller rejected: {why}; it does not hold the allowed "
+                          f"controller key {fingerprint(key)}", fingerprint=fingerprint(key))
         if len(self._controller_keys) > 1:
             # Another allowed controller key may be the one this controller holds: try it next.
             self._key_index = (self._key_index + 1) % len(self._controller_keys)

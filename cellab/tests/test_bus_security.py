@@ -68,8 +68,8 @@ def test_unknown_client_key_gets_no_answer_and_is_logged(tmp_path: Path, caplog:
             finally:
                 rogue.stop()
         assert "ue1" in str(err.value)
-        # The agent saw its handshake refused (ZAP denial) and logged it.
-        assert _records(caplog, "controller_rejected")
+        # The agent saw its key refused (ZAP denial) and logged it.
+        assert _records(caplog, "refused_by_controller")
     finally:
         controller.close()
         ctx.term()
