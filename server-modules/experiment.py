@@ -154,7 +154,7 @@ def run_flow(topo: Topology, sender: Sender, cc: str, ue: int = 0, **fetch_kw: A
     for _ in range(200):
         rows = [r for r in sender.summaries() if r["flow_id"] == result.flow_id]
         if rows:
-            summary = rows[0]
+            summary = rows[-1]  # the log appends; a restarted sender reuses flow ids
             break
         threading.Event().wait(0.01)
     return FlowRun(result, summary, sender.samples(result.flow_id))

@@ -116,7 +116,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        lines = lines[:-1]  # a line still being written
+    for line in lines:
         line = line.strip()
         if line:
             rows.append(json.loads(line))

@@ -344,9 +344,9 @@ void *flow_serve(void *varg)
 	f.start_mono_ns = monotonic_ns();
 	answer(fd, STATUS_OK, f.id);
 	stream(&f, fd);
-	write_summary(&f, STATUS_OK);
-	if (f.samples)
+	if (f.samples)  /* complete on disk before the summary announces the flow as finished */
 		fclose(f.samples);
+	write_summary(&f, STATUS_OK);
 	free(f.buf);
 out:
 	close(fd);
