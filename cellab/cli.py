@@ -17,8 +17,8 @@ from cellab.paths import RUNS_OUT
 
 app = typer.Typer(help="cellab: hardware-in-the-loop LTE lab toolkit (the virtual lab is the default).",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 # role -> "module:Class"; each room owns its agent.
 AGENT_ROLES = {

@@ -7,12 +7,16 @@ agent_ops.ModuleOps when that room's loader is built.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from cellab.bus import Agent, OperationFailed, operation
-from cellab.proc import ManagedProcess
+from cellab.proc import ManagedProcess, argv_in
+
+LISTEN_TIMEOUT_S = 5.0
 
 
 class Iperf3ServerParams(BaseModel):
@@ -40,7 +44,20 @@ class ServerAgent(Agent):
         log = self.artifact_dir / f"{params.tag}.log"
         # -1: serve one test and exit, so a stale server never answers the next run.
         self._iperf3 = ManagedProcess(["iperf3", "-s", "-1", "-p", str(params.port)], log, self.netns)
+        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        while not self._listening(params.port):
+            if not self._iperf3.running() or time.monotonic() > deadline:
+                self._stop_iperf3()
+                raise OperationFailed(f"iperf3 server did not start listening on port {params.port}: "
+                                      f"{log.read_text(errors='replace')[-300:].strip()}")
+            time.sleep(0.05)
         return {"port": params.port, "log": log.name}
+
+    def _listening(self, port: int) -> bool:
+        # Asking `ss` instead of connecting: a probe connection would use up the one-shot server.
+        out = subprocess.run(argv_in(self.netns, ["ss", "-Hltn", f"sport = :{port}"]),
+                             capture_output=True, text=True, check=False).stdout
+        return bool(out.strip())
 
     @operation
     def iperf3_server_stop(self, params: NoParams) -> dict[str, Any]:

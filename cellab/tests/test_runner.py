@@ -1,0 +1,147 @@
+"""Campaigns end to end on the wired lab, through the real bus and real agents (root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from pyroute2 import netns
+
+CAMPAIGN = """
+name: {name}
+lab: wired
+repeat: {repeat}
+order: {{mode: sequential}}
+factors:
+  cc: [cubic, bbr]
+fixed: {{rate_mbit: 10, buffer_bytes: 60000}}
+workload: {{duration_s: {duration}, ping_interval_ms: 100}}
+timeouts: {{run_s: 60, request_s: 6}}
+retry: {{max_attempts: {attempts}, backoff_s: 0.5}}
+"""
+
+
+def campaign(tmp_path: Path, name="t", repeat=1, duration=2, attempts=1) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(CAMPAIGN.format(name=name, repeat=repeat, duration=duration, attempts=attempts)))
+    return path
+
+
+def cellab(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cellab", *args], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def rows(folder: Path) -> list[tuple]:
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        return db.execute("SELECT run_id, status, attempts, finished_at, error FROM runs ORDER BY idx").fetchall()
+
+
+def only_folder(out: Path) -> Path:
+    folders = [p for p in out.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def test_campaign_runs_and_reports(require_root, netns_prefix, tmp_path):
+    out = tmp_path / "out"
+    result = cellab("run", str(campaign(tmp_path)), "--out", str(out), "--prefix", netns_prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_folder(out)
+    assert [r[1] for r in rows(folder)] == ["ok", "ok"]
+    for run_id, *_ in rows(folder):
+        run_dir = folder / "runs" / run_id
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert 6e6 < metrics["throughput_bps"] <= 10.3e6  # the 10 Mbit/s bottleneck carried the flow
+        assert metrics["rtt_samples"] >= 10 and metrics["rtt_mean_ms"] > 0
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert set(manifest["clock_offsets"]) == {"server", "ue0"}
+        assert abs(manifest["clock_offsets"]["ue0"]["offset_s"]) < 0.05  # same host: near zero
+        assert manifest["params"]["cc"] == metrics["congestion_control"]
+    html = (folder / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3 and "throughput" in html
+    assert (folder / "report" / "throughput-vs-delay.svg").exists()
+    assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
+
+
+def test_kill_9_controller_then_resume(require_root, netns_prefix, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(campaign(tmp_path, repeat=2)), "--out", str(out),
+                             "--prefix", netns_prefix, "--no-report"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            folders = list(out.iterdir()) if out.exists() else []
+            if folders and (folders[0] / "results.sqlite").exists():
+                statuses = [r[1] for r in rows(folders[0])]
+                if statuses.count("ok") >= 1 and "running" in statuses:
+                    break
+        else:
+            pytest.fail("the campaign never got one run done")
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    folder = only_folder(out)
+    before = {r[0]: r for r in rows(folder)}
+    finished = {k for k, r in before.items() if r[1] == "ok"}
+    interrupted = {k for k, r in before.items() if r[1] == "running"}
+    assert finished and len(interrupted) == 1
+    result = cellab("run", "--resume", str(folder), "--prefix", netns_prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = {r[0]: r for r in rows(folder)}
+    assert len(after) == 4 and all(r[1] == "ok" for r in after.values())
+    for run_id in finished:  # not repeated
+        assert after[run_id][2] == 1 and after[run_id][3] == before[run_id][3]
+    (redone,) = interrupted
+    assert after[redone][2] == 2
+    assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
+
+
+def test_agent_killed_mid_run_is_reported_and_the_retry_succeeds(require_root, netns_prefix, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(campaign(tmp_path, duration=4, attempts=2)),
+                             "--out", str(out), "--prefix", netns_prefix, "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        marker = f"--netns {netns_prefix}-ue0"
+        deadline = time.monotonic() + 60
+        victim = None
+        while time.monotonic() < deadline and victim is None:
+            time.sleep(0.2)
+            folders = list(out.iterdir()) if out.exists() else []
+            if not folders or not (folders[0] / "results.sqlite").exists():
+                continue
+            if [r[1] for r in rows(folders[0])][0] != "running":
+                continue
+            time.sleep(1.5)  # mid-request: the UE agent is running its transfer
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    except OSError:
+                        continue
+                    if "cellab agent" in cmd.replace("-m cellab agent", "cellab agent") and marker in cmd:
+                        victim = int(pid)
+        assert victim, "UE agent process not found"
+        os.kill(victim, signal.SIGKILL)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, output
+    assert "ue0" in output and "attempt 1/2 failed" in output
+    folder = only_folder(out)
+    first = rows(folder)[0]
+    assert first[1] == "ok" and first[2] == 2
