@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import time
+from pathlib import Path
 
 from cellab.paths import find_program
 
@@ -23,7 +24,7 @@ PORT = 5501
 
 
 def _cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -36,7 +37,7 @@ def _udp_flood(lab: VirtualLab, rate: str, pid: int) -> tuple[float, float, floa
     cpu0 = _cpu_s(pid)
     out = subprocess.run(["ip", "netns", "exec", lab.srv_ns, "iperf3", "-c", ue_addr(0), "-p", str(PORT), "-u",
                           "-b", rate, "-l", "1472", "-t", str(SECONDS), "-J"],
-                         capture_output=True, text=True, timeout=SECONDS + 20)
+                         capture_output=True, text=True, timeout=SECONDS + 20, check=False)
     cpu = _cpu_s(pid) - cpu0
     server.wait(timeout=10)
     end = json.loads(out.stdout)["end"]["sum"]

@@ -31,6 +31,11 @@
 #define NS_PER_TTI 1000000ULL
 #define TELEMETRY_TTI 100
 #define MAX_CATCHUP_TTI 200 /* further behind than this, the clock resyncs (counted) */
+/* Outer-loop link adaptation: srsENB's default target_bler is 0.05; +-step per first-transmission outcome,
+ * offset bounded to [-10, +2] dB. */
+#define OLLA_TARGET_BLER 0.05
+#define OLLA_STEP_DB 0.5
+#define OLLA_MAX_DB 2.0
 
 static uint64_t now_ns(void)
 {
@@ -396,14 +401,16 @@ static void channel_update(struct cell *c, struct ue *u, uint64_t t)
     int k = (int)(u - c->ue);
     /* periodic CQI: measured now, usable by the scheduler cqi_delay_ms later */
     if ((t + (uint64_t)k) % (uint64_t)c->p.cqi_period_ms == 0) {
-        u->cqi_pending = u->cqi_true;
+        u->sinr_pending_db = u->sinr_db;
         u->cqi_pending_at = t + (uint64_t)c->p.cqi_delay_ms;
         u->cqi_pending_at_valid = 1;
     }
     if (u->cqi_pending_at_valid && t >= u->cqi_pending_at) {
-        u->cqi_used = u->cqi_pending;
+        u->sinr_reported_db = u->sinr_pending_db;
         u->cqi_pending_at_valid = 0;
     }
+    /* the CQI the scheduler uses: the last report, corrected by outer-loop link adaptation */
+    u->cqi_used = radio_cqi(u->sinr_reported_db + u->olla_db);
 }
 
 /* ---------- downlink ---------- */
@@ -508,7 +515,16 @@ static void dl_outcomes(struct cell *c, struct ue *u, uint64_t t)
         if (tb->state != TB_WAIT_OUTCOME || tb->event_tti > t)
             continue;
         double bler = radio_bler(u->sinr_db, tb->tbs_bits, tb->n_re);
-        if (rng_uniform(c) >= bler) {
+        int ok = rng_uniform(c) >= bler;
+        if (tb->tx_count == 1) {
+            /* outer-loop link adaptation on first transmissions: converges to OLLA_TARGET_BLER */
+            u->olla_db += ok ? OLLA_STEP_DB * OLLA_TARGET_BLER / (1.0 - OLLA_TARGET_BLER) : -OLLA_STEP_DB;
+            if (u->olla_db > OLLA_MAX_DB)
+                u->olla_db = OLLA_MAX_DB;
+            if (u->olla_db < -OLLA_MAX_DB * 5)
+                u->olla_db = -OLLA_MAX_DB * 5;
+        }
+        if (ok) {
             tb->state = TB_DONE;
         } else if (tb->tx_count < c->p.harq_max_tx) {
             tb->state = TB_WAIT_RETX;
@@ -923,6 +939,7 @@ static json_t *stats_json(struct cell *c)
             (json_int_t)u->harq_retx, "ul_delivered_bytes", (json_int_t)u->ul_delivered_bytes, "ul_buffer_bytes",
             (json_int_t)u->ulq.bytes, "sr_sent", (json_int_t)u->sr_sent, "ul_grants", (json_int_t)u->grants_issued,
             "i_sr", u->i_sr, "sr_period_ms", u->sr_period_ms, "sr_offset", u->sr_offset);
+        json_object_set_new(o, "olla_db", json_real(u->olla_db));
         json_array_append_new(ues, o);
     }
     return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
@@ -1147,7 +1164,8 @@ int main(int argc, char **argv)
         c->ue[k].fd = open_tun_in_netns(c->ue[k].netns, c->ue[k].tun);
         assign_sr(c, k);
         channel_update(c, &c->ue[k], 0);
-        c->ue[k].cqi_used = c->ue[k].cqi_true; /* the report at attach */
+        c->ue[k].sinr_reported_db = c->ue[k].sinr_db; /* the report at attach */
+        channel_update(c, &c->ue[k], 0);
         c->ue[k].cqi_pending_at_valid = 0;
     }
     setup_zmq(c);

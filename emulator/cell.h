@@ -61,7 +61,8 @@ struct ue {
     int fd;
     /* channel */
     double attenuation_db, fading_db, rsrp_dbm, sinr_db;
-    int cqi_true, cqi_used, cqi_pending, cqi_pending_at_valid;
+    int cqi_true, cqi_used, cqi_pending_at_valid;
+    double sinr_pending_db, sinr_reported_db, olla_db; /* CQI reports carry the SINR they quantise */
     uint64_t cqi_pending_at;
     /* downlink */
     struct fifo dlq;             /* RLC queue: packets not yet fully delivered */

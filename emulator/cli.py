@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 
@@ -32,7 +32,7 @@ def up(
     rlc_queue_bytes: int = typer.Option(4 << 20, help="per-UE downlink RLC queue limit"),
     core_delay_ms: float = typer.Option(0.0, help="one-way core delay"),
     internet_delay_ms: float = typer.Option(0.0, help="one-way Internet delay"),
-    trace: Optional[Path] = typer.Option(None, help="Mahimahi downlink trace instead of the radio model"),
+    trace: Annotated[Path | None, typer.Option(help="Mahimahi downlink trace instead of the radio model")] = None,
     seed: int = typer.Option(1, help="random seed"),
 ) -> None:
     """Build the namespaces and start the cell."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Self
 
 import zmq
 
@@ -66,7 +66,7 @@ class CellControl:
             self._sock.close(0)
             self._sock = None
 
-    def __enter__(self) -> "CellControl":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

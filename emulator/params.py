@@ -55,7 +55,7 @@ class CellParams(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CellParams":
+    def _consistent(self) -> CellParams:
         if isinstance(self.attenuation_db, list) and len(self.attenuation_db) not in (1, self.n_ues):
             raise ValueError(f"attenuation_db: give one value or one per UE ({self.n_ues})")
         if self.ul_prb is not None and self.ul_prb > self.n_prb:

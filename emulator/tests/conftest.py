@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # netlab helpers
 
-from cellab.emulator.vlab import VirtualLab  # noqa: E402
+from cellab.emulator.vlab import VirtualLab
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 

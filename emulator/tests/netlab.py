@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 import re
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +25,7 @@ def iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port
     try:
         time.sleep(0.3)
         out = subprocess.run(in_ns(ue_ns, "iperf3", "-c", srv_addr, "-p", str(port), "-R", "-t", str(seconds),
-                                   "-C", cc, "-J"), capture_output=True, text=True, timeout=seconds + 20)
+                                   "-C", cc, "-J"), capture_output=True, text=True, timeout=seconds + 20, check=False)
         return json.loads(out.stdout)
     finally:
         try:
@@ -58,7 +58,7 @@ def finish(*procs: subprocess.Popen, timeout: float = 20) -> None:
 
 def ping_rtts_ms(ue_ns: str, dst: str, count: int, interval_s: float, size: int = 56) -> np.ndarray:
     out = subprocess.run(in_ns(ue_ns, "ping", "-n", "-c", str(count), "-i", str(interval_s), "-s", str(size), dst),
-                         capture_output=True, text=True, timeout=count * interval_s + 30)
+                         capture_output=True, text=True, timeout=count * interval_s + 30, check=False)
     return np.array([float(m) for m in re.findall(r"time=([\d.]+) ms", out.stdout)])
 
 
@@ -115,7 +115,7 @@ def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap
         time.sleep(0.3)
         out = subprocess.run(in_ns(ue_ns, sys.executable, script, "ping", srv_addr, str(port), str(count),
                                    str(min_gap_s), str(max_gap_s), str(seed)),
-                             capture_output=True, text=True, timeout=budget)
+                             capture_output=True, text=True, timeout=budget, check=False)
         return np.array([float(x) for x in out.stdout.split()])
     finally:
         server.kill()

@@ -7,9 +7,8 @@ import time
 
 import numpy as np
 import pytest
-from netlab import iperf3_download, ping_rtts_ms
-
 from cellab.emulator.ttilog import read_ttilog
+from netlab import iperf3_download, ping_rtts_ms
 
 # TS 36.213 Table 7.1.7.2.1-1, I_TBS 26 (CQI 15 -> MCS 28): bits per TTI
 TBS_ITBS26 = {6: 4392, 25: 18336, 50: 36696, 100: 75376}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from pyroute2 import netns
-
 from cellab.emulator.params import CellParams, validate_params
 from cellab.emulator.ttilog import read_ttilog
 from cellab.emulator.vlab import VirtualLab
+from pyroute2 import netns
+
 from cellab.errors import InputError, InputErrors
 from cellab.paths import find_program
 
@@ -56,7 +56,7 @@ def test_params_argv_round_trip():
 ])
 def test_cell_program_rejects_bad_options_before_namespaces(args, message):
     base = ["--srv", "nosuchns-srv:lte0", "--ue", "nosuchns-ue0:lte0:10.200.1.1"]
-    out = subprocess.run([str(find_program("cellab-cell")), *base, *args], capture_output=True, text=True, timeout=5)
+    out = subprocess.run([str(find_program("cellab-cell")), *base, *args], capture_output=True, text=True, timeout=5, check=False)
     assert out.returncode == 2
     assert message in out.stderr
     assert "namespace" not in out.stderr  # refused before any setns
@@ -71,7 +71,7 @@ def test_bad_trace_names_file_and_rule(tmp_path, content, rule):
     trace = tmp_path / "bad.trace"
     trace.write_text(content)
     out = subprocess.run([str(find_program("cellab-cell")), "--srv", "x-srv:lte0", "--ue", "x-ue0:lte0:10.0.0.2",
-                          "--trace", str(trace)], capture_output=True, text=True, timeout=5)
+                          "--trace", str(trace)], capture_output=True, text=True, timeout=5, check=False)
     assert out.returncode == 2
     assert str(trace) in out.stderr and rule in out.stderr
 

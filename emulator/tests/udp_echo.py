@@ -23,7 +23,7 @@ def serve(addr: str, port: int, seconds: float) -> None:
     while time.monotonic() < end:
         try:
             data, peer = sock.recvfrom(2048)
-        except socket.timeout:
+        except TimeoutError:
             continue
         sock.sendto(data, peer)
 
@@ -42,7 +42,7 @@ def ping(addr: str, port: int, count: int, min_gap_s: float, max_gap_s: float, s
                 data, _ = sock.recvfrom(2048)
                 if data[:4] == payload[:4]:
                     break
-        except socket.timeout:
+        except TimeoutError:
             continue
         print(f"{(time.monotonic() - t0) * 1000:.3f}", flush=True)
 
