@@ -26,6 +26,7 @@ from .player import Player, PlayResult
 from .schedule import Point, Schedule, parse_csv, parse_yaml
 
 MAX_SCHEDULE_TEXT = 8_000_000  # bytes of CSV/YAML accepted over the bus
+WIRE_FORBIDDEN_OPTIONS = {"library", "visa_backend"}
 
 
 class _Strict(BaseModel):
@@ -169,6 +170,12 @@ class AttenuatorOps:
     # ----- operations -----
     @operation
     def configure(self, params: ConfigureParams) -> dict:
+        for i, cfg in enumerate(params.attenuators):
+            wired = sorted(WIRE_FORBIDDEN_OPTIONS & set(cfg.options))
+            if wired:
+                # these name code to load (an SDK or VISA library): only the agent host's own config may set them
+                raise OperationFailed(f"options {', '.join(wired)} can only be set in the agent's local config",
+                                      field=f"params.attenuators[{i}].options")
         for slot in self._slots().values():
             if self._busy(slot):
                 raise OperationFailed(f"attenuator {slot.config.name} is busy: stop_schedule first")

@@ -11,6 +11,7 @@ import http.client
 import os
 import select
 import socket
+import stat
 import termios
 import time
 import urllib.parse
@@ -222,7 +223,10 @@ class HidLink:
     @classmethod
     def open_path(cls, path: str, timeout_s: float) -> HidLink:
         try:
-            return cls(os.open(path, os.O_RDWR), timeout_s, path)
+            # only a character device: a mistyped (or hostile) path must never get 65 bytes written into a file
+            if not stat.S_ISCHR(os.stat(path).st_mode):
+                raise LinkClosed(f"{path} is not a character device (expected /dev/hidrawN)")
+            return cls(os.open(path, os.O_RDWR | os.O_NOCTTY), timeout_s, path)
         except OSError as exc:
             raise LinkClosed(f"cannot open {path}: {exc}") from exc
 

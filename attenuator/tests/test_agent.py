@@ -132,3 +132,29 @@ def test_calibrate_through_the_virtual_lab_bridge(cell, tmp_path: Path) -> None:
             agent.stop()
             controller.close()
             shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_configure_over_the_bus_and_its_limits(lab: tuple, mc_pty, tmp_path: Path) -> None:
+    controller, _agent, _tel = lab
+    entry = {"name": "box2", "model": "minicircuits-rcdat", "transport": "serial", "address": mc_pty.port,
+             "min_db": 0, "max_db": 90}
+    assert controller.request("att1", "configure", {"attenuators": [entry]}) == {"attenuators": ["box1", "box2"]}
+    assert controller.request("att1", "set", {"attenuator": "box2", "channel": 1, "db": 12})["applied_db"] == 12
+    with pytest.raises(OperationError):  # two attenuators now: the name is required
+        controller.request("att1", "set", {"channel": 1, "db": 12})
+    lib = {**entry, "name": "lda", "model": "vaunix-lda", "transport": "sdk", "options": {"library": "/tmp/x.so"}}
+    with pytest.raises(OperationError, match="only be set in the agent's local config"):
+        controller.request("att1", "configure", {"attenuators": [lib]})
+    with pytest.raises(OperationError, match="transport"):
+        controller.request("att1", "configure", {"attenuators": [{**entry, "transport": "visa"}]})
+
+
+def test_hid_path_must_be_a_character_device(tmp_path: Path) -> None:
+    from cellab.attenuator.driver import AttenuatorError
+    from cellab.attenuator.transport import HidLink
+
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    with pytest.raises(AttenuatorError, match="not a character device"):
+        HidLink.open_path(str(target), 1.0)
+    assert target.read_text() == "keep me"
