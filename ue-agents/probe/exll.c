@@ -19,6 +19,7 @@ void exll_default_params(struct exll_params *p)
     p->rwnd_max_bytes = 32u << 20;
     p->slot_min_ms = 10;
     p->min_obs_samples = 20;
+    p->sr_period_hint_ms = 0;
 }
 
 static void reset_observation(struct exll *e)
@@ -91,6 +92,8 @@ double exll_eq3(double w, double gamma, double mre_us, double r_us, double alpha
     double util = mte_bps > 0 ? t_bps / mte_bps : 1.0;
     return (1.0 - gamma) * w + gamma * (mre_us / r_us * w + alpha * (1.0 - util));
 }
+
+static uint64_t bytes_between_ms(const struct exll *e, int64_t lo_ms, int64_t hi_ms);
 
 static double ma_push(double *hist, int *n, int *pos, int window, double v)
 {
@@ -196,24 +199,51 @@ void exll_on_data(struct exll *e, uint64_t t_ns, uint32_t bytes)
     s->pkts++;
 }
 
-void exll_on_rtt(struct exll *e, uint64_t t_ns, double rtt_us)
+int exll_on_rtt(struct exll *e, uint64_t t_ns, double rtt_us)
 {
-    (void)t_ns;
     if (!(rtt_us > 0))
-        return;
+        return 0;
     e->srtt_us = e->srtt_us > 0 ? 0.875 * e->srtt_us + 0.125 * rtt_us : rtt_us;
-    if (e->state == EXLL_OBS) {
-        if (rtt_us < e->mp_us)
-            e->mp_us = rtt_us;
-        e->ap_sum_us += rtt_us;
-        e->ap_n++;
+    if (e->started && t_ns > e->t0_ns) {
+        /* what arrived between packet n and the packet its ACK released: the window the sender had */
+        int64_t hi = (int64_t)((t_ns - e->t0_ns) / NS_PER_MS);
+        int64_t lo = hi - (int64_t)(rtt_us / 1e3 + 0.5);
+        double w = (double)bytes_between_ms(e, lo, hi);
+        e->cw_ewma_bytes = e->cw_ewma_bytes > 0 ? 0.875 * e->cw_ewma_bytes + 0.125 * w : w;
     }
     e->slot_rtt_sum_us += rtt_us;
     e->slot_rtt_n++;
+    if (e->state != EXLL_OBS)
+        return 0;
+    if (rtt_us < e->mp_us)
+        e->mp_us = rtt_us;
+    /* [INF, ours] apRTT only from samples taken while the window is below the pipe (bytes per RTT under
+     * C_i x mpRTT): once slow start overfills the queue, queueing delay would pass for SR waiting in
+     * 2 (apRTT - mpRTT) and inflate mRE. */
+    if (e->ci_bps > 0 && isfinite(e->mp_us) && exll_cwnd_meas_bytes(e, t_ns) >= e->ci_bps / 8 * e->mp_us / 1e6) {
+        e->n_pipe_full++;
+        return 0;
+    }
+    e->ap_sum_us += rtt_us;
+    e->ap_n++;
+    return 1;
+}
+
+static uint64_t bytes_between_ms(const struct exll *e, int64_t lo_ms, int64_t hi_ms)
+{
+    uint64_t sum = 0;
+    for (int64_t ms = lo_ms + 1; ms <= hi_ms && ms <= e->ms_last; ms++) {
+        if (ms < 0 || ms <= e->ms_last - EXLL_MS_RING)
+            continue;
+        sum += e->ms_bytes[ms % EXLL_MS_RING];
+    }
+    return sum;
 }
 
 double exll_cwnd_meas_bytes(const struct exll *e, uint64_t now_ns)
 {
+    if (e->cw_ewma_bytes > 0)
+        return e->cw_ewma_bytes;
     if (!e->started || e->srtt_us <= 0 || e->ms_last < 0)
         return 0;
     /* [INF, ours] bytes per RTT, averaged over max(2 RTT, 100 ms): with ACKs bunched at the SR period
@@ -223,13 +253,7 @@ double exll_cwnd_meas_bytes(const struct exll *e, uint64_t now_ns)
     if (win_ms > EXLL_MS_RING - 1)
         win_ms = EXLL_MS_RING - 1;
     int64_t now_ms = (int64_t)((now_ns - e->t0_ns) / NS_PER_MS);
-    int64_t lo = now_ms - (int64_t)win_ms;
-    uint64_t sum = 0;
-    for (int64_t ms = lo + 1; ms <= now_ms && ms <= e->ms_last; ms++) {
-        if (ms < 0 || ms <= e->ms_last - EXLL_MS_RING)
-            continue;
-        sum += e->ms_bytes[ms % EXLL_MS_RING];
-    }
+    uint64_t sum = bytes_between_ms(e, now_ms - (int64_t)win_ms, now_ms);
     double elapsed_ms = (double)(now_ns - e->t0_ns) / 1e6;
     if (elapsed_ms < win_ms)
         win_ms = elapsed_ms > 1 ? elapsed_ms : 1;
@@ -253,7 +277,8 @@ static void try_exit_observation(struct exll *e, uint64_t now_ns)
         return;
     double ap = e->ap_sum_us / e->ap_n;
     /* The exit test needs mRE before control sets it: keep a running candidate (spec §1.8). */
-    double mre_us = e->mp_us + 1e3 * exll_D_log(exll_tsr_ms(e->mp_us, ap));
+    int d_ms = e->p.sr_period_hint_ms > 0 ? e->p.sr_period_hint_ms : exll_D_log(exll_tsr_ms(e->mp_us, ap));
+    double mre_us = e->mp_us + 1e3 * d_ms;
     double cw = exll_cwnd_meas_bytes(e, now_ns);
     if (cw * 8.0 / (mre_us / 1e6) <= e->ci_bps)
         return;
@@ -291,26 +316,35 @@ static void control_slot(struct exll *e, uint64_t now_ns)
     e->slot_bytes = 0;
     e->slot_rtt_sum_us = 0;
     e->slot_rtt_n = 0;
+    int lost = e->slot_retrans > 0;
+    e->slot_retrans = 0;
     if (e->state == EXLL_HOLD) {
-        if (cw > e->rwnd_rho_bytes) {
+        /* [INF, ours] the thesis resumes when the measured CWND exceeds RWND_rho. Measured at the
+         * receiver it reads low against the advertised window when ACKs wait for SR occasions (the
+         * bytes seen within one per-packet RTT are ~0.7 RWND at P = 40 ms), so we compare like with
+         * like: resume once it is back at what it was when the loss came. */
+        if (!lost && cw >= 0.9 * e->cw_at_loss_bytes) {
             e->state = EXLL_CTRL;
             e->n_resumes++;
         }
         return;
     }
-    if (cw < (1.0 - e->p.tol_frac) * e->rwnd_bytes - 2 * mss) {
-        if (cw <= 1.5 * e->p.iw_pkts * mss) {
-            /* measured CWND back at Cubic's initial window: a timeout, start over */
-            e->n_timeouts++;
-            reset_observation(e);
-            e->rwnd_bytes = e->p.rwnd_max_bytes;
-            e->rwnd_changed = 1;
-        } else {
-            /* a loss: freeze RWND, Cubic is in charge until its window passes RWND_rho */
-            e->n_losses++;
-            e->rwnd_rho_bytes = e->rwnd_bytes;
-            e->state = EXLL_HOLD;
-        }
+    if (cw <= 1.5 * e->p.iw_pkts * mss) {
+        /* measured CWND back at Cubic's initial window: a timeout, start over */
+        e->n_timeouts++;
+        reset_observation(e);
+        e->rwnd_bytes = e->p.rwnd_max_bytes;
+        e->rwnd_changed = 1;
+        return;
+    }
+    if (lost) {
+        /* [INF, ours] a loss, detected as the retransmissions the receiver sees (the thesis infers it
+         * from measured CWND < RWND, which the SR bias above would fire on every slot): freeze RWND,
+         * Cubic is in charge until it has recovered */
+        e->n_losses++;
+        e->rwnd_rho_bytes = e->rwnd_bytes;
+        e->cw_at_loss_bytes = cw;
+        e->state = EXLL_HOLD;
         return;
     }
     double w = exll_eq3(e->rwnd_bytes, e->p.gamma, e->mre_us, r_us, e->p.alpha_pkts * mss, t_bps, e->mte_bps);
@@ -320,6 +354,11 @@ static void control_slot(struct exll *e, uint64_t now_ns)
         e->rwnd_changed = 1;
     }
     e->n_updates++;
+}
+
+void exll_on_retransmission(struct exll *e)
+{
+    e->slot_retrans++;
 }
 
 int exll_tick(struct exll *e, uint64_t now_ns)

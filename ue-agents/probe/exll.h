@@ -17,13 +17,15 @@ struct exll_params {
     double alpha_pkts;         /* Eq. 3 α, in packets (thesis default 200; units a [GAP], FAST uses packets) */
     double gamma;              /* Eq. 3 γ (thesis default 0.5) */
     int ma_frames;             /* MTE / C_i moving-average window in frames [GAP]; ours 10 (100 ms) */
-    double tol_frac;           /* recovery trigger: measured CWND < (1 - tol) RWND [GAP]; ours 0.25 */
+    double tol_frac;           /* unused by the recovery rule we ship (see control_slot); kept for tuning */
     uint32_t iw_pkts;          /* Cubic initial window for the timeout rule [INF: Linux IW10] */
     uint32_t mss_bytes;        /* payload bytes per packet (updated from the flow) */
     uint32_t rwnd_min_bytes;   /* never advertise less (ours: 4 MSS) */
     uint32_t rwnd_max_bytes;   /* never advertise more (the socket's buffer) */
     uint32_t slot_min_ms;      /* Eq. 3 time slot = max(mean RTT, slot_min_ms) [GAP]; ours 10 */
     uint32_t min_obs_samples;  /* RTT samples needed before the exit test may pass; ours 20 */
+    int sr_period_hint_ms;     /* [INF, ours] SR period known from idle-uplink probes: mRE = mpRTT + it
+                                * instead of D(T̂_SR); 0 = the thesis's D(T̂_SR) */
 };
 
 enum exll_state { EXLL_OBS = 0, EXLL_CTRL = 1, EXLL_HOLD = 2 };
@@ -49,8 +51,10 @@ struct exll {
     /* measured CWND */
     uint32_t ms_bytes[EXLL_MS_RING];
     int64_t ms_last;
+    double cw_ewma_bytes;      /* bytes received within each per-packet RTT, smoothed */
     /* control */
-    double rwnd_bytes, rwnd_rho_bytes, mre_us;
+    double rwnd_bytes, rwnd_rho_bytes, mre_us, cw_at_loss_bytes;
+    uint64_t slot_retrans;
     uint64_t slot_start_ns, slot_bytes;
     double slot_rtt_sum_us;
     uint64_t slot_rtt_n;
@@ -60,14 +64,20 @@ struct exll {
     double exit_mp_us, exit_ap_us, exit_mre_us;
     uint64_t exit_n, t_exit_ns;
     uint64_t n_timeouts, n_losses, n_updates, n_resumes;
+    uint64_t n_pipe_full;      /* observation samples kept out of apRTT */
 };
 
 void exll_default_params(struct exll_params *p);
 void exll_init(struct exll *e, const struct exll_params *p);
 void exll_on_data(struct exll *e, uint64_t t_ns, uint32_t bytes);
-void exll_on_rtt(struct exll *e, uint64_t t_ns, double rtt_us);
+/* Returns 1 when the sample went into apRTT (observation, window below the pipe). */
+int exll_on_rtt(struct exll *e, uint64_t t_ns, double rtt_us);
+/* A retransmitted segment arrived (the receiver's evidence of a loss). */
+void exll_on_retransmission(struct exll *e);
 /* Advance timers (frame close, Eq. 3 slot). Returns 1 when the window to advertise changed. */
 int exll_tick(struct exll *e, uint64_t now_ns);
+/* The measured CWND: bytes received during one RTT (thesis §4.1), taken over each per-packet RTT
+ * sample's own interval, smoothed; before any sample, bytes per smoothed RTT. */
 double exll_cwnd_meas_bytes(const struct exll *e, uint64_t now_ns);
 uint32_t exll_rwnd_bytes(const struct exll *e);
 const char *exll_state_name(int state);

@@ -192,17 +192,6 @@ static void start_flow(struct fetch_ctx *c, struct fetch_flow *f)
         fail_flow(c, f, "socket", errno);
         return;
     }
-    if (c->o.control != CONTROL_NONE) {
-        /* Lock autotuning with a large buffer BEFORE connect: the SYN's window scale must express the
-         * BDP, and without the lock the kernel overwrites TCP_WINDOW_CLAMP. */
-        int v = (int)c->o.rcvbuf_bytes;
-        if (setsockopt(f->fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
-            setsockopt(f->fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-        int got = 0;
-        socklen_t l = sizeof(got);
-        getsockopt(f->fd, SOL_SOCKET, SO_RCVBUF, &got, &l);
-        f->rcvbuf_bytes = (uint32_t)got;
-    }
     if (!c->packet_mode) {
         int on = 1;
         setsockopt(f->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
@@ -249,6 +238,23 @@ static void on_connected(struct fetch_ctx *c, struct fetch_flow *f)
     char label[64];
     snprintf(label, sizeof(label), "flow%d", (int)(f - c->flows));
     f->pipe_idx = pipe_add_flow(&c->pl, label, &le, &re, now_realtime_ns());
+    if (c->o.control != CONTROL_NONE && f->pipe_idx >= 0) {
+        /* Lock autotuning with a large buffer, or the kernel overwrites TCP_WINDOW_CLAMP as it grows
+         * the buffer. Done after the handshake, not before: on this kernel a buffer locked before
+         * connect is offered whole in the handshake's window (a right edge Linux never takes back),
+         * while an unlocked socket takes its window scale from tcp_rmem[2] and opens with ~64 KiB.
+         * The clamp then starts small and follows the controller (pipe_tick). */
+        int v = (int)c->o.rcvbuf_bytes;
+        if (setsockopt(f->fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
+            setsockopt(f->fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+        int got = 0;
+        socklen_t gl = sizeof(got);
+        getsockopt(f->fd, SOL_SOCKET, SO_RCVBUF, &got, &gl);
+        f->rcvbuf_bytes = (uint32_t)got;
+        int clamp = 65536;
+        if (setsockopt(f->fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &clamp, sizeof(clamp)) == 0)
+            c->pl.flows[f->pipe_idx]->rwnd_applied = (uint32_t)clamp;
+    }
     flowproto_encode_request(f->req, f->spec.mode, f->spec.amount, f->spec.cc, f->spec.tag, c->o.chunk_bytes);
     ssize_t n = send(f->fd, f->req, sizeof(f->req), MSG_NOSIGNAL);
     if (n != (ssize_t)sizeof(f->req)) { /* 64 bytes into an empty send buffer: all or an error */

@@ -66,6 +66,13 @@ int pipe_add_flow(struct pipeline *pl, const char *label, const struct tcp_endpo
     if (!f)
         return -1;
     snprintf(f->label, sizeof(f->label), "%s", label);
+    if (pl->ping_rtt_us && pl->n_ping >= pl->sr_p.min_ping_samples) {
+        /* idle-uplink probes ran before the flows: their SR period feeds ExLL's mRE */
+        struct sr_inputs in = { .ping_rtt_us = pl->ping_rtt_us, .n_ping = pl->n_ping };
+        struct sr_verdict v;
+        sr_estimate(&pl->sr_p, &in, &v);
+        pl->exll_p.sr_period_hint_ms = v.ping_period_ms;
+    }
     if (local && remote) {
         f->have_endpoints = 1;
         f->local = *local;
@@ -131,17 +138,10 @@ static void on_rtt_sample(struct pipeline *pl, int idx, const struct rtt_sample 
 {
     struct pipe_flow *f = pl->flows[idx];
     dvec_push(&f->rtt_all, s->rtt_us);
-    exll_on_rtt(&f->exll, s->t_ns, s->rtt_us);
+    int obs_sample = exll_on_rtt(&f->exll, s->t_ns, s->rtt_us);
     dfcsd_on_rtt(&pl->dflows[idx], s->rtt_us);
-    /* SR samples: observation phase, and only while the window is below the pipe (bytes per RTT
-     * under C_i x mpRTT) [INF, ours]: once slow start overfills the queue, queueing delay would pass
-     * for SR waiting in 2 (apRTT - mpRTT). */
-    double pipe_bytes = f->exll.ci_bps / 8 * f->exll.mp_us / 1e6;
-    int pipe_free = f->exll.ci_bps <= 0 || !isfinite(f->exll.mp_us) ||
-                    exll_cwnd_meas_bytes(&f->exll, s->t_ns) < pipe_bytes;
-    if (!pipe_free)
-        f->n_rtt_pipe_full++;
-    if (!f->obs_frozen && pipe_free) {
+    /* the SR samples are ExLL's apRTT samples (see exll_on_rtt), up to the first exit from observation */
+    if (!f->obs_frozen && obs_sample) {
         dvec_push(&f->rtt_obs, s->rtt_us);
         if (f->exll.ap_n > 0) {
             int d = exll_D_log(exll_tsr_ms(f->exll.mp_us, f->exll.ap_sum_us / f->exll.ap_n));
@@ -171,9 +171,10 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
             if (f->t_first_ns == 0)
                 f->t_first_ns = ev->t_ns;
             f->t_last_ns = ev->t_ns;
-            if (f->rtt.have_data && !seq_after(ev->seq + ev->payload_bytes, f->rtt.high_seq_end))
+            if (f->rtt.have_data && !seq_after(ev->seq + ev->payload_bytes, f->rtt.high_seq_end)) {
                 f->retrans_pkts++;
-            else
+                exll_on_retransmission(&f->exll);
+            } else
                 f->bytes += ev->payload_bytes;
             f->pkts_in++;
             f->ms_bytes += ev->payload_bytes;
@@ -216,27 +217,48 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
     }
 }
 
+/* [INF, ours] Linux never retracts a right edge it has advertised, so a window that grew far beyond
+ * what the flow uses (a large locked SO_RCVBUF lets it) makes any later clamp bite seconds late. While
+ * a controller runs, the clamp therefore also follows the flow: at most 2x the bytes received per RTT
+ * plus 32 KiB, what slow start needs to double each RTT. */
+static uint32_t headroom_cap(const struct pipe_flow *f, uint64_t now_ns)
+{
+    double cap = 2 * exll_cwnd_meas_bytes(&f->exll, now_ns) + 32768;
+    return cap > 4294967295.0 ? UINT32_MAX : (uint32_t)cap;
+}
+
 void pipe_tick(struct pipeline *pl, uint64_t now_ns)
 {
     for (int i = 0; i < pl->n_flows; i++) {
         struct pipe_flow *f = pl->flows[i];
         if (f->done)
             continue;
-        int changed = exll_tick(&f->exll, now_ns);
+        exll_tick(&f->exll, now_ns);
         if (f->exll.exited && !f->obs_frozen)
             f->obs_frozen = 1; /* the SR estimate is what observation saw (thesis Table 2) */
-        if (pl->control == CONTROL_EXLL && changed) {
-            f->rwnd_wanted = exll_rwnd_bytes(&f->exll);
-            f->rwnd_dirty = 1;
-        }
     }
-    if (pl->control == CONTROL_DFCSD) {
-        uint32_t mask = dfcsd_tick(&pl->dfcsd_p, pl->dflows, pl->n_flows, now_ns);
-        for (int i = 0; i < pl->n_flows && i < 32; i++) {
-            if (mask & (1u << i)) {
-                pl->flows[i]->rwnd_wanted = (uint32_t)pl->dflows[i].rwnd_bytes;
-                pl->flows[i]->rwnd_dirty = 1;
-            }
+    if (pl->control == CONTROL_DFCSD)
+        dfcsd_tick(&pl->dfcsd_p, pl->dflows, pl->n_flows, now_ns);
+    if (pl->control == CONTROL_NONE)
+        return;
+    for (int i = 0; i < pl->n_flows; i++) {
+        struct pipe_flow *f = pl->flows[i];
+        if (f->done)
+            continue;
+        double want;
+        if (pl->control == CONTROL_EXLL)
+            want = f->exll.state == EXLL_OBS ? (double)pl->exll_p.rwnd_max_bytes : f->exll.rwnd_bytes;
+        else
+            want = pl->dflows[i].rwnd_bytes > 0 ? pl->dflows[i].rwnd_bytes : (double)pl->dfcsd_p.rwnd_max_bytes;
+        uint32_t cap = headroom_cap(f, now_ns);
+        uint32_t w = want < cap ? (uint32_t)want : cap;
+        if (w < 4 * (f->mss_bytes ? f->mss_bytes : 1448))
+            w = 4 * (f->mss_bytes ? f->mss_bytes : 1448);
+        /* re-apply only on a real change: every setsockopt is a syscall in the receive loop */
+        double diff = (double)w - (double)f->rwnd_wanted;
+        if (f->rwnd_wanted == 0 || diff > 0.05 * f->rwnd_wanted || -diff > 0.05 * f->rwnd_wanted) {
+            f->rwnd_wanted = w;
+            f->rwnd_dirty = 1;
         }
     }
 }
@@ -387,7 +409,7 @@ void pipe_write_summary(const struct pipeline *pl, struct jsonw *w)
         jw_bool(w, "timestamps", f->uses_ts);
         rtt_stats_json(w, &f->rtt_all, !f->ts_decided ? "none" : (f->uses_ts ? "tsecr" : "drs"));
         jw_int(w, "rtt_unmatched_dropped", (long long)f->rtt.dropped);
-        jw_int(w, "rtt_samples_pipe_full", (long long)f->n_rtt_pipe_full);
+        jw_int(w, "rtt_samples_pipe_full", (long long)f->exll.n_pipe_full);
         const struct exll *e = &f->exll;
         jw_obj_open(w, "exll");
         jw_str(w, "state", exll_state_name(e->state));
@@ -396,6 +418,8 @@ void pipe_write_summary(const struct pipeline *pl, struct jsonw *w)
         jw_num(w, "mp_rtt_ms", e->exited ? e->exit_mp_us / 1e3 : e->mp_us / 1e3);
         jw_num(w, "ap_rtt_ms", e->exited ? e->exit_ap_us / 1e3 : (e->ap_n ? e->ap_sum_us / e->ap_n / 1e3 : NAN));
         jw_num(w, "mre_ms", e->exited ? e->exit_mre_us / 1e3 : NAN);
+        jw_str(w, "mre_sr_source", e->p.sr_period_hint_ms > 0 ? "uplink-probes" : "observation T_SR");
+        jw_num(w, "cwnd_meas_bytes", e->cw_ewma_bytes);
         jw_num(w, "F_bps", e->F_bps);
         jw_num(w, "C_bps", e->C_bps);
         jw_num(w, "mte_bps", e->mte_bps);

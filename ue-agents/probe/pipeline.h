@@ -33,7 +33,6 @@ struct pipe_flow {
     int uses_ts, ts_decided;
     struct dvec rtt_all;       /* every RTT sample, for the summary's percentiles */
     struct dvec rtt_obs;       /* observation-phase samples: the SR estimate's input */
-    uint64_t n_rtt_pipe_full;  /* samples left out of it because the window exceeded the pipe */
     struct dvec echo_ticks;    /* the phase view: sender TSval (ticks since the first) of the first */
     struct dvec echo_arrival_ms; /* segment echoing each new TSecr, and when it arrived here */
     int have_echo;
