@@ -134,3 +134,19 @@ def test_adaura_error_reply_and_bad_login() -> None:
             create(cfg).set(1, 10)
     finally:
         tsrv.stop()
+
+
+def test_adaura_telnet_reconnects_and_logs_in_again() -> None:
+    dev = AdauraDevice()
+    srv = dev.serve_telnet()
+    port = srv.port
+    drv = create(_adaura("telnet", srv.address))
+    try:
+        assert drv.set(1, 10) == 10
+        srv.stop()
+        srv = dev.serve_telnet(port=port)
+        assert drv.set(1, 11) == 11
+        assert dev.att_db[0] == 11
+    finally:
+        drv.close()
+        srv.stop()

@@ -92,12 +92,18 @@ def test_keysight_split_keeps_sections_on_their_grids() -> None:
 
 
 @pytest.fixture
-def keysight() -> Iterator[tuple[Keysight11713C, str]]:
+def keysight_server() -> Iterator[list]:
     pytest.importorskip("pyvisa_py", reason="pyvisa-py is a dev dependency of this room")
     dev = Keysight11713C()
-    srv = dev.serve()
-    yield dev, f"TCPIP::127.0.0.1::{srv.port}::SOCKET"
-    srv.stop()
+    servers = [dev, dev.serve()]
+    yield servers
+    servers[1].stop()
+
+
+@pytest.fixture
+def keysight(keysight_server: list) -> tuple[Keysight11713C, str]:
+    dev, srv = keysight_server
+    return dev, f"TCPIP::127.0.0.1::{srv.port}::SOCKET"
 
 
 def _keysight_cfg(resource: str) -> AttenuatorConfig:
@@ -204,3 +210,16 @@ def test_vaunix_unknown_serial_is_a_clear_error(tmp_path: Path) -> None:
                            options={"library": str(lib)})
     with pytest.raises(AttenuatorError, match=r"no Lab Brick with serial '999' \(found: 24680\)"):
         create(cfg).set(1, 10)
+
+
+def test_keysight_reconnects_after_restart(keysight_server: list) -> None:
+    dev, srv = keysight_server
+    port = srv.port
+    drv = create(_keysight_cfg(f"TCPIP::127.0.0.1::{port}::SOCKET"))
+    try:
+        assert drv.set(1, 12) == 12
+        srv.stop()  # instrument power-cycled: a new server on the same port
+        keysight_server[1] = dev.serve(port=port)
+        assert drv.set(1, 13) == 13
+    finally:
+        drv.close()
