@@ -486,16 +486,17 @@ class Agent:
             log.exception("op %s raised", op.name, extra={"event": "op_crashed", "agent": self.name, "op": op.name})
             self._call_safe_state(f"op {op.name} crashed")
             return self._error(header, "internal", f"{type(exc).__name__}: {exc}")
-        reply_header: dict[str, Any] = {"version": wire.VERSION, "kind": wire.REPLY, "id": header.get("id")}
+        rid = header.get("id")
         if isinstance(result, RawReply):
-            reply_header["raw"] = True
-            reply_header["meta"] = result.meta
-            return [wire.encode_header(reply_header), result.data]
+            return [wire.encode_header({"version": wire.VERSION, "kind": wire.REPLY, "id": rid, "raw": True,
+                                        "meta": result.meta}), result.data]
         if isinstance(result, BaseModel):
             body = result.model_dump_json().encode()
         else:
             body = wire.encode_body(result if result is not None else {})
-        return [wire.encode_header(reply_header), body]
+        if type(rid) is int:  # the usual case, built by hand on the hot path
+            return [f'{{"version":{wire.VERSION},"kind":"reply","id":{rid}}}'.encode(), body]
+        return [wire.encode_header({"version": wire.VERSION, "kind": wire.REPLY, "id": rid}), body]
 
     def _error(self, header: dict[str, Any], kind: str, message: str, *, field: str | None = None,
                allowed: list[object] | None = None) -> list[bytes]:

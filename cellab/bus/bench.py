@@ -1,7 +1,8 @@
 """Bus benchmark: request/reply latency over loopback TCP with CURVE through Controller/Agent, against
 plain pyzmq REQ/REP (no CURVE, no envelope, no validation) measured in the same run.
 
-Both servers run in their own process (as an agent does on its own host), the client side in this one.
+Both servers run in their own process (as an agent does on its own host), the client side in this one;
+the two are measured in alternating blocks so that both see the same load on a shared machine.
 Prints one line per measurement: value, baseline, ratio, target.
 """
 
@@ -44,84 +45,87 @@ def _serve_rep(endpoint_file: str) -> None:
     ctx.term()
 
 
-def _baseline(deadline_s: float) -> list[float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        endpoint_file = Path(tmp) / "endpoint"
-        proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.bench", "--serve-rep", str(endpoint_file)])
+def _wait_file(path: Path, proc: subprocess.Popen, deadline_s: float) -> str:
+    while not path.exists() or not path.read_text():
+        if time.monotonic() > deadline_s or proc.poll() is not None:
+            raise RuntimeError("baseline REP server did not start")
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
         try:
-            while not endpoint_file.exists() or not endpoint_file.read_text():
-                if time.monotonic() > deadline_s or proc.poll() is not None:
-                    raise RuntimeError("baseline REP server did not start")
-                time.sleep(0.01)
-            ctx = zmq.Context()
-            req = ctx.socket(zmq.REQ)
-            req.linger = 0
-            req.rcvtimeo = 5000
-            req.connect(endpoint_file.read_text())
-            payload = PAYLOAD.encode()
-            samples = []
-            for i in range(N_WARMUP + N_ROUND_TRIPS):
-                start = time.perf_counter()
-                req.send(payload)
-                req.recv()
-                if i >= N_WARMUP:
-                    samples.append(time.perf_counter() - start)
-            req.send(b"stop")
-            req.recv()
-            req.close()
-            ctx.term()
-            proc.wait(timeout=5)
-            return samples
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-def _bus(deadline_s: float) -> list[float]:
+def measure(n_round_trips: int = N_ROUND_TRIPS, block: int = 100) -> tuple[list[float], list[float]]:
+    """(bus samples, baseline samples) in seconds, measured in alternating blocks of `block` round trips
+    so both see the same load on a shared machine."""
     from cellab.bus.controller import Controller
     from cellab.bus.keys import generate_keypair
 
+    deadline_s = time.monotonic() + 60
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys"
         c_pub, c_sec = generate_keypair(keys, "controller")
         a_pub, a_sec = generate_keypair(keys, "bench1")
+        endpoint_file = Path(tmp) / "endpoint"
+        rep_proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.bench", "--serve-rep", str(endpoint_file)])
         controller = Controller("tcp://127.0.0.1:*", secret_key_file=c_sec, allowed_agent_keys=[a_pub])
-        proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.agent_main", "--name", "bench1",
-                                 "--controller", controller.endpoint, "--secret-key", str(a_sec),
-                                 "--controller-key", str(c_pub), "--artifact-dir", str(Path(tmp) / "art")],
-                                stderr=subprocess.DEVNULL)
+        agent_proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.agent_main", "--name", "bench1",
+                                       "--controller", controller.endpoint, "--secret-key", str(a_sec),
+                                       "--controller-key", str(c_pub), "--artifact-dir", str(Path(tmp) / "art")],
+                                      stderr=subprocess.DEVNULL)
+        ctx = zmq.Context()
+        req = ctx.socket(zmq.REQ)
+        req.linger = 0
+        req.rcvtimeo = 5000
         try:
+            req.connect(_wait_file(endpoint_file, rep_proc, deadline_s))
             controller.wait_for_agents(["bench1"], timeout_s=max(1.0, deadline_s - time.monotonic()))
+            payload = PAYLOAD.encode()
             params = {"text": PAYLOAD}
-            samples = []
-            for i in range(N_WARMUP + N_ROUND_TRIPS):
-                start = time.perf_counter()
-                reply = controller.request("bench1", "echo", params, timeout_s=5.0)
-                if i >= N_WARMUP:
-                    samples.append(time.perf_counter() - start)
-            if reply.get("text") != PAYLOAD:
-                raise RuntimeError(f"echo returned {reply!r}")
-            return samples
+            bus: list[float] = []
+            base: list[float] = []
+            perf = time.perf_counter
+            for round_no in range((N_WARMUP + n_round_trips) // block):
+                keep = round_no * block >= N_WARMUP
+                for _ in range(block):
+                    start = perf()
+                    req.send(payload)
+                    req.recv()
+                    if keep:
+                        base.append(perf() - start)
+                for _ in range(block):
+                    start = perf()
+                    reply = controller.request("bench1", "echo", params, timeout_s=5.0)
+                    if keep:
+                        bus.append(perf() - start)
+                if reply.get("text") != PAYLOAD:
+                    raise RuntimeError(f"echo returned {reply!r}")
+            req.send(b"stop")
+            req.recv()
+            return bus, base
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            req.close()
+            ctx.term()
+            _stop(rep_proc)
+            _stop(agent_proc)
             controller.close()
 
 
 def main() -> None:
-    deadline_s = time.monotonic() + 120
-    base = _baseline(deadline_s)
-    bus = _bus(deadline_s)
+    bus, base = measure()
     base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
     bus_p50, bus_p99 = statistics.median(bus), _percentile(bus, 0.99)
-    print(f"bus p50 request/reply (CURVE, {N_ROUND_TRIPS} round trips): {bus_p50 * 1e3:.3f} ms; "
+    print(f"bus request/reply p50 (CURVE, {len(bus)} round trips): {bus_p50 * 1e3:.3f} ms; "
           f"baseline REQ/REP p50 {base_p50 * 1e3:.3f} ms; ratio {bus_p50 / base_p50:.2f}; target (none)")
-    print(f"bus p99 request/reply (CURVE, {N_ROUND_TRIPS} round trips): {bus_p99 * 1e3:.3f} ms; "
+    print(f"bus request/reply p99 (CURVE, {len(bus)} round trips): {bus_p99 * 1e3:.3f} ms; "
           f"baseline REQ/REP p99 {base_p99 * 1e3:.3f} ms; ratio {bus_p99 / base_p99:.2f}; "
           f"target p99 <= {TARGET_P99_S * 1e3:g} ms and ratio <= {TARGET_RATIO:g}")
 

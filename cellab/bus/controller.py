@@ -16,6 +16,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import select
 import threading
 import time
@@ -36,6 +37,7 @@ from cellab.errors import InputError
 log = logging.getLogger("cellab.bus.controller")
 
 _REJECT_LOG_EVERY_S = 10.0
+_OP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # Upper bound on the background thread's wait, in case a descriptor edge was consumed elsewhere.
 _BG_MAX_WAIT_S = 0.25
 # After a caller led the socket this recently, the background thread only checks in every _BUSY_S.
@@ -68,7 +70,6 @@ class _AgentState:
     role: str = "unknown"
     version: str = ""
     last_seen_mono: float = 0.0
-    last_seen_wall: float = 0.0
     lost: bool = False
 
 
@@ -167,6 +168,7 @@ class Controller:
         self._agents: dict[str, _AgentState] = {}
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
+        self._checked: set[tuple[str, str]] = set()  # (agent, op) pairs whose names passed the checks
         self._waiters = 0  # callers blocked on _io_lock (the leader yields to them)
         self._followers = 0  # callers waiting for a reply while someone else leads
         self._leading = False
@@ -260,9 +262,11 @@ class Controller:
         return dest
 
     def agents(self) -> dict[str, AgentStatus]:
+        wall_minus_mono = time.time() - time.monotonic()
         with self._state_lock:
-            return {a.name: AgentStatus(name=a.name, role=a.role, version=a.version, last_seen=a.last_seen_wall,
-                                        lost=a.lost) for a in self._agents.values()}
+            return {a.name: AgentStatus(name=a.name, role=a.role, version=a.version,
+                                        last_seen=a.last_seen_mono + wall_minus_mono, lost=a.lost)
+                    for a in self._agents.values()}
 
     def subscribe(self, callback: Callable[[str, str, dict], None]) -> None:
         """Call `callback(agent, topic, data)` for every telemetry sample (on the telemetry thread)."""
@@ -305,7 +309,12 @@ class Controller:
     def _call(self, agent: str, op: str, params: dict | BaseModel | None, timeout_s: float) -> tuple[dict, bytes]:
         if self._closed.is_set():
             raise BusError("controller closed")
-        check_name(agent, "controller.request")
+        if (agent, op) not in self._checked:
+            check_name(agent, "controller.request")
+            if not isinstance(op, str) or not _OP_RE.match(op):
+                raise InputError("controller.request", "op", f"{op!r} is not an operation name",
+                                 ["letters, digits and '_', starting with a letter or '_'"])
+            self._checked.add((agent, op))
         if not timeout_s > 0:
             raise InputError("controller.request", "timeout_s", f"{timeout_s} is not a duration", ["> 0"])
         if params is None:
@@ -316,8 +325,9 @@ class Controller:
             body = wire.encode_body(params)
         rid = next(self._ids)
         deadline = time.monotonic() + timeout_s
-        header = wire.encode_header({"version": wire.VERSION, "kind": wire.REQUEST, "id": rid, "op": op,
-                                     "deadline": timeout_s})
+        # Built by hand on the hot path: op is checked against _OP_RE, rid is an int, timeout_s a number.
+        header = (f'{{"version":{wire.VERSION},"kind":"request","id":{rid},"op":"{op}",'
+                  f'"deadline":{float(timeout_s)!r}}}').encode()
         pending = _Pending(agent, op)
         with self._state_lock:
             self._pending[rid] = pending
@@ -454,7 +464,6 @@ class Controller:
                 self._state_changed.notify_all()
             state.lost = False
             state.last_seen_mono = time.monotonic()
-            state.last_seen_wall = time.time()
             if kind in (wire.HELLO, wire.HEARTBEAT):
                 state.role = str(header.get("role", state.role))
                 if kind == wire.HELLO:
