@@ -46,7 +46,8 @@ struct scubic_sk {
 struct scubic_conf {
 	__u32 ttl_ms;
 	__u32 min_bdp_pkts;
-	__u32 pad[2];
+	__u32 ssthresh_at_exit;  /* 1: ssthresh = max(in-flight, 10) at the end of Startup (not in the paper) */
+	__u32 pad;
 };
 
 struct {
@@ -222,8 +223,16 @@ void BPF_PROG(scubic_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 	/* Eq. 3: Startup ends at the first ACK; only in Open (after a loss Cubic's recovery rules). */
 	if (s && s->startup) {
 		s->startup = 0;
-		if (BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state) == TCP_CA_Open)
-			tp->snd_cwnd = max_u32(tcp_packets_in_flight(tp), TCP_INIT_CWND_PKTS);
+		if (BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state) == TCP_CA_Open) {
+			const struct scubic_conf *cf = get_conf();
+			__u32 kappa = max_u32(tcp_packets_in_flight(tp), TCP_INIT_CWND_PKTS);
+
+			tp->snd_cwnd = kappa;
+			/* The paper leaves ssthresh alone, so slow start keeps doubling from the BDP and
+			 * overshoots a 1-BDP buffer; the spec's optional A/B flag ends slow start here. */
+			if (cf && cf->ssthresh_at_exit)
+				tp->snd_ssthresh = kappa;
+		}
 		if (sk->sk_pacing_status == SK_PACING_NEEDED)
 			sk->sk_pacing_status = SK_PACING_NONE;
 		stat_add(ST_STARTUP_EXITS, 1);

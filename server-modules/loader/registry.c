@@ -40,6 +40,7 @@ static const char *const c2tcp_counters[] = {
 static const struct param_desc scubic_params[] = {
 	{ "ttl_ms", 0, 1, 86400000, 1, 3600000, "ms" },           /* not in the paper: tcp_metrics' 1 h */
 	{ "min_bdp_pkts", 1, 1, 100000, 1, 10, "packets" },       /* paper: discard if BDP <= CWnd_init */
+	{ "ssthresh_at_exit", 2, 0, 1, 1, 0, "0|1" },             /* not in the paper: end slow start at Startup exit */
 };
 static const char *const scubic_counters[] = {
 	"flows", "hits", "misses", "expired", "stored", "startup_exits", "estimates",
