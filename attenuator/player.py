@@ -32,6 +32,7 @@ class PlayResult(BaseModel):
     applied: int = 0
     planned: int = 0
     log_path: str = ""
+    skipped: int = 0  # stale points passed over because the next value for their channel was already due
     max_late_ms: float = 0.0
     end_drift_ms: float = 0.0
     safe_state: dict[int, str] = Field(default_factory=dict)
@@ -97,6 +98,7 @@ class Player:
         safe_on_finish: bool = False,
         clock: Callable[[], float] = time.monotonic,
         on_done: Callable[[PlayResult], None] | None = None,
+        skip_stale: bool = True,
     ):
         self.attenuator = attenuator
         lim = limits or SafetyLimits.from_config(attenuator.config, attenuator.min_interval_s)
@@ -108,6 +110,7 @@ class Player:
         self.safe_on_finish = safe_on_finish
         self.clock = clock
         self.on_done = on_done
+        self.skip_stale = skip_stale
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: PlayResult | None = None
@@ -163,11 +166,22 @@ class Player:
             }
         )
         late_ms = 0.0
+        # index of the next point on the same channel: when that one is already due, this one is stale
+        next_same: list[int | None] = [None] * len(points)
+        seen: dict[int, int] = {}
+        for i in range(len(points) - 1, -1, -1):
+            next_same[i] = seen.get(points[i].channel)
+            seen[points[i].channel] = i
         try:
-            for p in points:
+            for i, p in enumerate(points):
                 if not self._sleep_until(t0 + p.t_s):
                     result.status = "stopped"
                     break
+                nxt = next_same[i]
+                if self.skip_stale and nxt is not None and self.clock() >= t0 + points[nxt].t_s:
+                    # a slow device fell behind: apply the newest due value, not every old one
+                    result.skipped += 1
+                    continue
                 readback = self.attenuator.set(p.channel, p.db)
                 applied = self.attenuator.last_applied_s - t0
                 late_ms = (applied - p.t_s) * 1000.0

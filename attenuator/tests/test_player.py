@@ -129,3 +129,24 @@ def test_stop_interrupts_a_long_hold(mc_serial_config: AttenuatorConfig) -> None
         assert time.monotonic() - t0 < 1.0
     finally:
         drv.close()
+
+
+def test_a_slow_device_skips_stale_values_instead_of_falling_behind(mc_serial_config: AttenuatorConfig, mc_device: MiniCircuitsDevice) -> None:
+    real = mc_device.handle
+
+    def slow(cmd: str) -> str | None:
+        if "SETATT" in cmd:
+            time.sleep(0.05)  # 50 ms per set, schedule asks for one every 10 ms
+        return real(cmd)
+
+    mc_device.handle = slow  # type: ignore[method-assign]
+    rows = "\n".join(f"{0.01 * k:.2f},1,{20 + k * 0.25}" for k in range(30))
+    drv = create(mc_serial_config)
+    try:
+        res = Player(drv, parse_csv("t_s,channel,db\n" + rows + "\n", "s.csv")).run()
+    finally:
+        drv.close()
+    assert res.status == "completed"
+    assert res.skipped > 10 and res.applied + res.skipped == 30
+    assert mc_device.att_db == [20 + 29 * 0.25]  # the last value is always applied
+    assert res.max_late_ms < 150  # bounded by about one device round trip, not 30 of them
