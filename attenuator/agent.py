@@ -134,7 +134,10 @@ class AttenuatorOps:
             self.__dict__["_attenuator_lock"] = threading.Lock()
         return slots
 
-    def add_attenuators(self, configs: list[AttenuatorConfig], **driver_kwargs: Any) -> None:
+    def add_attenuators(self, configs: list[AttenuatorConfig], driver_kwargs: dict[str, dict] | None = None) -> None:
+        """Open-on-demand drivers for these entries; driver_kwargs[name] goes to the backend (e.g. an
+        eNB agent hosting srsenb-cell-gain passes {"send": its cell_gain function})."""
+        driver_kwargs = driver_kwargs or {}
         slots = self._slots()
         for cfg in configs:
             old = slots.pop(cfg.name, None)
