@@ -12,7 +12,7 @@ import ipaddress
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -142,37 +142,46 @@ def fetch_argv(req: FetchRequest, out_dir: Path, name: str, program: Path) -> tu
     return argv, files
 
 
+OnStart = Callable[[subprocess.Popen], None]
+
+
 def _run(argv: list[str], netns: str | None, summary_path: Path, files: dict[str, Path],
-         timeout_s: float) -> ProbeResult:
+         timeout_s: float, on_start: OnStart | None = None) -> ProbeResult:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
+    # Own session: a caller's safe_state can signal the probe and what `ip netns exec` started.
+    proc = subprocess.Popen(argv_in(netns, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    if on_start is not None:
+        on_start(proc)
     try:
-        proc = subprocess.run(argv_in(netns, argv), capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, check=False)
+        _, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
         raise CellabError(f"cellab-probe did not finish within {timeout_s:g} s") from exc
     if proc.returncode == 2:  # usage error: our argv was wrong, not the measurement
-        raise CellabError(f"cellab-probe rejected its arguments: {proc.stderr.strip()}")
+        raise CellabError(f"cellab-probe rejected its arguments: {stderr.strip()}")
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise CellabError(f"cellab-probe wrote no readable summary ({exc}); stderr: {proc.stderr.strip()[-400:]}")
+        raise CellabError(f"cellab-probe wrote no readable summary ({exc}); stderr: {stderr.strip()[-400:]}")
     artifacts = {k: p for k, p in files.items() if p.exists()}
     return ProbeResult(returncode=proc.returncode, summary=summary, summary_path=summary_path,
-                       artifacts=artifacts, stderr=proc.stderr)
+                       artifacts=artifacts, stderr=stderr)
 
 
 def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str | None = None,
-              program: Path | None = None) -> ProbeResult:
+              program: Path | None = None, on_start: OnStart | None = None) -> ProbeResult:
     """Run one fetch; returns the summary also when the probe reports errors (see module doc)."""
     program = program or find_program(PROBE_PROGRAM)
     argv, files = fetch_argv(req, out_dir, name, program)
     last_start_s = max(f.start_ms for f in req.flows) / 1000
     probes_s = req.sr_probes * 0.3 + 1  # one at a time: ≤110 ms gap plus the RTT each
-    return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15)
+    return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15, on_start)
 
 
 def run_analyze(req: AnalyzeRequest, out_dir: Path, name: str = "analyze", netns: str | None = None,
-                program: Path | None = None, timeout_s: float = 600) -> ProbeResult:
+                program: Path | None = None, timeout_s: float = 600, on_start: OnStart | None = None) -> ProbeResult:
     """`cellab-probe analyze` on a pcap or an event log."""
     source = req.pcap if req.pcap is not None else req.events
     assert source is not None
@@ -182,4 +191,4 @@ def run_analyze(req: AnalyzeRequest, out_dir: Path, name: str = "analyze", netns
     summary_path = out_dir / f"{name}-summary.json"
     option = "--pcap" if req.pcap is not None else "--events"
     argv = [str(program), "analyze", option, str(source), "--summary", str(summary_path)]
-    return _run(argv, netns, summary_path, {"summary": summary_path}, timeout_s)
+    return _run(argv, netns, summary_path, {"summary": summary_path}, timeout_s, on_start)

@@ -123,3 +123,31 @@ def write_events(rows: list[tuple[int, int, int, int, int, int, int, int]], path
             out.write(f"{t_ns},{flow},{direction},{seq & 0xFFFFFFFF},{ack & 0xFFFFFFFF},{length},0,{has_ts},"
                       f"{tsval},{tsecr}\n")
     return path
+
+
+def write_pcap(rows: list[tuple[int, int, int, int, int, int, int, int]], path: Path,
+               server: tuple[str, int] = ("10.0.0.1", 5301), ue: tuple[str, int] = ("10.0.0.2", 40000)) -> Path:
+    """The same timing as a nanosecond pcap of raw IPv4 (headers only: the probe reads lengths from IP)."""
+    import ipaddress
+    import struct
+
+    srv_ip = ipaddress.IPv4Address(server[0]).packed
+    ue_ip = ipaddress.IPv4Address(ue[0]).packed
+    snaplen = 64
+    with open(path, "wb") as out:
+        # magic for nanosecond timestamps, version 2.4, LINKTYPE_RAW (101)
+        out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, 101))
+        for t_ns, direction, seq, ack, length, tsval, tsecr, _ in rows:
+            src, dst, sport, dport = (srv_ip, ue_ip, server[1], ue[1]) if direction == 0 else \
+                (ue_ip, srv_ip, ue[1], server[1])
+            tcp_len = 32
+            options = struct.pack("!BBBBII", 1, 1, 8, 10, tsval & 0xFFFFFFFF, tsecr & 0xFFFFFFFF)
+            flags = 0x10 | (0x08 if length else 0)
+            tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
+                              (tcp_len // 4) << 4, flags, 1000, 0, 0) + options
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + tcp_len + length, 0, 0x4000, 64, 6, 0, src, dst)
+            frame = ip + tcp
+            out.write(struct.pack("<IIII", t_ns // 1_000_000_000, t_ns % 1_000_000_000, len(frame),
+                                  20 + tcp_len + length))
+            out.write(frame)
+    return path

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +84,8 @@ struct fetch_ctx {
     int n_missing;
     uint64_t t_start_ns;
     int timed_out;
+    int sig_fd;       /* SIGTERM/SIGINT as a readable fd: stop, then write the partial summary */
+    int interrupted;
     struct srprobe_result probes;
     char probe_error[240];
     uint8_t buf[256 * 1024];
@@ -412,6 +416,7 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
     jw_str(&w, "timestamps", c->packet_mode ? "packet-ns" : "socket-coarse");
     jw_num(&w, "start_ns", (double)c->t_start_ns);
     jw_bool(&w, "timed_out", c->timed_out);
+    jw_bool(&w, "interrupted", c->interrupted);
     jw_obj_open(&w, "capture");
     jw_str(&w, "kind", c->packet_mode ? "af_packet" : "tcp-socket");
     jw_str(&w, "interface", c->o.iface ? c->o.iface : "any");
@@ -481,11 +486,11 @@ static int run(struct fetch_ctx *c)
 {
     c->t_start_ns = now_realtime_ns();
     uint64_t deadline = c->t_start_ns + (uint64_t)(c->o.timeout_s * 1e9);
-    struct pollfd pfd[PIPE_MAX_FLOWS + 1];
+    struct pollfd pfd[PIPE_MAX_FLOWS + 2];
     for (;;) {
         uint64_t now = now_realtime_ns();
         int live = 0, np = 0;
-        int map[PIPE_MAX_FLOWS + 1];
+        int map[PIPE_MAX_FLOWS + 2];
         for (int i = 0; i < c->n_flows; i++) {
             struct fetch_flow *f = &c->flows[i];
             if (f->state == F_PENDING && now >= c->t_start_ns + f->spec.start_ms * NS_PER_MS)
@@ -516,9 +521,25 @@ static int run(struct fetch_ctx *c)
             pfd[np].revents = 0;
             map[np++] = -1;
         }
+        if (c->sig_fd >= 0) {
+            pfd[np].fd = c->sig_fd;
+            pfd[np].events = POLLIN;
+            pfd[np].revents = 0;
+            map[np++] = -2;
+        }
         int r = poll(pfd, (nfds_t)np, 1);
         if (r < 0 && errno != EINTR)
             break;
+        if (c->sig_fd >= 0 && pfd[np - 1].revents) {
+            struct signalfd_siginfo si;
+            if (read(c->sig_fd, &si, sizeof(si)) > 0) {
+                c->interrupted = 1;
+                char msg[240];
+                snprintf(msg, sizeof(msg), "interrupted by signal %u: flows stopped early", si.ssi_signo);
+                add_msg(c->errors, &c->n_errors, msg);
+                break;
+            }
+        }
         if (c->packet_mode)
             drain_capture(c);
         for (int k = 0; k < np; k++) {
@@ -715,6 +736,13 @@ int cmd_fetch(int argc, char **argv)
         c->flows[i].pipe_idx = -1;
     }
 
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    c->sig_fd = -1;
+    if (sigprocmask(SIG_BLOCK, &stop_signals, NULL) == 0)
+        c->sig_fd = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
     pipe_init(&c->pl, c->o.control);
     if (!isnan(alpha)) c->pl.exll_p.alpha_pkts = alpha;
     if (!isnan(gamma)) c->pl.exll_p.gamma = gamma;
@@ -820,6 +848,8 @@ int cmd_fetch(int argc, char **argv)
         fclose(pkt_log);
     if (ms_log)
         fclose(ms_log);
+    if (c->sig_fd >= 0)
+        close(c->sig_fd);
     pipe_free(&c->pl);
     free(c);
     return rc;
