@@ -72,6 +72,7 @@ def _figures(rows: list[dict[str, Any]], group_by: list[str]) -> list[tuple[str,
     figures = []
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    top_mbit = max(r["metrics"].get("throughput_bps", 0) for r in done) / 1e6
     for label, members in sorted(groups.items()):
         xs = [m["metrics"].get("rtt_p95_ms") for m in members]
         ys = [m["metrics"].get("throughput_bps", 0) / 1e6 for m in members]
@@ -80,9 +81,10 @@ def _figures(rows: list[dict[str, Any]], group_by: list[str]) -> list[tuple[str,
             ax.scatter(*zip(*pts), label=label, s=36)
     ax.set_xlabel("95th-percentile RTT (ms)")
     ax.set_ylabel("throughput (Mbit/s)")
-    ax.invert_xaxis()  # Pantheon style: better is up and to the right
+    ax.set_ylim(0, max(top_mbit, 0.1) * 1.2)
+    ax.set_xlim(left=max(ax.get_xlim()), right=0)  # Pantheon style: better is up and to the right
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower left")
     ax.set_title("Throughput vs delay")
     figures.append(("throughput-vs-delay", fig))
 
@@ -121,7 +123,7 @@ def write_report(result_dir: Path) -> Path:
     campaign = yaml.safe_load(store.campaign_path().read_text())
     rows = store.rows()
     factor_names = sorted(campaign.get("factors", {}))
-    group_by = [f for f in factor_names if f in ("cc", "receiver")] or factor_names[:1]
+    group_by = factor_names  # one colour per factor combination; repeats share it
     plot_dir = store.root / "report"
     plot_dir.mkdir(exist_ok=True)
     figures = []

@@ -43,7 +43,7 @@ class ServerAgent(Agent):
         self._stop_iperf3()
         log = self.artifact_dir / f"{params.tag}.log"
         # -1: serve one test and exit, so a stale server never answers the next run.
-        self._iperf3 = ManagedProcess(["iperf3", "-s", "-1", "-p", str(params.port)], log, self.netns)
+        self._iperf3 = ManagedProcess(["iperf3", "-s", "-1", "-J", "-p", str(params.port)], log, self.netns)
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
         while not self._listening(params.port):
             if not self._iperf3.running() or time.monotonic() > deadline:
