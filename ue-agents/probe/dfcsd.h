@@ -29,6 +29,7 @@ struct dfcsd_flow {
     double rwnd_bytes;    /* 0 until the first update: the paper's "default" = no clamp */
     double alpha_prime;   /* last α'_s / α_s */
     double target_bytes;
+    double cw_bytes;      /* the window the flow actually uses (bytes per RTT), set by the caller */
     uint64_t n_updates;
 };
 

@@ -237,8 +237,11 @@ void pipe_tick(struct pipeline *pl, uint64_t now_ns)
         if (f->exll.exited && !f->obs_frozen)
             f->obs_frozen = 1; /* the SR estimate is what observation saw (thesis Table 2) */
     }
-    if (pl->control == CONTROL_DFCSD)
+    if (pl->control == CONTROL_DFCSD) {
+        for (int i = 0; i < pl->n_flows; i++)
+            pl->dflows[i].cw_bytes = exll_cwnd_meas_bytes(&pl->flows[i]->exll, now_ns);
         dfcsd_tick(&pl->dfcsd_p, pl->dflows, pl->n_flows, now_ns);
+    }
     if (pl->control == CONTROL_NONE)
         return;
     for (int i = 0; i < pl->n_flows; i++) {

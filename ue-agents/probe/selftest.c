@@ -132,8 +132,10 @@ static void test_dfcsd(struct st *s)
         double w_pkts = cwnd < rwnd ? cwnd : rwnd; /* the sender: slow start, capped by rwnd */
         double q_pkts = w_pkts - C * d > 0 ? w_pkts - C * d : 0;
         double D = d + q_pkts / C;
-        dfcsd_on_rtt(&f, D * 1e3);
+        for (int k = 0; k < 8; k++)
+            dfcsd_on_rtt(&f, D * 1e3);
         f.size_bytes += 1000;
+        f.cw_bytes = w_pkts * 1000;
         if (dfcsd_tick(&p, &f, 1, t))
             rwnd = f.rwnd_bytes / 1000;
         cwnd = cwnd * 2 < 5000 ? cwnd * 2 : 5000;
@@ -151,7 +153,8 @@ static void test_dfcsd(struct st *s)
     two[0].size_bytes = 10000000;
     two[1].size_bytes = 100000;
     for (int k = 0; k < 2; k++)
-        dfcsd_on_rtt(&two[k], 60e3);
+        for (int j = 0; j < 8; j++)
+            dfcsd_on_rtt(&two[k], 60e3);
     dfcsd_tick(&p, two, 2, 100ULL * 1000000ULL);
     check(s, two[1].target_bytes > 2.5 * two[0].target_bytes, "dfcsd_short_flow_favoured", "short=%g long=%g",
           two[1].target_bytes, two[0].target_bytes);
