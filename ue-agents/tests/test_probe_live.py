@@ -1,0 +1,161 @@
+"""cellab-probe through the emulated LTE cell (virtual lab): real Linux TCP, Cubic sender (cellab-send).
+
+Needs root (network namespaces). Each test brings one virtual lab up under a unique prefix and always
+takes it down. Transfers are short (2-6 s); the longer sweeps are in ue-agents/probe_bench.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from cellab.paths import BUILD_BIN, PROJECT_ROOT
+from cellab.proc import ManagedProcess
+from cellab.ue.probe_runner import AnalyzeRequest, FetchRequest, ProbeFlow, ProbeResult, run_analyze, run_fetch
+
+PERIODS_MS = [5, 10, 20, 40, 80]
+SEND_PORT = 5301
+BASE_CELL = {"ul_policy": "sr-strict", "core_delay_ms": 10.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bins() -> None:
+    subprocess.run(["make", "-s", str(BUILD_BIN / "cellab-probe"), str(BUILD_BIN / "cellab-send"),
+                    str(BUILD_BIN / "cellab-cell")], cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=600)
+
+
+class Cell:
+    """A virtual lab with cellab-send listening in its server namespace."""
+
+    def __init__(self, prefix: str, work: Path, params: dict[str, Any]):
+        from cellab.emulator.vlab import VirtualLab
+
+        self.lab = VirtualLab(prefix=prefix, params={**BASE_CELL, **params})
+        self.work = work
+        self.sender: ManagedProcess | None = None
+
+    def __enter__(self) -> "Cell":
+        try:
+            self.topo = self.lab.up()
+            self.sender = ManagedProcess([str(BUILD_BIN / "cellab-send"), "serve", "--bind", self.topo.server.address,
+                                          "--port", str(SEND_PORT), "--sample-ms", "0"], self.work / "send.log",
+                                         self.topo.server.netns)
+            self._wait_listening()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            out = subprocess.run(["ip", "netns", "exec", self.topo.server.netns, "ss", "-ltn"], capture_output=True,
+                                 text=True).stdout
+            if f":{SEND_PORT}" in out:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("cellab-send did not listen")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.sender is not None:
+            self.sender.stop()
+        self.lab.down()
+
+    def configure(self, **params: Any) -> None:
+        self.lab.configure(params)
+
+    def fetch(self, name: str, flows: list[ProbeFlow], **kw: Any) -> ProbeResult:
+        req = FetchRequest(server=self.topo.server.address, port=SEND_PORT, flows=flows, timeout_s=30, **kw)
+        result = run_fetch(req, self.work, name, netns=self.topo.ues[0].netns)
+        assert result.status in ("ok", "partial"), result.summary["errors"]
+        return result
+
+
+@pytest.fixture
+def cell_factory(require_root, netns_prefix, tmp_path) -> Iterator:
+    opened: list[Cell] = []
+
+    def make(**params: Any) -> Cell:
+        cell = Cell(netns_prefix, tmp_path, params)
+        opened.append(cell)
+        return cell
+
+    yield make
+    for cell in opened:  # also when a test failed half-way
+        cell.lab.down()
+
+
+def cubic(seconds: float) -> list[ProbeFlow]:
+    return [ProbeFlow(duration_s=seconds, cc="cubic")]
+
+
+def test_sr_strict_estimate_maps_to_every_period(cell_factory):
+    got = {}
+    with cell_factory(sr_period_ms=5) as cell:
+        for period in PERIODS_MS:
+            cell.configure(sr_period_ms=period)
+            sr = cell.fetch(f"sr{period}", cubic(2.0), sr_probes=20).sr_estimate
+            got[period] = (sr["period_ms"], sr["regime"], sr["confidence"], sr["flow_burst_period_ms"])
+    assert all(v[0] == p and v[1] == "sr-limited" for p, v in got.items()), got
+    # the flow's own ACK bursts follow SR occasions too: every burst period is a multiple of P
+    assert all(v[3] is not None and v[3] % p == 0 for p, v in got.items()), got
+
+
+@pytest.mark.parametrize("period", [10, 40])
+def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, period):
+    with cell_factory(sr_period_ms=period, ul_policy="srsenb") as cell:
+        with_probes = cell.fetch("probes", cubic(2.5), sr_probes=20).sr_estimate
+        flow_only = cell.fetch("flow", cubic(2.5)).sr_estimate
+    # the download's ACKs ride BSR grants: the summary says so, and never names a wrong period
+    for sr in (with_probes, flow_only):
+        assert sr["regime"] == "not-sr-limited" and sr["flow_burst_period_ms"] is None, sr
+    assert flow_only["period_ms"] is None
+    # the probe's own idle-uplink pings still wait for SR occasions and find P
+    assert with_probes["period_ms"] == period and with_probes["source"] == "uplink-probes", with_probes
+
+
+def test_exll_cuts_rtt_at_full_throughput(cell_factory):
+    with cell_factory(sr_period_ms=20) as cell:
+        plain = cell.fetch("none", cubic(5.0), control="none").summary
+        exll = cell.fetch("exll", cubic(5.0), control="exll", sr_probes=20).summary
+    assert exll["flows"][0]["exll"]["left_observation"] and exll["flows"][0]["rwnd_applied_bytes"] > 0
+    rtt_none, rtt_exll = plain["rtt"]["mean_ms"], exll["rtt"]["mean_ms"]
+    assert rtt_none >= 3 * rtt_exll, (rtt_none, rtt_exll)
+    assert exll["throughput_bps"] >= 0.9 * plain["throughput_bps"], (exll["throughput_bps"], plain["throughput_bps"])
+
+
+def test_dfcsd_short_flow_finishes_sooner_with_a_smaller_queue(cell_factory):
+    flows = [ProbeFlow(duration_s=5.0, cc="cubic"), ProbeFlow(size_bytes=1 << 20, start_ms=2500, cc="cubic")]
+    with cell_factory(sr_period_ms=10) as cell:
+        plain = cell.fetch("none", flows, control="none").summary
+        dfcsd = cell.fetch("dfcsd", flows, control="dfcsd").summary
+    fct_none, fct_dfcsd = plain["requests"][1]["fct_ms"], dfcsd["requests"][1]["fct_ms"]
+    queue_none = plain["rtt"]["mean_ms"] - plain["rtt"]["min_ms"]
+    queue_dfcsd = dfcsd["rtt"]["mean_ms"] - dfcsd["rtt"]["min_ms"]
+    assert dfcsd["requests"][1]["complete"] and fct_dfcsd < fct_none, (fct_dfcsd, fct_none)
+    assert queue_dfcsd < 0.5 * queue_none, (queue_dfcsd, queue_none)
+    # Eq. 12 differentiated while both ran: the younger flow had the full α at the time
+    assert dfcsd["flows"][1]["dfcsd"]["updates"] > 0 and dfcsd["flows"][0]["dfcsd"]["updates"] > 0
+
+
+def test_analyze_on_a_capture_gives_the_live_estimate(cell_factory):
+    with cell_factory(sr_period_ms=20) as cell:
+        pcap = cell.work / "ue.pcap"
+        dump = ManagedProcess(["tcpdump", "-i", "lte0", "-s", "128", "-B", "16384", "--immediate-mode", "-w", str(pcap), "tcp"],
+                              cell.work / "tcpdump.log", cell.topo.ues[0].netns)
+        time.sleep(0.5)
+        live = cell.fetch("live", cubic(2.5)).summary
+        time.sleep(0.3)
+        dump.stop()
+    offline = run_analyze(AnalyzeRequest(pcap=pcap), cell.work, "offline").summary
+    assert offline["status"] == "ok", offline["errors"]
+    a, b = live["sr_estimate"], offline["sr_estimate"]
+    assert a["regime"] == b["regime"] == "sr-limited"
+    assert a["period_ms"] == b["period_ms"] == 20 and a["flow_burst_period_ms"] == b["flow_burst_period_ms"]
+    assert b["tsr_ms"] == pytest.approx(a["tsr_ms"], abs=1.0)
+    assert offline["flows"][0]["bytes"] == live["flows"][0]["bytes"]
