@@ -87,6 +87,7 @@ struct fetch_ctx {
     int sig_fd;       /* SIGTERM/SIGINT as a readable fd: stop, then write the partial summary */
     int interrupted;
     struct srprobe_result probes;
+    double probes_elapsed_ms;
     char probe_error[240];
     uint8_t buf[256 * 1024];
 };
@@ -428,6 +429,7 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
     jw_int(&w, "sent", c->probes.sent);
     jw_int(&w, "received", c->probes.received);
     jw_str(&w, "socket", c->probes.socket_kind);
+    jw_num(&w, "elapsed_ms", c->probes_elapsed_ms);
     jw_str(&w, "error", c->probe_error[0] ? c->probe_error : NULL);
     jw_obj_close(&w);
     jw_arr_open(&w, "errors");
@@ -809,6 +811,7 @@ int cmd_fetch(int argc, char **argv)
         } else {
             if (c->o.sr_probes > 0) {
                 char perr[240] = "";
+                uint64_t probes_t0 = now_realtime_ns();
                 if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, 30, 110,
                                 (uint32_t)now_realtime_ns(), &c->probes, perr, sizeof(perr)) != 0) {
                     snprintf(c->probe_error, sizeof(c->probe_error), "%s", perr);
@@ -818,6 +821,7 @@ int cmd_fetch(int argc, char **argv)
                              c->probes.received, c->probes.sent);
                     add_msg(c->missing, &c->n_missing, c->probe_error);
                 }
+                c->probes_elapsed_ms = (double)(now_realtime_ns() - probes_t0) / 1e6;
                 c->pl.ping_rtt_us = c->probes.rtt_us;
                 c->pl.n_ping = (size_t)c->probes.received;
             }
