@@ -12,6 +12,7 @@ two threads at once.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import re
@@ -85,7 +86,7 @@ class RawReply:
     data: bytes
 
 
-@dataclass
+@dataclass(slots=True)
 class _Request:
     op: BoundOperation
     header: dict[str, Any]
@@ -187,9 +188,10 @@ class Agent:
         mon = sock.get_monitor_socket(_MONITOR_EVENTS)
         sock.connect(self.controller_endpoint)
         self._sock, self._mon = sock, mon
+        # The monitor is not polled: its events (connect, handshake) are read whenever the loop is idle
+        # and at every heartbeat, which keeps the request path to one socket and the wake pipe.
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
-        self._poller.register(mon, zmq.POLLIN)
         self._poller.register(self._wake_r, zmq.POLLIN)
 
     def _close_dealer(self) -> None:
@@ -313,25 +315,32 @@ class Agent:
         return max(0, int((self._next_heartbeat - time.monotonic()) * 1000)) + 1
 
     def _poll_once(self, timeout_ms: int) -> None:
-        events = dict(self._poller.poll(timeout_ms))
-        if self._wake_r in events:
-            self._drain_wake()
-        if self._sock in events:
-            sock = self._sock
-            while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._on_message(sock.recv_multipart(flags=zmq.NOBLOCK))
-                if sock is not self._sock:
-                    break  # the socket was replaced (key rotation) while handling
-        if self._mon in events:
+        """Wait for one message (or a wake-up, or the next heartbeat) and handle it."""
+        events = self._poller.poll(timeout_ms)
+        handled = False
+        for item, _ in events:
+            if item is self._sock:
+                try:
+                    frames = self._sock.recv_multipart(flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    continue
+                handled = True
+                self._on_message(frames)
+            else:
+                self._drain_wake()
+                while self._done_q:
+                    self._send(self._done_q.popleft())
+        if not handled:
             self._on_monitor()
-        while self._done_q:
-            self._send(self._done_q.popleft())
-        self._housekeeping()
+        if time.monotonic() >= self._next_heartbeat:
+            self._housekeeping()
 
     def _send(self, frames: list[bytes]) -> None:
-        assert self._sock is not None
+        sock = self._sock
+        assert sock is not None
         try:
-            self._sock.send_multipart(frames, flags=zmq.NOBLOCK)
+            sock.send(frames[0], zmq.SNDMORE | zmq.NOBLOCK)
+            sock.send(frames[1], zmq.NOBLOCK)
         except zmq.Again:
             log.warning("reply dropped: send queue full", extra={"event": "send_full", "agent": self.name})
 
@@ -340,6 +349,7 @@ class Agent:
                                         "agent_version": self.version, "pid": os.getpid()}), b""])
 
     def _housekeeping(self) -> None:
+        self._on_monitor()
         now = time.monotonic()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.heartbeat_s
@@ -351,12 +361,14 @@ class Agent:
             self._call_safe_state("controller lost")
 
     def _on_message(self, frames: list[bytes]) -> None:
-        if len(frames) != 2:
+        if len(frames) != 2:  # noqa: PLR2004 - [header, body]
             log.warning("dropped a message with %d frames", len(frames), extra={"event": "bad_message", "agent": self.name})
             return
         try:
-            header = wire.decode_header(frames[0])
-        except ValueError as exc:
+            header = json.loads(frames[0])
+            if header.get("version") != wire.VERSION:
+                raise ValueError(f"header version {header.get('version')!r} (expected {wire.VERSION})")
+        except (ValueError, AttributeError) as exc:
             log.warning("dropped a message with a bad header: %s", exc, extra={"event": "bad_message", "agent": self.name})
             return
         now = time.monotonic()

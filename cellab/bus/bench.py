@@ -1,25 +1,29 @@
 """Bus benchmark: request/reply latency over loopback TCP with CURVE through Controller/Agent, against
 plain pyzmq REQ/REP (no CURVE, no envelope, no validation) measured in the same run.
 
-Both servers run in their own process (as an agent does on its own host), the client side in this one;
-the two are measured in alternating blocks so that both see the same load on a shared machine.
+Every server runs in its own process (as an agent does on its own host), the clients in this one; the
+variants are measured in alternating blocks of round trips so that all see the same load on a shared
+machine. A third variant, raw pyzmq ROUTER/DEALER with CURVE and the same JSON envelope but no bus
+code, shows how much of the gap is CURVE and the envelope rather than the bus itself.
 Prints one line per measurement: value, baseline, ratio, target.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import zmq
 
 N_ROUND_TRIPS = 2000
 N_WARMUP = 200
+BLOCK = 100
 TARGET_P99_S = 0.002
 TARGET_RATIO = 1.5
 PAYLOAD = "x" * 64
@@ -30,27 +34,29 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _serve_rep(endpoint_file: str) -> None:
-    """Baseline server: echo every request on a REP socket until told 'stop'."""
+def _serve_rep(endpoint: str) -> None:
+    """Baseline server: echo every request on a REP socket."""
     ctx = zmq.Context()
     rep = ctx.socket(zmq.REP)
-    port = rep.bind_to_random_port("tcp://127.0.0.1")
-    Path(endpoint_file).write_text(f"tcp://127.0.0.1:{port}")
+    rep.connect(endpoint)
     while True:
-        msg = rep.recv()
-        rep.send(msg)
-        if msg == b"stop":
-            break
-    rep.close(linger=100)
-    ctx.term()
+        rep.send(rep.recv())
 
 
-def _wait_file(path: Path, proc: subprocess.Popen, deadline_s: float) -> str:
-    while not path.exists() or not path.read_text():
-        if time.monotonic() > deadline_s or proc.poll() is not None:
-            raise RuntimeError("baseline REP server did not start")
-        time.sleep(0.01)
-    return path.read_text()
+def _serve_raw_dealer(endpoint: str, server_key: str) -> None:
+    """Floor server: a DEALER with CURVE that answers each request header with a reply header."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.routing_id = b"raw1"
+    sock.curve_serverkey = server_key.encode()
+    sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+    sock.connect(endpoint)
+    sock.send_multipart([b"hello", b""])
+    while True:
+        header, body = sock.recv_multipart()
+        rid = json.loads(header)["id"]
+        sock.send_multipart([json.dumps({"version": 1, "kind": "reply", "id": rid}).encode(),
+                             json.dumps({"text": json.loads(body)["text"]}).encode()])
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -63,76 +69,103 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def measure(n_round_trips: int = N_ROUND_TRIPS, block: int = 100) -> tuple[list[float], list[float]]:
-    """(bus samples, baseline samples) in seconds, measured in alternating blocks of `block` round trips
-    so both see the same load on a shared machine."""
+def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
+    """Round-trip times (s) per variant: 'bus', 'baseline', 'floor'."""
     from cellab.bus.controller import Controller
     from cellab.bus.keys import generate_keypair
 
-    deadline_s = time.monotonic() + 60
+    procs: list[subprocess.Popen] = []
+    ctx = zmq.Context()
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys"
         c_pub, c_sec = generate_keypair(keys, "controller")
         a_pub, a_sec = generate_keypair(keys, "bench1")
-        endpoint_file = Path(tmp) / "endpoint"
-        rep_proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.bench", "--serve-rep", str(endpoint_file)])
         controller = Controller("tcp://127.0.0.1:*", secret_key_file=c_sec, allowed_agent_keys=[a_pub])
-        agent_proc = subprocess.Popen([sys.executable, "-m", "cellab.bus.agent_main", "--name", "bench1",
-                                       "--controller", controller.endpoint, "--secret-key", str(a_sec),
-                                       "--controller-key", str(c_pub), "--artifact-dir", str(Path(tmp) / "art")],
-                                      stderr=subprocess.DEVNULL)
-        ctx = zmq.Context()
         req = ctx.socket(zmq.REQ)
         req.linger = 0
-        req.rcvtimeo = 5000
+        req.rcvtimeo = req.sndtimeo = 5000
+        req_port = req.bind_to_random_port("tcp://127.0.0.1")
+        server_public, server_secret = zmq.curve_keypair()
+        router = ctx.socket(zmq.ROUTER)
+        router.linger = 0
+        router.rcvtimeo = 5000
+        router.curve_server = True
+        router.curve_publickey, router.curve_secretkey = server_public, server_secret
+        router_port = router.bind_to_random_port("tcp://127.0.0.1")
         try:
-            req.connect(_wait_file(endpoint_file, rep_proc, deadline_s))
-            controller.wait_for_agents(["bench1"], timeout_s=max(1.0, deadline_s - time.monotonic()))
+            me = [sys.executable, "-m", "cellab.bus.bench"]
+            procs.append(subprocess.Popen(me + ["--serve-rep", f"tcp://127.0.0.1:{req_port}"]))
+            procs.append(subprocess.Popen(me + ["--serve-raw-dealer", f"tcp://127.0.0.1:{router_port}",
+                                                server_public.decode()]))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "cellab.bus.agent_main", "--name", "bench1", "--controller", controller.endpoint,
+                 "--secret-key", str(a_sec), "--controller-key", str(c_pub), "--artifact-dir", str(Path(tmp) / "art")],
+                stderr=subprocess.DEVNULL))
+            controller.wait_for_agents(["bench1"], timeout_s=30)
+            router.recv_multipart()  # the floor server's hello
             payload = PAYLOAD.encode()
             params = {"text": PAYLOAD}
-            bus: list[float] = []
-            base: list[float] = []
+            floor_id = [0]
+
+            def baseline() -> None:
+                req.send(payload)
+                req.recv()
+
+            def bus() -> None:
+                if controller.request("bench1", "echo", params, timeout_s=5.0)["text"] != PAYLOAD:
+                    raise RuntimeError("echo returned something else")
+
+            def floor() -> None:
+                floor_id[0] += 1
+                header = json.dumps({"version": 1, "kind": "request", "id": floor_id[0], "op": "echo",
+                                     "deadline": 5.0}).encode()
+                router.send_multipart([b"raw1", header, json.dumps(params).encode()])
+                _, reply_header, reply = router.recv_multipart()
+                if json.loads(reply_header)["id"] != floor_id[0] or json.loads(reply)["text"] != PAYLOAD:
+                    raise RuntimeError("floor server answered something else")
+
+            variants: dict[str, Callable[[], None]] = {"baseline": baseline, "bus": bus, "floor": floor}
+            samples: dict[str, list[float]] = {name: [] for name in variants}
             perf = time.perf_counter
-            for round_no in range((N_WARMUP + n_round_trips) // block):
-                keep = round_no * block >= N_WARMUP
-                for _ in range(block):
-                    start = perf()
-                    req.send(payload)
-                    req.recv()
-                    if keep:
-                        base.append(perf() - start)
-                for _ in range(block):
-                    start = perf()
-                    reply = controller.request("bench1", "echo", params, timeout_s=5.0)
-                    if keep:
-                        bus.append(perf() - start)
-                if reply.get("text") != PAYLOAD:
-                    raise RuntimeError(f"echo returned {reply!r}")
-            req.send(b"stop")
-            req.recv()
-            return bus, base
+            for block_no in range((N_WARMUP + n_round_trips) // BLOCK):
+                for name, call in variants.items():
+                    keep = samples[name] if block_no * BLOCK >= N_WARMUP else []
+                    for _ in range(BLOCK):
+                        start = perf()
+                        call()
+                        keep.append(perf() - start)
+            return samples
         finally:
+            for proc in procs:
+                _stop(proc)
             req.close()
+            router.close()
             ctx.term()
-            _stop(rep_proc)
-            _stop(agent_proc)
             controller.close()
 
 
 def main() -> None:
-    bus, base = measure()
+    samples = measure()
+    base, bus, floor = samples["baseline"], samples["bus"], samples["floor"]
     base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
     bus_p50, bus_p99 = statistics.median(bus), _percentile(bus, 0.99)
-    print(f"bus request/reply p50 (CURVE, {len(bus)} round trips): {bus_p50 * 1e3:.3f} ms; "
+    floor_p50, floor_p99 = statistics.median(floor), _percentile(floor, 0.99)
+    n = len(bus)
+    print(f"bus request/reply p50 (CURVE, {n} round trips): {bus_p50 * 1e3:.3f} ms; "
           f"baseline REQ/REP p50 {base_p50 * 1e3:.3f} ms; ratio {bus_p50 / base_p50:.2f}; target (none)")
-    print(f"bus request/reply p99 (CURVE, {len(bus)} round trips): {bus_p99 * 1e3:.3f} ms; "
+    print(f"bus request/reply p99 (CURVE, {n} round trips): {bus_p99 * 1e3:.3f} ms; "
           f"baseline REQ/REP p99 {base_p99 * 1e3:.3f} ms; ratio {bus_p99 / base_p99:.2f}; "
           f"target p99 <= {TARGET_P99_S * 1e3:g} ms and ratio <= {TARGET_RATIO:g}")
+    print(f"floor: raw pyzmq ROUTER/DEALER with CURVE and the JSON envelope, no bus code, p50 "
+          f"{floor_p50 * 1e3:.3f} ms, p99 {floor_p99 * 1e3:.3f} ms; baseline p50 {base_p50 * 1e3:.3f} ms, "
+          f"p99 {base_p99 * 1e3:.3f} ms; ratio p50 {floor_p50 / base_p50:.2f}, p99 {floor_p99 / base_p99:.2f}; "
+          f"target (reference only)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--serve-rep":
         _serve_rep(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--serve-raw-dealer":
+        _serve_raw_dealer(sys.argv[2], sys.argv[3])
     else:
-        os.environ.setdefault("PYTHONUNBUFFERED", "1")
         main()

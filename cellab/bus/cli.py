@@ -25,5 +25,11 @@ def keys_command(
     typer.echo(f"secret key: {secret_path}  (mode 0600, stays on this host)")
 
 
+# The main CLI mounts the command itself, `app.command("keys")(keys_command)`, giving
+# `cellab keys NAME [--dir DIR] [--force]` (add_typer would make it `cellab keys keys NAME`).
+# keys_app runs it standalone: `python -m cellab.bus.cli NAME`.
 keys_app = typer.Typer(help="CURVE key pairs for the lab bus", add_completion=False)
 keys_app.command("keys")(keys_command)
+
+if __name__ == "__main__":
+    keys_app()

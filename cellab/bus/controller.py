@@ -73,7 +73,7 @@ class _AgentState:
     lost: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     agent: str
     op: str
@@ -236,6 +236,10 @@ class Controller:
         assert best is not None
         return ClockOffset(agent=agent, offset_s=best[1], rtt_s=best[0], samples=samples, measured_at_s=best[2])
 
+    def measure_clock_offsets(self, agents: list[str], samples: int = 8) -> dict[str, ClockOffset]:
+        """Offsets of several agents, for a run's manifest: {name: ClockOffset.model_dump()} is JSON-able."""
+        return {name: self.measure_clock_offset(name, samples) for name in agents}
+
     def fetch_artifact(self, agent: str, name: str, dest: Path, *, chunk_bytes: int = wire.DEFAULT_CHUNK_BYTES,
                        timeout_s: float = 30.0) -> Path:
         """Copy an artifact of `agent` to `dest` (a file, or a directory to put it in) atomically."""
@@ -337,7 +341,11 @@ class Controller:
                 self._acquire_io()
                 try:
                     try:
-                        self._sock.send_multipart([agent.encode(), header, body], flags=zmq.NOBLOCK)
+                        # Three plain sends: the first one either queues the whole message or fails.
+                        sock = self._sock
+                        sock.send(agent.encode(), zmq.SNDMORE | zmq.NOBLOCK)
+                        sock.send(header, zmq.SNDMORE | zmq.NOBLOCK)
+                        sock.send(body, zmq.NOBLOCK)
                     except zmq.ZMQError as exc:
                         if exc.errno == zmq.EHOSTUNREACH:
                             unreachable_at = time.monotonic()
@@ -411,6 +419,9 @@ class Controller:
             finally:
                 with self._state_lock:
                     self._waiters -= 1
+        if self._closed.is_set():
+            self._io_lock.release()
+            raise BusError("controller closed")
         self._leading = True
 
     def _release_io(self) -> None:
@@ -425,16 +436,24 @@ class Controller:
     def _lead(self, pending: _Pending, deadline: float) -> None:
         """Read the socket until our reply comes, the deadline passes, or another caller wants the socket."""
         poll = self._lead_poller.poll
+        sock = self._sock
         while not pending.done and not self._waiters and not self._closed.is_set():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return
-            wait_s = min(left, max(self._next_heartbeat - time.monotonic(), 0.0) + 0.001)
-            events = poll(int(wait_s * 1000) + 1)
-            if events and events[-1][0] == self._yield_r or len(events) > 1:
-                self._drain_pipe(self._yield_r)
-            self._drain_socket()
-            self._housekeeping()
+            if now >= self._next_heartbeat:
+                self._housekeeping()
+            wait_s = min(left, max(self._next_heartbeat - now, 0.0) + 0.001)
+            for item, _ in poll(int(wait_s * 1000) + 1):
+                if item is sock:
+                    try:
+                        frames = sock.recv_multipart(flags=zmq.NOBLOCK)
+                    except zmq.Again:
+                        continue
+                    self._on_frames(frames)
+                else:
+                    self._drain_pipe(self._yield_r)
 
     # ----- I/O (caller holds _io_lock) ---------------------------------------------------------
     def _drain_socket(self) -> None:
@@ -448,8 +467,10 @@ class Controller:
             return
         try:
             name = frames[0].decode()
-            header = wire.decode_header(frames[1])
-        except ValueError as exc:
+            header = json.loads(frames[1])
+            if header.get("version") != wire.VERSION:
+                raise ValueError(f"header version {header.get('version')!r} (expected {wire.VERSION})")
+        except (ValueError, AttributeError) as exc:
             log.warning("dropped a message with a bad header: %s", exc, extra={"event": "bad_message"})
             return
         kind = header.get("kind")
@@ -474,6 +495,13 @@ class Controller:
                 pending.finish(header, frames[2])
                 if self._followers:
                     self._state_changed.notify_all()
+            elif kind == wire.BYE:
+                # The agent stopped: it will answer nothing more, so fail its requests now.
+                state.lost = True
+                for p in self._pending.values():
+                    if p.agent == name and not p.done:
+                        p.finish(None, b"", AgentLost(name, f"stopped (said bye) during op {p.op}"))
+                self._state_changed.notify_all()
         if kind in (wire.REPLY, wire.ERROR):
             if not matched:
                 log.debug("late or unknown reply %s from %s", header.get("id"), name,

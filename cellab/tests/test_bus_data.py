@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cellab.bus import ClockOffset, OperationError
-from cellab.bus.cli import keys_app
+from cellab.bus.cli import keys_app, keys_command
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import generate_keypair, load_public_key, load_secret_key
 from cellab.bus.testing import lab_bus
@@ -122,3 +122,14 @@ def test_keys_command(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "--force" in again.output
     forced = runner.invoke(keys_app, ["controller", "--dir", str(tmp_path / "k"), "--force"])
     assert forced.exit_code == 0
+
+
+def test_keys_command_mounted_as_cellab_keys(tmp_path: Path) -> None:
+    import typer
+
+    app = typer.Typer()
+    app.command("run")(lambda: None)
+    app.command("keys")(keys_command)  # how the main CLI mounts it
+    result = CliRunner().invoke(app, ["keys", "enb1", "--dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "enb1.key").is_file() and (tmp_path / "enb1.key_secret").is_file()

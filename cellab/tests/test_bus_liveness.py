@@ -143,7 +143,16 @@ def test_agent_goes_safe_when_controller_is_lost_and_reconnects(tmp_path: Path) 
         controller.close()
 
 
-def test_stop_calls_safe_state(tmp_path: Path) -> None:
-    with lab_bus(tmp_path, {"ue1": DemoAgent}) as (_, agents):
-        agent = agents["ue1"]
-    assert agent.safe_states == 1  # type: ignore[attr-defined]
+def test_stop_calls_safe_state_and_says_bye(tmp_path: Path) -> None:
+    with lab_bus(tmp_path, {"ue1": DemoAgent, "ue2": DemoAgent}) as (controller, agents):
+        agents["ue2"].stop()
+        assert agents["ue2"].safe_states == 1  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 0.5  # well before agent_lost_s: the bye says it
+        while not controller.agents()["ue2"].lost and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert controller.agents()["ue2"].lost and not controller.agents()["ue1"].lost
+        with pytest.raises(AgentLost):
+            controller.wait_for_agents(["ue1", "ue2"], timeout_s=0.2)
+        offsets = controller.measure_clock_offsets(["ue1"], samples=2)
+        assert set(offsets) == {"ue1"} and offsets["ue1"].samples == 2
+    assert agents["ue1"].safe_states == 1  # type: ignore[attr-defined]
