@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -48,8 +49,16 @@ def bench_c2tcp(logs: Path) -> None:
                     experiment.sender_in(topo, logs / f"c2tcp-{cc}", sample_ms=20) as sender:
                 results[cc] = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=duration_ms,
                                                   rcvbuf_bytes=8 << 20, timeout_s=duration_ms / 1e3 + 30)
+            if cc == "c2tcp":
+                modules_alpha = modules.stats("c2tcp")["last_alpha_x1024"] / 1024
+        # context: the RTT of the unloaded path over the same trace slice (the trace's own delivery gaps)
+        with experiment.virtual_path(prefix(), 0, 20.0, 150_000, trace=trace) as topo:
+            idle = idle_rtts_ms(topo, seconds=10)
     c2 = results["c2tcp"]
     min_rtt_ms = min(r.summary.get("min_rtt_us", 0) for r in results.values()) / 1e3
+    print(f"c2tcp context: unloaded-path RTT on this trace slice p10/p50/p90 = "
+          f"{idle[len(idle) // 10]:.1f}/{idle[len(idle) // 2]:.1f}/{idle[9 * len(idle) // 10]:.1f} ms, "
+          f"Target 50 ms, alpha at the end {modules_alpha:.2f}", flush=True)
     for cc, paper_tput, paper_delay in (("cubic", "1.28", "8.95"), ("bbr", "1.22", "2.44")):
         r = results[cc]
         line(f"c2tcp table I {cc}/c2tcp throughput", c2.throughput_bps / 1e6, r.throughput_bps / 1e6, "Mbit/s",
@@ -58,6 +67,15 @@ def bench_c2tcp(logs: Path) -> None:
              f"{paper_delay} (paper)")
         line(f"c2tcp table I {cc}/c2tcp average queuing delay", c2.mean_rtt_ms() - min_rtt_ms,
              r.mean_rtt_ms() - min_rtt_ms, "ms", f"{paper_delay} (paper)")
+
+
+def idle_rtts_ms(topo, seconds: float) -> list[float]:
+    """Sorted ping RTTs (50 per second) from the server to UE 0 with no other traffic."""
+    count = int(seconds * 50)
+    out = subprocess.run(["ip", "netns", "exec", topo.server.netns, "ping", "-n", "-c", str(count), "-i", "0.02",
+                          topo.ues[0].address], capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
+    rtts = sorted(float(ln.split("time=")[1].split()[0]) for ln in out.splitlines() if "time=" in ln)
+    return rtts or [float("nan")]
 
 
 def bench_scubic(logs: Path, reps: int = 5) -> None:

@@ -62,8 +62,9 @@ def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int,
         if trace is None:
             trace = constant_trace(Path(tmp) / "constant.trace", rate_mbit)
         one_way_ms = max(0.0, (rtt_ms - CELL_OVERHEAD_RTT_MS) / 4)
-        lab = VirtualLab(prefix, params=dict(trace=str(trace), core_delay_ms=one_way_ms, internet_delay_ms=one_way_ms,
-                                             sr_period_ms=sr_period_ms, rlc_queue_bytes=queue_bytes, n_ues=n_ues))
+        lab = VirtualLab(prefix, params={"trace": str(trace), "core_delay_ms": one_way_ms,
+                                         "internet_delay_ms": one_way_ms, "sr_period_ms": sr_period_ms,
+                                         "rlc_queue_bytes": queue_bytes, "n_ues": n_ues})
         try:
             topo = lab.up()
             # no per-destination metrics carried between flows: each arm starts from the same state

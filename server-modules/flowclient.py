@@ -9,9 +9,9 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from pyroute2 import netns as pr_netns
 
@@ -62,6 +62,7 @@ def fetch(
     rcvbuf_bytes: int | None = None,
     rcvbuf_after_connect_bytes: int | None = None,
     window_clamp_bytes: int | None = None,
+    quickack: bool = False,
     timeout_s: float = 30.0,
     netns: str | None = None,
 ) -> FlowResult:
@@ -102,6 +103,9 @@ def fetch(
             n = s.recv_into(buf)
             if n == 0:
                 break
+            if quickack:
+                # Linux turns quick-ACK mode off by itself; re-arm it so no ACK waits for the delack timer
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
             if window_clamp_bytes:
                 # Linux 6.18's receive autotuning raises window_clamp again (even with SO_RCVBUF
                 # locked), so the clamp is re-applied after every read to keep rwnd bounded.

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -95,7 +95,7 @@ class Sender:
                 return json.loads(line)
         return {}
 
-    def __enter__(self) -> Sender:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -59,6 +59,6 @@ def loader(programs):
         full_env = dict(os.environ)
         full_env.update(env or {})
         return subprocess.run([str(programs["cellab-modules"]), *args], capture_output=True, text=True,
-                              timeout=60, env=full_env)
+                              timeout=60, env=full_env, check=False)
 
     return run

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from cellab.server import flowclient, modules
+from cellab.server.agent_ops import ModuleOps
 
 from cellab.bus import Agent, OperationError
 from cellab.bus.testing import lab_bus
-from cellab.server import flowclient, modules
-from cellab.server.agent_ops import ModuleOps
 
 
 class _ServerAgent(ModuleOps, Agent):

@@ -4,7 +4,6 @@ Cubic's throughput, and Cubic's delay several times higher in the same run."""
 from __future__ import annotations
 
 import pytest
-
 from cellab.server import experiment, flowclient, modules
 
 RATE_MBIT = 24.0

@@ -4,7 +4,6 @@ leaves Cubic's slow start, then holds the RTT near its minimum-RTT estimate at C
 from __future__ import annotations
 
 import pytest
-
 from cellab.server import experiment, flowclient, modules
 
 RATE_MBIT = 24.0

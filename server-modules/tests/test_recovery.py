@@ -5,7 +5,6 @@ sending new data during recovery instead of waiting on the receiver window (kern
 from __future__ import annotations
 
 import pytest
-
 from cellab.server import experiment, flowclient, modules
 
 RATE_MBIT = 20.0          # the paper's HSPA+ rate

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from cellab.server import experiment, modules
 
 RATE_MBIT = 50.0
