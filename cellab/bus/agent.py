@@ -19,10 +19,11 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import zmq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -361,7 +362,7 @@ class Agent:
             self._call_safe_state("controller lost")
 
     def _on_message(self, frames: list[bytes]) -> None:
-        if len(frames) != 2:  # noqa: PLR2004 - [header, body]
+        if len(frames) != 2:
             log.warning("dropped a message with %d frames", len(frames), extra={"event": "bad_message", "agent": self.name})
             return
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -11,9 +12,10 @@ from cellab.errors import CellabError
 
 
 def keys_command(
-    name: str = typer.Argument(..., help="key name: 'controller' or an agent name"),
-    dir: Path = typer.Option(None, "--dir", help="key directory (default $CELLAB_KEYS_DIR or ~/.config/cellab/keys)"),
-    force: bool = typer.Option(False, "--force", help="replace an existing key pair"),
+    name: Annotated[str, typer.Argument(help="key name: 'controller' or an agent name")],
+    dir: Annotated[Path | None, typer.Option("--dir", help="key directory (default $CELLAB_KEYS_DIR or "
+                                                          "~/.config/cellab/keys)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing key pair")] = False,
 ) -> None:
     """Make a CURVE key pair for the controller or an agent."""
     try:

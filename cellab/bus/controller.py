@@ -20,9 +20,10 @@ import re
 import select
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Self
 
 import zmq
 import zmq.auth.thread
@@ -303,7 +304,7 @@ class Controller:
             os.close(fd)
         log.info("controller closed", extra={"event": "controller_stop", "endpoint": self.endpoint})
 
-    def __enter__(self) -> Controller:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,7 +29,7 @@ def fingerprint(public_key: bytes) -> str:
 
 
 def _cert_text(kind: str, public_key: bytes, secret_key: bytes | None) -> str:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
     lines = [
         f"#   ****  Generated on {stamp} by cellab  ****",
         f"#   ZeroMQ CURVE {kind} Certificate",

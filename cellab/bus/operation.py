@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 

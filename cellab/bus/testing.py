@@ -8,9 +8,10 @@ with CURVE on, always torn down.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cellab.bus.agent import Agent
 from cellab.bus.controller import Controller

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from cellab.bus import AgentLost, Controller
-from cellab.bus import wire
+from cellab.bus import AgentLost, Controller, wire
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import fingerprint, generate_keypair, load_public_key, load_secret_key
 from cellab.bus.testing import make_agent, make_controller, make_keys
@@ -80,7 +79,7 @@ def test_impostor_controller_gets_nothing_executed(tmp_path: Path, caplog: pytes
     keys = make_keys(tmp_path / "keys", ["ue1"])
     real = make_controller(keys)
     # The impostor has its own key pair but allows the agent's key, so only the agent's check protects it.
-    imp_pub, imp_sec = generate_keypair(tmp_path / "impostor", "controller")
+    _imp_pub, imp_sec = generate_keypair(tmp_path / "impostor", "controller")
     impostor = Controller("tcp://127.0.0.1:*", secret_key_file=imp_sec, allowed_agent_keys=keys.agent_public_keys(),
                           heartbeat_s=0.2, agent_lost_s=1.0)
     agent = DemoAgent("ue1", impostor.endpoint, secret_key_file=keys.agents["ue1"][1],
