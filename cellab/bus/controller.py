@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from cellab.bus import wire
 from cellab.bus.agent import check_endpoint, check_name
 from cellab.bus.errors import AgentLost, AgentTimeout, BusError, OperationError
-from cellab.bus.keys import default_keys_dir, fingerprint, load_public_key, load_secret_key
+from cellab.bus.keys import PUBLIC_SUFFIX, default_keys_dir, fingerprint, load_public_key, load_secret_key
 from cellab.errors import InputError
 
 log = logging.getLogger("cellab.bus.controller")
@@ -125,6 +125,8 @@ class Controller:
         self.insecure = insecure
         keys: tuple[bytes, bytes] | None = None
         allow: set[bytes] = set()
+        self._name_keys: dict[str, str] = {}
+        self._impostor_logged: dict[tuple[str, str], float] = {}
         if not insecure:
             keys_dir = default_keys_dir()
             keys = load_secret_key(Path(secret_key_file) if secret_key_file else keys_dir / "controller.key_secret")
@@ -132,7 +134,13 @@ class Controller:
                      else sorted(p for p in keys_dir.glob("*.key") if p.name != "controller.key"))
             if not paths:
                 raise InputError(source, "allowed_agent_keys", "empty allowlist: no agent could connect")
-            allow = {load_public_key(Path(p)) for p in paths}
+            allow = set()
+            for path in map(Path, paths):
+                key = load_public_key(path)
+                allow.add(key)
+                if path.name.endswith(PUBLIC_SUFFIX):
+                    # NAME.key: only this key may speak as agent NAME (see _on_frames).
+                    self._name_keys[path.name.removesuffix(PUBLIC_SUFFIX)] = key.decode()
 
         self._ctx = zmq.Context()
         self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
@@ -449,7 +457,7 @@ class Controller:
             for item, _ in poll(int(wait_s * 1000) + 1):
                 if item is sock:
                     try:
-                        frames = sock.recv_multipart(flags=zmq.NOBLOCK)
+                        frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         continue
                     self._on_frames(frames)
@@ -460,14 +468,34 @@ class Controller:
     def _drain_socket(self) -> None:
         sock = self._sock
         while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            self._on_frames(sock.recv_multipart(flags=zmq.NOBLOCK))
+            self._on_frames(sock.recv_multipart(flags=zmq.NOBLOCK, copy=False))
 
-    def _on_frames(self, frames: list[bytes]) -> None:
-        if len(frames) != 3:
-            log.warning("dropped a message with %d frames", len(frames), extra={"event": "bad_message"})
+    def _speaks_for(self, name: str, frame: zmq.Frame) -> bool:
+        """False when `name` has its own key file (NAME.key) and the message came with another key."""
+        expected = self._name_keys.get(name)
+        if expected is None:
+            return True
+        presented = frame.get("User-Id")  # the z85 client key, set by the ZAP handler
+        if presented == expected:
+            return True
+        now = time.monotonic()
+        if now - self._impostor_logged.get((name, presented), -1e9) >= _REJECT_LOG_EVERY_S:
+            self._impostor_logged[(name, presented)] = now
+            log.warning("dropped a message from a key %s speaking as agent %s (whose key is %s)",
+                        fingerprint(presented.encode()), name, fingerprint(expected.encode()),
+                        extra={"event": "agent_impersonation", "agent": name,
+                               "fingerprint": fingerprint(presented.encode())})
+        return False
+
+    def _on_frames(self, msg: list[zmq.Frame]) -> None:
+        if len(msg) != 3:
+            log.warning("dropped a message with %d frames", len(msg), extra={"event": "bad_message"})
             return
+        frames = [frame.bytes for frame in msg]
         try:
             name = frames[0].decode()
+            if self._name_keys and not self._speaks_for(name, msg[1]):
+                return
             header = json.loads(frames[1])
             if header.get("version") != wire.VERSION:
                 raise ValueError(f"header version {header.get('version')!r} (expected {wire.VERSION})")
@@ -582,18 +610,20 @@ class Controller:
                 continue
             while True:
                 try:
-                    frames = self._sub.recv_multipart(flags=zmq.NOBLOCK)
+                    msg = self._sub.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-                self._on_telemetry(frames)
+                self._on_telemetry(msg)
 
-    def _on_telemetry(self, frames: list[bytes]) -> None:
+    def _on_telemetry(self, msg: list[zmq.Frame]) -> None:
         try:
-            header = wire.decode_header(frames[0])
+            header = wire.decode_header(msg[0].bytes)
             agent, topic = str(header["agent"]), str(header["topic"])
-            data = json.loads(frames[1]) if len(frames) > 1 else {}
+            data = json.loads(msg[1].bytes) if len(msg) > 1 else {}
         except (ValueError, KeyError, IndexError) as exc:
             log.warning("dropped a bad telemetry message: %s", exc, extra={"event": "bad_telemetry"})
+            return
+        if self._name_keys and not self._speaks_for(agent, msg[0]):
             return
         if isinstance(data, dict):
             data.setdefault("agent_time_s", header.get("t_s"))  # the agent's clock; see measure_clock_offset

@@ -162,3 +162,36 @@ def test_logs_never_contain_secrets(tmp_path: Path, caplog: pytest.LogCaptureFix
     secrets = [load_secret_key(keys.controller_secret)[1].decode(), load_secret_key(keys.agents["ue1"][1])[1].decode()]
     text = "\n".join(r.getMessage() + json.dumps(vars(r), default=str) for r in caplog.records)
     assert all(s not in text for s in secrets)
+
+
+def test_a_key_cannot_speak_for_another_agent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Both keys are allowed, but ue1.key binds the name ue1: ue2's key cannot pose as ue1."""
+    caplog.set_level(logging.INFO, logger="cellab.bus")
+    keys = make_keys(tmp_path / "keys", ["ue1", "ue2"])
+    controller = make_controller(keys, telemetry=True)
+    got: list[tuple[str, str]] = []
+    controller.subscribe(lambda agent, topic, data: got.append((agent, topic)))
+    poser = DemoAgent("ue1", controller.endpoint, telemetry_endpoint=controller.telemetry_endpoint,
+                      secret_key_file=keys.agents["ue2"][1], controller_public_keys=[keys.controller_public],
+                      artifact_dir=tmp_path / "a", heartbeat_s=0.2, controller_lost_s=1.0)
+    honest = make_agent(DemoAgent, "ue2", controller, keys, artifact_dir=tmp_path / "b")
+    poser.start()
+    honest.start()
+    try:
+        controller.wait_for_agents(["ue2"], timeout_s=5)
+        with pytest.raises(AgentLost):
+            controller.wait_for_agents(["ue1"], timeout_s=0.8)
+        assert "ue1" not in controller.agents()
+        deadline = time.monotonic() + 3
+        while ("ue2", "t") not in got and time.monotonic() < deadline:
+            poser.publish("t", {"x": 1})
+            honest.publish("t", {"x": 2})
+            time.sleep(0.05)
+        assert ("ue2", "t") in got and ("ue1", "t") not in got
+        records = _records(caplog, "agent_impersonation")
+        assert records and records[0].agent == "ue1"  # type: ignore[attr-defined]
+        assert records[0].fingerprint == fingerprint(load_public_key(keys.agents["ue2"][0]))  # type: ignore[attr-defined]
+    finally:
+        poser.stop()
+        honest.stop()
+        controller.close()
