@@ -106,14 +106,18 @@ def burst_gaps_ms(times_s: np.ndarray, burst_gap_ms: float = 2.0) -> tuple[np.nd
 
 def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap_s: float, max_gap_s: float,
                      seed: int = 1, port: int = 5400) -> np.ndarray:
-    """RTTs (ms) of `count` UDP echoes sent at random gaps in [min_gap_s, max_gap_s] from the UE."""
+    """RTTs (ms) of `count` UDP echoes sent at random gaps in [min_gap_s, max_gap_s] from the UE.
+
+    Both ends run SCHED_FIFO (chrt) so that on a busy host a late wake-up of the measuring processes
+    does not pass for the cell's delay."""
     script = str(Path(__file__).with_name("udp_echo.py"))
+    rt = ["chrt", "-f", "20"]
     budget = count * (max_gap_s + 1.0) + 5
-    server = subprocess.Popen(in_ns(srv_ns, sys.executable, script, "serve", srv_addr, str(port), str(budget)),
+    server = subprocess.Popen(in_ns(srv_ns, *rt, sys.executable, script, "serve", srv_addr, str(port), str(budget)),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        out = subprocess.run(in_ns(ue_ns, sys.executable, script, "ping", srv_addr, str(port), str(count),
+        out = subprocess.run(in_ns(ue_ns, *rt, sys.executable, script, "ping", srv_addr, str(port), str(count),
                                    str(min_gap_s), str(max_gap_s), str(seed)),
                              capture_output=True, text=True, timeout=budget, check=False)
         return np.array([float(x) for x in out.stdout.split()])

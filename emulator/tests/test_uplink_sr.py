@@ -32,6 +32,9 @@ def test_ping_rtt_spread_matches_srsran(vlab, period_ms):
     topo = lab.topology()
     rtt = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 50, *PING_GAP_S, seed=period_ms)
     assert len(rtt) >= 48
+    with lab.control() as ctl:
+        st = ctl.stats()
+    print(f"P={period_ms} rtt min/avg/max {rtt.min():.1f}/{rtt.mean():.1f}/{rtt.max():.1f} late_ttis {st['late_ttis']}")
     rmin, ravg, rmax = SRSRAN_PING[period_ms]
     spread, half_mean = float(rtt.max() - rtt.min()), 2 * float(rtt.mean() - rtt.min())
     assert abs(rtt.min() - rmin) <= 4.0, rtt.min()  # same minimum RTT (calibrated core delay)
