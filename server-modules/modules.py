@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.errors import CellabError, InputError
 from cellab.paths import find_program
@@ -22,6 +22,19 @@ TC_MODULES = ("or_ingress", "burst_drop")
 MODULE_NAMES = CC_MODULES + TC_MODULES
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 LOADER_TIMEOUT_S = 60.0
+
+
+ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop"]
+
+
+class ModuleSettings(BaseModel):
+    """What a campaign (or a person) asks of the server modules for one run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: list[ModuleName] = Field(default_factory=list, description="congestion controls to register")
+    params: dict[ModuleName, dict[str, float]] = Field(default_factory=dict,
+                                                       description="module -> parameter -> value")
 
 
 class ModuleError(CellabError):
@@ -132,3 +145,41 @@ def stats(name: str) -> dict[str, int]:
 
 def available_congestion_controls() -> list[str]:
     return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+
+
+def check_settings(settings: ModuleSettings, source: str = "modules") -> None:
+    """Every parameter named in settings exists and is in range (no root needed, nothing loaded)."""
+    known = describe()
+    for name, values in settings.params.items():
+        if name not in settings.load and not known[name].loaded:
+            raise InputError(source, f"params.{name}", "parameters for a module that is neither loaded nor in load",
+                             allowed=settings.load or ["(list it under load)"])
+        for param, value in values.items():
+            ranges = known[name].param_ranges
+            if param not in ranges:
+                raise InputError(source, f"params.{name}.{param}", "unknown parameter", allowed=sorted(ranges))
+            low, high, unit = ranges[param]
+            if not low <= value <= high:
+                raise InputError(source, f"params.{name}.{param}", f"{value} is out of range",
+                                 allowed=[f"{low:g}..{high:g} {unit}"])
+    if any(n in TC_MODULES for n in settings.load):
+        raise InputError(source, "load", "tc modules need an interface: load them with load(names, netns, dev)",
+                         allowed=CC_MODULES)
+
+
+def apply_settings(settings: ModuleSettings, source: str = "modules") -> None:
+    """Check everything first, then load and set; a failure unloads what this call loaded."""
+    check_settings(settings, source)
+    preflight(settings.load, source)
+    before = set(loaded())
+    try:
+        if settings.load:
+            load(settings.load, source=source)
+        for name, values in settings.params.items():
+            for param, value in values.items():
+                set_param(name, param, value, source=source)
+    except CellabError:
+        fresh = [n for n in settings.load if n not in before]
+        if fresh:
+            unload(fresh)
+        raise

@@ -80,3 +80,20 @@ def test_tc_module_on_a_missing_interface(programs, loader, host_clean):
     out = loader("load", "burst_drop", "--dev", "nosuchdev0")
     assert out.returncode == 2 and "nosuchdev0" in out.stderr
     assert "burst_drop" not in modules.loaded()
+
+
+def test_settings_are_checked_before_anything_loads(programs, host_clean):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        modules.ModuleSettings.model_validate({"load": ["c2tcp"], "parms": {}})
+    bad = modules.ModuleSettings.model_validate({"load": ["c2tcp"], "params": {"c2tcp": {"target_ms": -1}}})
+    with pytest.raises(InputError, match=r"campaign.yaml: params.c2tcp.target_ms: -1.0 is out of range"):
+        modules.apply_settings(bad, source="campaign.yaml")
+    assert "c2tcp" not in modules.available_congestion_controls()
+    good = modules.ModuleSettings.model_validate({"load": ["c2tcp"], "params": {"c2tcp": {"target_ms": 70}}})
+    modules.apply_settings(good, source="campaign.yaml")
+    try:
+        assert modules.describe()["c2tcp"].params["target_ms"] == 70
+    finally:
+        modules.unload(["c2tcp"])

@@ -52,3 +52,34 @@ def test_variant_keeps_sending_during_recovery(variant, path, host_clean, tmp_pa
         # BARR keeps its window at the measured rate: the new data sent in recovery at least doubles
         assert opt["new_bytes"] >= 2 * base["new_bytes"], report
         assert not opt["went_to_loss"], report
+
+
+def _sndbuf_per_cwnd(topo, sender, cc: str) -> float:
+    """Send buffer (ss tb) over the largest cwnd the flow reached, read near the end of a bulk flow."""
+    import re
+    import subprocess
+    import threading
+    import time
+
+    box: list[object] = []
+    t = threading.Thread(target=lambda: box.append(experiment.run_flow(
+        topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=2000, rcvbuf_bytes=8 << 20, timeout_s=20)))
+    t.start()
+    time.sleep(1.6)
+    out = subprocess.run(["ip", "netns", "exec", topo.server.netns, "ss", "-tmni", "state", "established",
+                          "sport", "=", ":5301"], capture_output=True, text=True, check=True).stdout
+    t.join(timeout=20)
+    tb = int(re.search(r"tb(\d+)", out).group(1))
+    run = box[0]
+    max_cwnd = max(s["cwnd_pkts"] for s in run.samples if s["elapsed_ms"] < 1600)
+    return tb / max_cwnd
+
+
+def test_send_buffer_grows_three_times_cwnd(require_root, netns_prefix, host_clean, tmp_path):
+    """.sndbuf_expand = 3 (paper Thm 11): the send buffer follows 3 x cwnd instead of the kernel's 2."""
+    with experiment.wired_path(netns_prefix, rate_mbit=50, buffer_bytes=200_000) as topo, \
+            experiment.loaded(["cubic_barr"]), experiment.sender_in(topo, tmp_path / "logs") as sender:
+        cubic = _sndbuf_per_cwnd(topo, sender, "cubic")
+        barr = _sndbuf_per_cwnd(topo, sender, "cubic_barr")
+    print(f"sndbuf per cwnd: cubic {cubic:.0f} B, cubic_barr {barr:.0f} B")
+    assert 1.3 <= barr / cubic <= 1.7, (cubic, barr)
