@@ -217,7 +217,7 @@ static void usage(void)
           "  --cqi-delay-ms N   --rlc-queue-bytes N   --ul-buffer-bytes N   --ul-policy srsenb|sr-strict\n"
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
-          "  --fading-coherence-ms X   --trace FILE   --unlimited   --plain-copy   --ctl EP   --pub EP\n"
+          "  --fading-coherence-ms X   --trace FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
           "  --tti-log FILE   --pid-file FILE   --duration-s X\n",
           stderr);
 }
@@ -237,7 +237,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         {"bsr-timer-ms", 1, 0, 'T'}, {"harq-max-tx", 1, 0, 'h'}, {"core-delay-ms", 1, 0, 'c'},
         {"internet-delay-ms", 1, 0, 'i'}, {"core-jitter-ms", 1, 0, 'j'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'},
-        {"unlimited", 0, 0, 'L'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
+        {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
         {0, 0, 0, 0}};
     char atten_arg[512] = "";
@@ -309,6 +309,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         case 'F': p->fading_coherence_ms = parse_double("fading-coherence-ms", optarg, 1, 100000); break;
         case 't': p->trace_path = optarg; break;
         case 'L': p->unlimited = 1; break;
+        case 'R': p->realtime = 1; break;
         case 'X': p->plain_copy = 1; break;
         case 'C': p->ctl_ep = optarg; break;
         case 'p': p->pub_ep = optarg; break;
@@ -1159,6 +1160,13 @@ int main(int argc, char **argv)
     c->delay_ticks = (uint64_t)llround(c->p.core_delay_ms + c->p.internet_delay_ms);
     setup_signals(c);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us: TTI wake-ups on time, not 50 us late */
+    if (c->p.realtime) {
+        /* opt-in: SCHED_FIFO keeps the TTI clock on time on a busy host (the kernel's RT throttling still
+         * leaves 5% of each CPU to others) */
+        struct sched_param sp = {.sched_priority = 30};
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
+            die("--realtime: %s", strerror(errno));
+    }
     c->srv_fd = open_tun_in_netns(c->p.srv_netns, c->p.srv_tun);
     for (int k = 0; k < c->p.n_ues; k++) {
         c->ue[k].fd = open_tun_in_netns(c->ue[k].netns, c->ue[k].tun);

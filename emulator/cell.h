@@ -94,7 +94,7 @@ struct ue {
 
 struct cell_params {
     int n_prb, sr_period_ms, cqi_period_ms, cqi_delay_ms, ul_prb, ul_mcs, bsr_timer_ms, harq_max_tx;
-    int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms;
+    int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms, realtime;
     enum ul_policy ul_policy;
     uint64_t rlc_queue_bytes, ul_buffer_bytes;
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;

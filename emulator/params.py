@@ -38,6 +38,7 @@ class CellParams(BaseModel):
     fading_coherence_ms: float = Field(100.0, ge=1, le=100000)
     trace: Path | None = None
     unlimited: bool = False
+    realtime: bool = False
 
     @field_validator("attenuation_db")
     @classmethod
@@ -82,6 +83,8 @@ class CellParams(BaseModel):
             args += ["--trace", str(Path(self.trace).resolve())]
         if self.unlimited:
             args.append("--unlimited")
+        if self.realtime:
+            args.append("--realtime")
         return args
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from netlab import finish, start_iperf3_download
-
 from cellab.emulator.ttilog import HARQ_LOST, read_ttilog
+from netlab import finish, start_iperf3_download
 
 TBS_ITBS26_25PRB = 18336  # TS 36.213 Table 7.1.7.2.1-1, I_TBS 26, 25 PRB
 
