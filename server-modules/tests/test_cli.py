@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
 from cellab.server import modules
 from cellab.server.cli import modules_app
+from typer.testing import CliRunner
 
 
 def test_list_and_errors(programs):
