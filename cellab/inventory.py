@@ -12,6 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cellab.attenuator.config import AttenuatorConfig
 from cellab.errors import InputError, from_validation_error
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
@@ -55,21 +56,11 @@ class CoreEntry(Strict):
     agent: str
 
 
-class AttenuatorEntry(Strict):
-    name: str = Field(pattern=NAME)
-    model: str = Field(description="driver name, e.g. minicircuits-rcdat, jfw-50pa, adaura, virtual")
-    transport: Literal["serial", "telnet", "http", "usb-hid", "visa", "zmq", "enb-agent"]
-    address: str
-    channels: int = Field(1, ge=1, le=64)
-    min_db: float = Field(0.0, ge=0)
-    max_db: float = Field(95.0, gt=0)
-    agent: str
+class AttenuatorEntry(AttenuatorConfig):
+    """The attenuator room's own device model (limits, step, slew, safe value) plus the agent that drives it."""
 
-    @model_validator(mode="after")
-    def _range(self) -> "AttenuatorEntry":
-        if self.min_db >= self.max_db:
-            raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
-        return self
+    model_config = ConfigDict(extra="forbid")
+    agent: str
 
 
 class AttenuatorChannel(Strict):
