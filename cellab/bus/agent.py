@@ -254,6 +254,7 @@ class Agent:
                     self._poll_once(self._poll_timeout_ms())
         finally:
             try:
+                self._on_monitor()  # log what the connection did, even for a short life
                 self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.BYE}), b""])
             finally:
                 self._io_lock.release()
@@ -336,14 +337,16 @@ class Agent:
         if time.monotonic() >= self._next_heartbeat:
             self._housekeeping()
 
-    def _send(self, frames: list[bytes]) -> None:
+    def _send(self, frames: list[bytes], *, quiet: bool = False) -> None:
         sock = self._sock
         assert sock is not None
         try:
             sock.send(frames[0], zmq.SNDMORE | zmq.NOBLOCK)
             sock.send(frames[1], zmq.NOBLOCK)
         except zmq.Again:
-            log.warning("reply dropped: send queue full", extra={"event": "send_full", "agent": self.name})
+            # Only after a long disconnection (1000 queued messages); heartbeats are dropped quietly.
+            if not quiet:
+                log.warning("reply dropped: send queue full", extra={"event": "send_full", "agent": self.name})
 
     def _send_hello(self) -> None:
         self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.HELLO, "role": self.role,
@@ -354,7 +357,8 @@ class Agent:
         now = time.monotonic()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.heartbeat_s
-            self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.HEARTBEAT, "role": self.role}), b""])
+            self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.HEARTBEAT, "role": self.role}), b""],
+                       quiet=True)
         if not self._controller_lost and now - self._last_from_controller > self.controller_lost_s:
             self._controller_lost = True
             log.warning("controller lost: silent for %.1f s, going to safe state", now - self._last_from_controller,

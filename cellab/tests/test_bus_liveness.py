@@ -67,9 +67,9 @@ def test_killed_agent_times_out_and_restarted_agent_reconnects(tmp_path: Path) -
         # The second process's log says it connected (JSON lines).
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=10)
-        events = [json.loads(line).get("event") for line in (tmp_path / "second.log").read_text().splitlines()
-                  if line.startswith("{")]
-        assert "controller_connected" in events and "safe_state" in events and "agent_stop" in events
+        log_text = (tmp_path / "second.log").read_text()
+        events = [json.loads(line).get("event") for line in log_text.splitlines() if line.startswith("{")]
+        assert "controller_connected" in events and "safe_state" in events and "agent_stop" in events, log_text
     finally:
         _kill(first)
         if second is not None:
