@@ -50,11 +50,14 @@ class VirtualLab(EmbeddedLab):
     """The `virtual` embedded lab: one server namespace, n UE namespaces, the emulated cell between."""
 
     kind = "virtual"
-    parameters = frozenset(CellParams.model_fields) - {"unlimited"}
+    #: the run-parameter model the campaign loader merges into RunParams (cellab.campaign.params_model_for)
+    params_model = CellParams
+    parameters = frozenset(CellParams.model_fields)
 
-    def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None):
+    def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None, **kwargs: Any):
         self.prefix = check_prefix(prefix)
-        self.params = params if isinstance(params, CellParams) else validate_params(dict(params or {}))
+        values = params.model_dump(exclude_none=True) if isinstance(params, CellParams) else dict(params or {})
+        self.params = validate_params({**values, **kwargs})
         self.state_dir = STATE_ROOT / self.prefix
 
     # ---- names -------------------------------------------------------------------------------------
@@ -117,8 +120,10 @@ class VirtualLab(EmbeddedLab):
         return self.topology()
 
     def configure(self, params: dict[str, Any]) -> None:
-        """Restart the cell with this run's parameters; the namespaces stay."""
-        merged = {**self.params.model_dump(exclude_none=True), **params}
+        """Restart the cell with this run's parameters (a fresh TTI log per run); the namespaces stay.
+        Run parameters of other concerns (cc, receiver, ...) are not the cell's and are ignored here."""
+        own = {k: v for k, v in params.items() if k in CellParams.model_fields}
+        merged = {**self.params.model_dump(exclude_none=True), **own}
         new = validate_params(merged, "run parameters")
         if new.n_ues != self.params.n_ues:
             raise InputError("run parameters", "n_ues", "cannot change while the virtual lab is up",

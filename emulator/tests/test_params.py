@@ -81,3 +81,16 @@ def test_ttilog_reader_rejects_other_files(tmp_path):
     bad.write_bytes(b"NOTALOG!" + bytes(40))
     with pytest.raises(InputError, match="magic"):
         read_ttilog(bad)
+
+
+def test_lab_contract_for_the_runner():
+    from cellab.campaign import params_model_for
+    from cellab.labs import embedded_lab_class
+
+    cls = embedded_lab_class("virtual")
+    assert cls is VirtualLab and cls.kind == "virtual"
+    model = params_model_for("virtual", "campaign.yaml")
+    run = model(cc="cubic", n_prb=50, sr_period_ms=10)  # transport and cell parameters side by side
+    assert run.n_prb == 50 and run.sr_period_ms == 10
+    lab = VirtualLab(prefix="clx", n_prb=6)  # the session builds labs with keyword arguments
+    assert lab.params.n_prb == 6

@@ -16,6 +16,7 @@ from cellab.emulator.ttilog import read_ttilog
 from netlab import finish, start_iperf3_download
 from pyroute2 import netns
 
+from cellab.errors import InputErrors
 from conftest import SHARED
 
 TRACE = SHARED / "traces" / "TMobile-LTE-short.down"
@@ -124,7 +125,11 @@ def test_down_is_idempotent_and_cleans_up_after_a_crash(vlab):
     # a fresh up after the crash works, and configure keeps the namespaces
     lab.up()
     names = sorted(n for n in netns.listnetns() if n.startswith(lab.prefix + "-"))
-    lab.configure({"n_prb": 50, "sr_period_ms": 40})
+    pid = int(lab.pid_file.read_text())
+    with pytest.raises(InputErrors, match="sr_period_ms"):
+        lab.configure({"sr_period_ms": 3})
+    assert int(lab.pid_file.read_text()) == pid and os.path.exists(f"/proc/{pid}")  # refused before any change
+    lab.configure({"n_prb": 50, "sr_period_ms": 40, "cc": "cubic"})  # other concerns' parameters pass by
     assert sorted(n for n in netns.listnetns() if n.startswith(lab.prefix + "-")) == names
     with lab.control() as ctl:
         assert ctl.stats()["ues"][0]["sr_period_ms"] == 40
