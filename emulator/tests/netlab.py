@@ -124,3 +124,12 @@ def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap
     finally:
         server.kill()
         server.wait()
+
+
+def bunch_start_spacing_ms(times_s: np.ndarray, join_ms: float) -> np.ndarray:
+    """Spacing of bunch starts, a bunch being packets (and pieces) less than join_ms apart."""
+    t = np.sort(times_s) * 1000.0
+    if len(t) < 2:
+        return np.array([])
+    starts = t[np.r_[True, np.diff(t) >= join_ms]]
+    return np.diff(starts)

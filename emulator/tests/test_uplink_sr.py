@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netlab import Capture, burst_gaps_ms, iperf3_download, udp_ping_rtts_ms
+from netlab import Capture, bunch_start_spacing_ms, burst_gaps_ms, iperf3_download, udp_ping_rtts_ms
 
 # ../shared/data/srsran-sample/README.md: ping from the UE to the SGi address through a real srsRAN 4G
 # eNB+UE+EPC, 50 pings, RTT min/avg/max (ms) per SR period
@@ -64,11 +64,16 @@ def test_sr_strict_acks_leave_in_bunches_spaced_by_period(vlab, tmp_path, period
     times = _ack_times(lab, tmp_path, 25)
     assert phase_concentration(times, period_ms) >= 0.6
     gaps, per_burst = burst_gaps_ms(times)
-    assert per_burst >= 4  # bunches, not a clock of single ACKs
-    if period_ms >= 10:  # the SR -> PUSCH path takes 8 ms, so at 5 ms only every other occasion is usable
-        long_gaps = gaps[gaps > 9.0]
-        assert abs(np.median(gaps if period_ms <= 20 else long_gaps) - period_ms) <= 1.5 or \
-            abs(np.median(long_gaps) - (period_ms - 8)) <= 1.5
+    assert per_burst >= 4, per_burst  # bunches, not a clock of single ACKs
+    if period_ms == 5:
+        # SR -> PUSCH takes 8 ms, so only every other 5 ms occasion finds the UE without a grant in flight
+        assert abs(np.median(gaps) - 10.0) <= 1.5, np.median(gaps)
+    else:
+        # a bunch bigger than one grant continues on the 8 ms BSR cycle: join pieces less than 9 ms apart
+        bunch_gaps = bunch_start_spacing_ms(times, join_ms=9.0)
+        print(f"sr-strict P={period_ms}: median bunch spacing {np.median(bunch_gaps):.1f} ms, "
+              f"{per_burst:.1f} ACKs per burst")
+        assert abs(np.median(bunch_gaps) - period_ms) <= 1.5, np.median(bunch_gaps)
 
 
 @pytest.mark.parametrize("period_ms", [5, 80])
@@ -78,6 +83,7 @@ def test_srsenb_ack_bunches_match_srsran_independent_of_period(vlab, tmp_path, p
     lab = vlab(n_prb=6, sr_period_ms=period_ms, ul_policy="srsenb", core_delay_ms=5.0)
     times = _ack_times(lab, tmp_path, 6)
     gaps, per_burst = burst_gaps_ms(times)
+    print(f"srsenb P={period_ms}: {per_burst:.2f} ACKs per burst, median gap {np.median(gaps):.1f} ms")
     assert 1.2 <= per_burst <= 2.2, per_burst
     assert 7.0 <= np.median(gaps) <= 10.0, np.median(gaps)
     hist, edges = np.histogram(gaps, bins=np.arange(0, 41, 1.0))
