@@ -27,11 +27,12 @@ def keys_command(
     typer.echo(f"secret key: {secret_path}  (mode 0600, stays on this host)")
 
 
-# The main CLI mounts the command itself, `app.command("keys")(keys_command)`, giving
-# `cellab keys NAME [--dir DIR] [--force]` (add_typer would make it `cellab keys keys NAME`).
-# keys_app runs it standalone: `python -m cellab.bus.cli NAME`.
-keys_app = typer.Typer(help="CURVE key pairs for the lab bus", add_completion=False)
-keys_app.command("keys")(keys_command)
+# `app.add_typer(keys_app, name="keys")` gives `cellab keys NAME [--dir DIR] [--force]`: the command is
+# the group's own callback (interspersed args, so options may follow NAME). keys_command can also be
+# mounted directly with `app.command("keys")(keys_command)`.
+keys_app = typer.Typer(help="CURVE key pairs for the lab bus", add_completion=False,
+                       context_settings={"allow_interspersed_args": True})
+keys_app.callback(invoke_without_command=True)(keys_command)
 
 if __name__ == "__main__":
     keys_app()

@@ -129,7 +129,13 @@ def test_keys_command_mounted_as_cellab_keys(tmp_path: Path) -> None:
 
     app = typer.Typer()
     app.command("run")(lambda: None)
-    app.command("keys")(keys_command)  # how the main CLI mounts it
+    app.add_typer(keys_app, name="keys", help="Make CURVE key pairs.")  # how cellab/cli.py mounts it
     result = CliRunner().invoke(app, ["keys", "enb1", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "enb1.key").is_file() and (tmp_path / "enb1.key_secret").is_file()
+    direct = typer.Typer()
+    direct.command("run")(lambda: None)
+    direct.command("keys")(keys_command)
+    result = CliRunner().invoke(direct, ["keys", "--dir", str(tmp_path), "core1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "core1.key").is_file()
