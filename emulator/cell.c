@@ -217,7 +217,7 @@ static void usage(void)
           "  --cqi-delay-ms N   --rlc-queue-bytes N   --ul-buffer-bytes N   --ul-policy srsenb|sr-strict\n"
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
-          "  --fading-coherence-ms X   --trace FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
+          "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
           "  --tti-log FILE   --pid-file FILE   --duration-s X\n",
           stderr);
 }
@@ -236,7 +236,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         {"ul-buffer-bytes", 1, 0, 'B'}, {"ul-policy", 1, 0, 'P'}, {"ul-prb", 1, 0, 'u'}, {"ul-mcs", 1, 0, 'm'},
         {"bsr-timer-ms", 1, 0, 'T'}, {"harq-max-tx", 1, 0, 'h'}, {"core-delay-ms", 1, 0, 'c'},
         {"internet-delay-ms", 1, 0, 'i'}, {"core-jitter-ms", 1, 0, 'j'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
-        {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'},
+        {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
         {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
         {0, 0, 0, 0}};
@@ -308,6 +308,7 @@ static void parse_args(struct cell *c, int argc, char **argv)
         case 'f': p->fading_sigma_db = parse_double("fading-db", optarg, 0, 30); break;
         case 'F': p->fading_coherence_ms = parse_double("fading-coherence-ms", optarg, 1, 100000); break;
         case 't': p->trace_path = optarg; break;
+        case 'y': p->trace_up_path = optarg; break;
         case 'L': p->unlimited = 1; break;
         case 'R': p->realtime = 1; break;
         case 'X': p->plain_copy = 1; break;
@@ -355,6 +356,12 @@ static void parse_args(struct cell *c, int argc, char **argv)
         if (trace_load(&c->trace, p->trace_path, err, sizeof(err)) < 0)
             die("--trace: %s", err);
         c->have_trace = 1;
+    }
+    if (p->trace_up_path) {
+        char err[512] = "";
+        if (trace_load(&c->trace_up, p->trace_up_path, err, sizeof(err)) < 0)
+            die("--trace-up: %s", err);
+        c->have_trace_up = 1;
     }
 }
 
@@ -667,14 +674,9 @@ static void ul_add_grant(struct ue *u, uint64_t pusch_tti, uint32_t bytes)
     }
 }
 
-static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant_bytes)
+/* Packets whose last byte went out reach the eNB at the end of this subframe, then the core. */
+static void ul_complete(struct cell *c, struct ue *u, uint64_t t)
 {
-    uint64_t pending = u->ul_in_off - u->ul_sent_off;
-    uint64_t send = pending < grant_bytes ? pending : grant_bytes;
-    u->ul_sent_off += send;
-    u->r_ul_grant += grant_bytes;
-    u->r_flags |= TTILOG_PUSCH;
-    /* packets whose last byte went out reach the eNB at the end of this subframe, then the core */
     while (u->ulq.head && u->ulq.head->end_off <= u->ul_sent_off) {
         struct pkt *p = fifo_pop(&u->ulq);
         p->release_tti = delay_release(c, &c->ul_delay, t + 1);
@@ -689,6 +691,16 @@ static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant
             fifo_push(&c->ul_delay, p);
         }
     }
+}
+
+static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant_bytes)
+{
+    uint64_t pending = u->ul_in_off - u->ul_sent_off;
+    uint64_t send = pending < grant_bytes ? pending : grant_bytes;
+    u->ul_sent_off += send;
+    u->r_ul_grant += grant_bytes;
+    u->r_flags |= TTILOG_PUSCH;
+    ul_complete(c, u, t);
     /* the PUSCH carries a BSR of what is left; the eNB can use it a few TTIs later */
     u->bsr_pending_value = u->ul_in_off - u->ul_sent_off;
     u->bsr_usable_at = t + CELL_BSR_PROCESS_TTI;
@@ -748,6 +760,16 @@ static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
         /* the SR grant: the eNB does not know the size yet and grants the UE's full uplink allocation */
         ul_add_grant(u, t + CELL_SR_TO_GRANT_TTI + CELL_GRANT_TO_PUSCH_TTI, ul_full_grant_bytes(c));
     }
+}
+
+/* Uplink trace mode: the trace's 1500-byte opportunities of this ms, no SR or grants (Mahimahi's rule). */
+static void ul_trace(struct cell *c, struct ue *u, uint64_t t)
+{
+    uint64_t cap = (uint64_t)trace_opportunities(&c->trace_up, t) * TRACE_OPPORTUNITY_BYTES;
+    uint64_t pending = u->ul_in_off - u->ul_sent_off;
+    u->ul_sent_off += pending < cap ? pending : cap; /* an unused opportunity is wasted */
+    u->r_ul_grant = (uint32_t)cap;
+    ul_complete(c, u, t);
 }
 
 static void ul_unlimited(struct cell *c, struct ue *u, uint64_t t)
@@ -839,8 +861,12 @@ static void run_tti(struct cell *c, uint64_t t)
                     dl_outcomes(c, &c->ue[k], t);
                 dl_schedule(c, t);
             }
-            for (int k = 0; k < c->p.n_ues; k++)
-                ul_tti(c, &c->ue[k], t);
+            for (int k = 0; k < c->p.n_ues; k++) {
+                if (c->have_trace_up)
+                    ul_trace(c, &c->ue[k], t);
+                else
+                    ul_tti(c, &c->ue[k], t);
+            }
         }
         for (int k = 0; k < c->p.n_ues; k++) {
             struct ue *u = &c->ue[k];
@@ -1225,6 +1251,8 @@ int main(int argc, char **argv)
         zmq_ctx_term(c->zctx);
     if (c->have_trace)
         trace_free(&c->trace);
+    if (c->have_trace_up)
+        trace_free(&c->trace_up);
     if (c->p.pid_path)
         unlink(c->p.pid_path);
     close(c->srv_fd);

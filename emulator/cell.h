@@ -99,7 +99,7 @@ struct cell_params {
     uint64_t rlc_queue_bytes, ul_buffer_bytes;
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
     uint64_t seed;
-    const char *trace_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
+    const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
     char srv_netns[64], srv_tun[32];
 };
 
@@ -110,8 +110,8 @@ struct cell {
     void *zctx, *ctl, *pub;
     int ctl_fd;
     FILE *tti_log;
-    struct trace trace;
-    int have_trace;
+    struct trace trace, trace_up;
+    int have_trace, have_trace_up;
     uint64_t tti, delay_ticks, start_ns, rng;
     int paused, stop;
     struct fifo dl_delay, ul_delay;

@@ -33,6 +33,7 @@ def up(
     core_delay_ms: float = typer.Option(0.0, help="one-way core delay"),
     internet_delay_ms: float = typer.Option(0.0, help="one-way Internet delay"),
     trace: Annotated[Path | None, typer.Option(help="Mahimahi downlink trace instead of the radio model")] = None,
+    trace_up: Annotated[Path | None, typer.Option(help="Mahimahi uplink trace instead of SR and grants")] = None,
     seed: int = typer.Option(1, help="random seed"),
 ) -> None:
     """Build the namespaces and start the cell."""
@@ -40,7 +41,7 @@ def up(
         lab = VirtualLab(prefix, {
             "n_prb": n_prb, "sr_period_ms": sr_period_ms, "ul_policy": ul_policy, "cqi_period_ms": cqi_period_ms,
             "n_ues": ues, "attenuation_db": attenuation_db, "rlc_queue_bytes": rlc_queue_bytes,
-            "core_delay_ms": core_delay_ms, "internet_delay_ms": internet_delay_ms, "trace": trace, "seed": seed,
+            "core_delay_ms": core_delay_ms, "internet_delay_ms": internet_delay_ms, "trace": trace, "trace_up": trace_up, "seed": seed,
         })
         topo = lab.up()
     except CellabError as exc:

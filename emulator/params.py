@@ -37,6 +37,7 @@ class CellParams(BaseModel):
     fading_db: float = Field(0.0, ge=0, le=30)
     fading_coherence_ms: float = Field(100.0, ge=1, le=100000)
     trace: Path | None = None
+    trace_up: Path | None = None
     unlimited: bool = False
     realtime: bool = False
 
@@ -48,7 +49,7 @@ class CellParams(BaseModel):
                 raise ValueError("attenuation must be within 0..200 dB")
         return v
 
-    @field_validator("trace")
+    @field_validator("trace", "trace_up")
     @classmethod
     def _trace_exists(cls, v: Path | None) -> Path | None:
         if v is not None and not Path(v).is_file():
@@ -81,6 +82,8 @@ class CellParams(BaseModel):
             args += ["--ul-prb", str(self.ul_prb)]
         if self.trace is not None:
             args += ["--trace", str(Path(self.trace).resolve())]
+        if self.trace_up is not None:
+            args += ["--trace-up", str(Path(self.trace_up).resolve())]
         if self.unlimited:
             args.append("--unlimited")
         if self.realtime:

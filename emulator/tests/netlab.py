@@ -36,11 +36,12 @@ def iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port
 
 
 def start_iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port: int = 5302,
-                          udp_bps: int | None = None, length: int = 1400) -> tuple[subprocess.Popen, subprocess.Popen]:
+                          udp_bps: int | None = None, length: int = 1400,
+                          upload: bool = False) -> tuple[subprocess.Popen, subprocess.Popen]:
     server = subprocess.Popen(in_ns(srv_ns, "iperf3", "-s", "-1", "-B", srv_addr, "-p", str(port)),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
-    argv = ["iperf3", "-c", srv_addr, "-p", str(port), "-R", "-t", str(seconds), "-J"]
+    argv = ["iperf3", "-c", srv_addr, "-p", str(port), "-t", str(seconds), "-J"] + ([] if upload else ["-R"])
     if udp_bps:
         argv += ["-u", "-b", str(udp_bps), "-l", str(length)]
     client = subprocess.Popen(in_ns(ue_ns, *argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -54,6 +54,30 @@ def test_trace_mode_delivers_the_trace_opportunities(vlab, tmp_path):
     assert checked >= 15
 
 
+def test_uplink_trace_mode_replaces_sr_and_grants(vlab, tmp_path):
+    trace_up = SHARED / "traces" / "TMobile-LTE-short.up"
+    lab = vlab(trace_up=trace_up, ul_buffer_bytes=2_000_000, sr_period_ms=80)
+    topo = lab.topology()
+    server, client = start_iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, 3,
+                                           udp_bps=50_000_000, length=1400, upload=True)
+    finish(client, server)
+    rec = read_ttilog(lab.collect(tmp_path)["cell_tti_log"]).ue(0)
+    opp = trace_opportunities_per_ms(trace_up)
+    expected = opp[rec["tti"].astype(np.int64) % len(opp)] * 1500
+    assert np.array_equal(rec["ul_grant_bytes"].astype(np.int64), expected)
+    assert not (rec["flags"] & 0b110).any()  # no SR, no grants: the trace alone paces the uplink
+    saturated = rec["ul_buffer_bytes"] > 100_000
+    checked = 0
+    for start in range(0, len(rec) - 100, 100):
+        window = slice(start, start + 100)
+        if not saturated[window].all() or expected[window].sum() < 30_000:
+            continue
+        delivered = rec["ul_delivered_bytes"][window].astype(np.int64).sum()
+        assert abs(delivered - expected[window].sum()) <= 0.01 * expected[window].sum() + 1500
+        checked += 1
+    assert checked >= 10
+
+
 def test_overload_drops_at_queue_limit_with_bounded_memory(vlab, tmp_path):
     queue_bytes = 300_000
     lab = vlab(n_prb=6, rlc_queue_bytes=queue_bytes)  # ~4 Mbit/s cell
