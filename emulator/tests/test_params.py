@@ -94,3 +94,32 @@ def test_lab_contract_for_the_runner():
     assert run.n_prb == 50 and run.sr_period_ms == 10
     lab = VirtualLab(prefix="clx", n_prb=6)  # the session builds labs with keyword arguments
     assert lab.params.n_prb == 6
+
+
+def test_cli_refuses_bad_input_with_field_and_allowed_values(netns_prefix):
+    from cellab.emulator.cli import vlab_app
+    from typer.testing import CliRunner
+
+    out = CliRunner().invoke(vlab_app, ["up", "--prefix", netns_prefix, "--sr-period-ms", "7"])
+    assert out.exit_code == 2
+    assert "sr_period_ms" in out.output and "5, 10, 20, 40, 80" in out.output
+    assert not [n for n in netns.listnetns() if n.startswith(netns_prefix)]
+
+
+def test_cli_up_status_down(require_root, netns_prefix):
+    from cellab.emulator.cli import vlab_app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    try:
+        up = runner.invoke(vlab_app, ["up", "--prefix", netns_prefix, "--ues", "2", "--n-prb", "6"])
+        assert up.exit_code == 0, up.output
+        assert f"{netns_prefix}-ue1 10.200.1.2" in up.output
+        status = runner.invoke(vlab_app, ["status", "--prefix", netns_prefix])
+        assert "cell: pid" in status.output and "ue1:" in status.output
+    finally:
+        down = runner.invoke(vlab_app, ["down", "--prefix", netns_prefix])
+    assert down.exit_code == 0
+    assert runner.invoke(vlab_app, ["down", "--prefix", netns_prefix]).exit_code == 0
+    assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
+    assert "not running" in runner.invoke(vlab_app, ["status", "--prefix", netns_prefix]).output
