@@ -7,13 +7,14 @@ import shutil
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.proc import ManagedProcess
 
 
 class Iperf3ClientParams(BaseModel):
+    model_config = ConfigDict(extra=\"forbid\")
     server: str = Field(description="server IPv4 address")
     port: int = Field(5201, ge=1024, le=65535)
     direction: Literal["download", "upload"] = "download"
