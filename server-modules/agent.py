@@ -20,13 +20,13 @@ LISTEN_TIMEOUT_S = 5.0
 
 
 class Iperf3ServerParams(BaseModel):
-    model_config = ConfigDict(extra=\"forbid\")
+    model_config = ConfigDict(extra="forbid")
     port: int = Field(5201, ge=1024, le=65535)
     tag: str = Field("iperf3-server", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
 
 
 class NoParams(BaseModel):
-    model_config = ConfigDict(extra=\"forbid\")
+    model_config = ConfigDict(extra="forbid")
     pass
 
 

@@ -14,7 +14,7 @@ from cellab.proc import ManagedProcess
 
 
 class Iperf3ClientParams(BaseModel):
-    model_config = ConfigDict(extra=\"forbid\")
+    model_config = ConfigDict(extra="forbid")
     server: str = Field(description="server IPv4 address")
     port: int = Field(5201, ge=1024, le=65535)
     direction: Literal["download", "upload"] = "download"
