@@ -87,8 +87,13 @@ def bench_sr(work: Path, reps: int) -> None:
                     lab.lab.configure({"sr_period_ms": period, "attenuation_db": atten})
                     for rep in range(reps):
                         s = lab.fetch(f"sr-{policy}-{period}-{int(atten)}-{rep}",
-                                      [ProbeFlow(duration_s=2.0, cc="cubic")], sr_probes=20)
+                                      [ProbeFlow(duration_s=2.0, cc="cubic")], sr_probes=30)
                         sr = s["sr_estimate"]
+                        if os.environ.get("CELLAB_BENCH_VERBOSE"):
+                            print(f"  run {policy} P={period} att={atten:g} rep={rep}: ours {sr['period_ms']} "
+                                  f"({sr['source']}, {sr['confidence']}, probes T={sr['uplink_probes']['tsr_ms']:.1f}) "
+                                  f"thesis T={sr['tsr_ms']} -> {sr['d_log_ms']} regime {sr['regime']} "
+                                  f"thr {s['throughput_bps'] / 1e6:.1f}", flush=True)
                         total += 1
                         got = sr["period_ms"]
                         ours["none" if got is None else ("correct" if got == period else "wrong")] += 1
@@ -123,7 +128,7 @@ def bench_cc(work: Path, seconds: float = 8.0) -> None:
         results["cubic"] = lab.fetch("cc-cubic", [ProbeFlow(duration_s=seconds, cc="cubic")])
         results["bbr"] = lab.fetch("cc-bbr", [ProbeFlow(duration_s=seconds, cc="bbr")])
         results["exll"] = lab.fetch("cc-exll", [ProbeFlow(duration_s=seconds, cc="cubic")], control="exll",
-                                    sr_probes=20)
+                                    sr_probes=30)
     base = results["cubic"]
     for name, s in results.items():
         mean, mn, thr = s["rtt"]["mean_ms"], s["rtt"]["min_ms"], s["throughput_bps"] / 1e6

@@ -29,6 +29,11 @@ struct analyze_ctx {
     char missing[MAX_MSGS][300];
     int n_missing;
     int fatal;
+    /* ICMP echoes in the capture (the probe's idle-uplink SR probes): request times and RTTs */
+    struct { uint16_t id, seq; uint64_t t_ns; } echo_req[256];
+    int n_echo_req;
+    double ping_rtt_us[256];
+    int n_ping;
 };
 
 static void add_msg(char list[][300], int *n, const char *text)
@@ -114,9 +119,45 @@ static pcap_t *open_pcap(struct analyze_ctx *c, int *nano)
     return p;
 }
 
+/* ICMP / ICMPv6 echo between the flows' receiver and sender: the probe's SR probes, if any. */
+static void feed_icmp(struct analyze_ctx *c, const uint8_t *ip, size_t caplen, uint64_t t_ns)
+{
+    if (c->pl.n_flows == 0 || caplen < 1)
+        return;
+    const struct tcp_endpoint *srv = &c->pl.flows[0]->remote;
+    unsigned version = ip[0] >> 4;
+    const uint8_t *icmp, *src, *dst;
+    size_t alen;
+    if (version == 4 && caplen >= 28 && ip[9] == 1) {
+        size_t ihl = (size_t)(ip[0] & 0x0f) * 4;
+        if (caplen < ihl + 8)
+            return;
+        icmp = ip + ihl, src = ip + 12, dst = ip + 16, alen = 4;
+    } else if (version == 6 && caplen >= 48 && ip[6] == 58) {
+        icmp = ip + 40, src = ip + 8, dst = ip + 24, alen = 16;
+    } else {
+        return;
+    }
+    int request = icmp[0] == (version == 4 ? 8 : 128), reply = icmp[0] == (version == 4 ? 0 : 129);
+    uint16_t id = (uint16_t)(icmp[4] << 8 | icmp[5]), seq = (uint16_t)(icmp[6] << 8 | icmp[7]);
+    if (request && memcmp(dst, srv->addr, alen) == 0 && c->n_echo_req < 256) {
+        c->echo_req[c->n_echo_req].id = id;
+        c->echo_req[c->n_echo_req].seq = seq;
+        c->echo_req[c->n_echo_req++].t_ns = t_ns;
+    } else if (reply && memcmp(src, srv->addr, alen) == 0 && c->n_ping < 256) {
+        for (int i = c->n_echo_req - 1; i >= 0; i--) {
+            if (c->echo_req[i].id == id && c->echo_req[i].seq == seq && c->echo_req[i].t_ns) {
+                c->ping_rtt_us[c->n_ping++] = (double)(t_ns - c->echo_req[i].t_ns) / 1e3;
+                c->echo_req[i].t_ns = 0;
+                break;
+            }
+        }
+    }
+}
+
 /* Returns 1 for a packet, 0 at the end, -1 on a read error (message added once). */
 static int next_packet(struct analyze_ctx *c, pcap_t *p, int nano, struct tcp_segment *seg, uint64_t *t_ns,
-                       int *is_tcp, int report)
+                       int *is_tcp, int report, int icmp)
 {
     struct pcap_pkthdr *h;
     const u_char *data;
@@ -138,6 +179,8 @@ static int next_packet(struct analyze_ctx *c, pcap_t *p, int nano, struct tcp_se
     *t_ns = (uint64_t)h->ts.tv_sec * 1000000000ULL + (uint64_t)h->ts.tv_usec * (nano ? 1ULL : 1000ULL);
     long off = l3_offset(pcap_datalink(p), data, h->caplen);
     *is_tcp = off >= 0 && parse_ip_tcp(data + off, h->caplen - (size_t)off, seg) == 0;
+    if (!*is_tcp && off >= 0 && icmp)
+        feed_icmp(c, data + off, h->caplen - (size_t)off, *t_ns);
     return 1;
 }
 
@@ -164,7 +207,7 @@ static int run_pcap(struct analyze_ctx *c)
     struct tcp_segment seg;
     uint64_t t;
     int is_tcp;
-    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 1) == 1) {
+    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 1, 0) == 1) {
         if (!is_tcp || !conns)
             continue;
         int found = -1;
@@ -224,7 +267,7 @@ static int run_pcap(struct analyze_ctx *c)
     if (!p)
         return -1;
     uint64_t last_t = 0;
-    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 0) == 1) {
+    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 0, 1) == 1) {
         if (is_tcp)
             feed_segment(c, &seg, t);
         last_t = t;
@@ -232,6 +275,8 @@ static int run_pcap(struct analyze_ctx *c)
     pcap_close(p);
     for (int i = 0; i < c->pl.n_flows; i++)
         pipe_flow_done(&c->pl, i, last_t);
+    c->pl.ping_rtt_us = c->ping_rtt_us;
+    c->pl.n_ping = (size_t)c->n_ping;
     return 0;
 }
 #endif

@@ -430,6 +430,10 @@ static void write_summary(struct fetch_ctx *c, FILE *out)
     jw_int(&w, "received", c->probes.received);
     jw_str(&w, "socket", c->probes.socket_kind);
     jw_num(&w, "elapsed_ms", c->probes_elapsed_ms);
+    jw_arr_open(&w, "rtt_ms");
+    for (int i = 0; i < c->probes.received; i++)
+        jw_num(&w, NULL, c->probes.rtt_us[i] / 1e3);
+    jw_arr_close(&w);
     jw_str(&w, "error", c->probe_error[0] ? c->probe_error : NULL);
     jw_obj_close(&w);
     jw_arr_open(&w, "errors");

@@ -40,7 +40,7 @@ struct sr_verdict {
     int period_ms;          /* the SR period estimate, 0 when none */
     int flow_cadence_ms;    /* the flow's uplink-burst period (phase view), 0 if no lock */
     uint64_t n_ping;
-    double ping_min_ms, ping_avg_ms, ping_tsr_ms;
+    double ping_min_ms, ping_avg_ms, ping_tsr_ms, ping_quantile_tsr_ms, ping_iqr_tsr_ms;
     int ping_period_ms;
     double mp_us, ap_us, tsr_ms;
     int d_log_ms, d_lin_ms;

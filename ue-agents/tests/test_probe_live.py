@@ -99,7 +99,7 @@ def test_sr_strict_estimate_maps_to_every_period(cell_factory):
     with cell_factory(sr_period_ms=5) as cell:
         for period in PERIODS_MS:
             cell.configure(sr_period_ms=period)
-            sr = cell.fetch(f"sr{period}", cubic(2.0), sr_probes=20).sr_estimate
+            sr = cell.fetch(f"sr{period}", cubic(2.0), sr_probes=30).sr_estimate
             got[period] = (sr["period_ms"], sr["regime"], sr["confidence"], sr["flow_burst_period_ms"])
     assert all(v[0] == p and v[1] == "sr-limited" for p, v in got.items()), got
     # the flow's own ACK bursts follow SR occasions too: every burst period is a multiple of P
@@ -109,7 +109,7 @@ def test_sr_strict_estimate_maps_to_every_period(cell_factory):
 @pytest.mark.parametrize("period", [10, 40])
 def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, period):
     with cell_factory(sr_period_ms=period, ul_policy="srsenb") as cell:
-        with_probes = cell.fetch("probes", cubic(2.5), sr_probes=20).sr_estimate
+        with_probes = cell.fetch("probes", cubic(2.5), sr_probes=30).sr_estimate
         flow_only = cell.fetch("flow", cubic(2.5)).sr_estimate
     # the download's ACKs ride BSR grants: the summary says so, and never names a wrong period
     for sr in (with_probes, flow_only):
@@ -122,7 +122,7 @@ def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, period):
 def test_exll_cuts_rtt_at_full_throughput(cell_factory):
     with cell_factory(sr_period_ms=20) as cell:
         plain = cell.fetch("none", cubic(5.0), control="none").summary
-        exll = cell.fetch("exll", cubic(5.0), control="exll", sr_probes=20).summary
+        exll = cell.fetch("exll", cubic(5.0), control="exll", sr_probes=30).summary
     assert exll["flows"][0]["exll"]["left_observation"] and exll["flows"][0]["rwnd_applied_bytes"] > 0
     rtt_none, rtt_exll = plain["rtt"]["mean_ms"], exll["rtt"]["mean_ms"]
     assert rtt_none >= 3 * rtt_exll, (rtt_none, rtt_exll)
