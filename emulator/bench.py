@@ -52,6 +52,9 @@ def _line(name: str, value: float, baseline: float, target: str, unit: str) -> N
 
 
 def main() -> None:
+    if os.geteuid() != 0:
+        print("cell: needs root (network namespaces, TUN devices); not measured")
+        return
     lab = VirtualLab("cb" + secrets.token_hex(2), {"n_prb": 100, "unlimited": True, "rlc_queue_bytes": 8 << 20})
     lab.up()
     try:
