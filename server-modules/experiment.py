@@ -22,6 +22,7 @@ MTU_BYTES = 1500
 # The cell adds its own uplink wait (SR period, grant) and TTI rounding to the configured core and
 # internet delays; measured on this emulator with a 5 ms SR period.
 CELL_OVERHEAD_RTT_MS = 8.0
+TRACE_UP_OVERHEAD_RTT_MS = 2.0  # with an uplink trace: TTI rounding both ways
 
 
 def constant_trace(path: Path, rate_mbit: float, duration_ms: int = 1000) -> Path:
@@ -34,6 +35,19 @@ def constant_trace(path: Path, rate_mbit: float, duration_ms: int = 1000) -> Pat
         raise ValueError(f"rate {rate_mbit} Mbit/s gives no delivery opportunity in {duration_ms} ms")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def rotated_trace(src: Path, offset_ms: int, dst: Path) -> Path:
+    """The same (looping) trace started offset_ms later: a run-time copy, so schemes can be compared on
+    several slices of one trace."""
+    stamps = [int(x) for x in src.read_text().split()]
+    if not stamps or stamps[-1] <= 0:
+        raise ValueError(f"{src}: trace must last for a nonzero amount of time")
+    period = stamps[-1]
+    offset_ms %= period
+    shifted = [t - offset_ms for t in stamps if t >= offset_ms] + [t + period - offset_ms for t in stamps if t < offset_ms]
+    dst.write_text("\n".join(map(str, shifted)) + "\n")
+    return dst
 
 
 def _route_initrwnd(netns: str, packets: int) -> None:
@@ -53,18 +67,25 @@ def _sysctl(netns: str, key: str, value: str) -> None:
 
 @contextmanager
 def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int, n_ues: int = 1,
-                 trace: Path | None = None, sr_period_ms: int = 5, initrwnd_pkts: int | None = None
-                 ) -> Iterator[Topology]:
-    """The virtual cell in trace mode: a constant-rate (or given) trace, a base RTT of about rtt_ms."""
+                 trace: Path | None = None, sr_period_ms: int = 5, initrwnd_pkts: int | None = None,
+                 uplink_mbit: float | None = None) -> Iterator[Topology]:
+    """The virtual cell in trace mode: a constant-rate (or given) trace, a base RTT of about rtt_ms.
+    uplink_mbit: a constant-rate uplink trace too (no SR wait, like Mahimahi's wired48 ACK path);
+    otherwise the uplink keeps the cell's SR/grant model."""
     from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
 
     with tempfile.TemporaryDirectory(prefix="cellab-sm-") as tmp:
         if trace is None:
             trace = constant_trace(Path(tmp) / "constant.trace", rate_mbit)
-        one_way_ms = max(0.0, (rtt_ms - CELL_OVERHEAD_RTT_MS) / 4)
-        lab = VirtualLab(prefix, params={"trace": str(trace), "core_delay_ms": one_way_ms,
-                                         "internet_delay_ms": one_way_ms, "sr_period_ms": sr_period_ms,
-                                         "rlc_queue_bytes": queue_bytes, "n_ues": n_ues})
+        params: dict[str, Any] = {"trace": str(trace), "sr_period_ms": sr_period_ms,
+                                  "rlc_queue_bytes": queue_bytes, "n_ues": n_ues}
+        overhead_ms = CELL_OVERHEAD_RTT_MS
+        if uplink_mbit is not None:
+            params["trace_up"] = str(constant_trace(Path(tmp) / "uplink.trace", uplink_mbit))
+            overhead_ms = TRACE_UP_OVERHEAD_RTT_MS
+        one_way_ms = max(0.0, (rtt_ms - overhead_ms) / 4)
+        params |= {"core_delay_ms": one_way_ms, "internet_delay_ms": one_way_ms}
+        lab = VirtualLab(prefix, params=params)
         try:
             topo = lab.up()
             # no per-destination metrics carried between flows: each arm starts from the same state
