@@ -61,6 +61,10 @@ class ModuleOps:
 
     artifact_dir: Path
 
+    def _agent_netns(self) -> str | None:
+        """The namespace the agent serves (ServerAgent's `netns`), the default for the sender and tc."""
+        return getattr(self, "netns", None)
+
     def _sm_state(self) -> dict[str, Any]:
         state = getattr(self, "_server_modules_state", None)
         if state is None:
@@ -72,7 +76,8 @@ class ModuleOps:
     def load_modules(self, params: LoadModulesParams) -> dict:
         state = self._sm_state()
         try:
-            modules.load(params.names, netns=params.netns, dev=params.dev, source="load_modules")
+            modules.load(params.names, netns=params.netns or self._agent_netns(), dev=params.dev,
+                         source="load_modules")
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
         for name in params.names:
@@ -118,7 +123,10 @@ class ModuleOps:
         log_dir = Path(self.artifact_dir) / params.run_id
         if log_dir.exists():
             raise OperationFailed(f"run_id {params.run_id!r} already has logs in the artifact dir; pick a new one")
-        sender = Sender(SenderConfig(**params.model_dump(exclude={"run_id"})), log_dir)
+        config = SenderConfig(**params.model_dump(exclude={"run_id"}))
+        if config.netns is None and self._agent_netns():
+            config = config.model_copy(update={"netns": self._agent_netns()})
+        sender = Sender(config, log_dir)
         try:
             port = sender.start()
         except CellabError as exc:
