@@ -6,8 +6,8 @@
 
 /* RS EPRE (dBm per 15 kHz resource element) at the UE's antenna port with 0 dB on the attenuator.
  * A conducted shield-box setup: a USRP at about 0 dBm total output over 1200 subcarriers (-31 dBm per RE)
- * minus about 29 dB of fixed cabling, splitter and coupler loss. Chosen so that 0-30 dB attenuation keeps
- * CQI 15 and 60-70 dB reaches the lowest CQIs, like the lab's 0-95 dB attenuators. */
+ * minus about 29 dB of fixed cabling, splitter and coupler loss. With it 0-34 dB attenuation keeps CQI 15 and
+ * the link ends near 61 dB (RSRP -121 dBm, where phones lose a real cell), inside the lab attenuators' range. */
 #define RADIO_RS_EPRE_AT_0DB_DBM (-60.0)
 /* Thermal noise per RE: -174 dBm/Hz + 10*log10(15 kHz) = -132.2 dBm, plus a UE noise figure of 9 dB
  * (the value TS 36.101 uses for reference sensitivity). */

@@ -48,7 +48,7 @@ def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_
     def drive() -> None:
         with lab.control() as ctl:
             time.sleep(1.5)
-            steps["down"] = ctl.set_attenuation(0, 62.0)["tti"]
+            steps["down"] = ctl.set_attenuation(0, 50.0)["tti"]
             time.sleep(1.0)
             steps["up"] = ctl.set_attenuation(0, 0.0)["tti"]
 
@@ -67,7 +67,7 @@ def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_
     before = mean_tbs(steps["down"] - 500, steps["down"])
     low = mean_tbs(steps["down"] + limit, steps["up"])
     after = mean_tbs(steps["up"] + limit, steps["up"] + 500)
-    assert low < 0.5 * before  # 62 dB: CQI falls to the QPSK range
+    assert 0 < low < 0.5 * before  # 50 dB: SINR ~13 dB, CQI ~6 (QPSK), the link lives on
     assert after > 0.9 * before
     # the CQI the scheduler uses changed within two CQI periods of each step
     cqi = rec["cqi"]
