@@ -1015,7 +1015,12 @@ static json_t *handle_request(struct cell *c, const char *text, size_t len)
             if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 200)
                 rep = err_reply("attenuation_db: must be a number in [0, 200]");
             else {
-                c->ue[k].attenuation_db = json_number_value(v);
+                struct ue *u = &c->ue[k];
+                u->attenuation_db = json_number_value(v);
+                /* the UE's RSRP follows at once (a calibration reads it right after setting) */
+                u->rsrp_dbm = radio_rsrp_dbm(u->attenuation_db, u->fading_db);
+                u->sinr_db = radio_sinr_db(u->rsrp_dbm);
+                u->cqi_true = radio_cqi(u->sinr_db);
                 rep = json_pack("{s:b,s:i,s:f,s:I}", "ok", 1, "ue", k, "attenuation_db", c->ue[k].attenuation_db,
                                 "tti", (json_int_t)c->tti);
             }
