@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cellab.paths import find_program
 from cellab.proc import ManagedProcess
@@ -42,7 +42,7 @@ class _Lab:
         self.lab = VirtualLab(prefix="pb" + secrets.token_hex(2), params=params)
         self.work = work
 
-    def __enter__(self) -> "_Lab":
+    def __enter__(self) -> Self:
         self.topo = self.lab.up()
         self.sender = ManagedProcess([str(find_program("cellab-send")), "serve", "--bind", self.topo.server.address,
                                       "--port", str(PORT), "--sample-ms", "0"], self.work / "send.log",
@@ -50,7 +50,7 @@ class _Lab:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             out = subprocess.run(["ip", "netns", "exec", self.topo.server.netns, "ss", "-ltn"],
-                                 capture_output=True, text=True).stdout
+                                 capture_output=True, text=True, check=False).stdout
             if f":{PORT}" in out:
                 break
             time.sleep(0.05)

@@ -120,11 +120,11 @@ static pcap_t *open_pcap(struct analyze_ctx *c, int *nano)
 }
 
 /* ICMP / ICMPv6 echo between the flows' receiver and sender: the probe's SR probes, if any. */
-static void feed_icmp(struct analyze_ctx *c, const uint8_t *ip, size_t caplen, uint64_t t_ns)
+static void feed_icmp(struct analyze_ctx *c, const struct tcp_endpoint *srv, const uint8_t *ip, size_t caplen,
+                      uint64_t t_ns)
 {
-    if (c->pl.n_flows == 0 || caplen < 1)
+    if (caplen < 1)
         return;
-    const struct tcp_endpoint *srv = &c->pl.flows[0]->remote;
     unsigned version = ip[0] >> 4;
     const uint8_t *icmp, *src, *dst;
     size_t alen;
@@ -157,7 +157,7 @@ static void feed_icmp(struct analyze_ctx *c, const uint8_t *ip, size_t caplen, u
 
 /* Returns 1 for a packet, 0 at the end, -1 on a read error (message added once). */
 static int next_packet(struct analyze_ctx *c, pcap_t *p, int nano, struct tcp_segment *seg, uint64_t *t_ns,
-                       int *is_tcp, int report, int icmp)
+                       int *is_tcp, int report, const struct tcp_endpoint *icmp_server)
 {
     struct pcap_pkthdr *h;
     const u_char *data;
@@ -179,8 +179,8 @@ static int next_packet(struct analyze_ctx *c, pcap_t *p, int nano, struct tcp_se
     *t_ns = (uint64_t)h->ts.tv_sec * 1000000000ULL + (uint64_t)h->ts.tv_usec * (nano ? 1ULL : 1000ULL);
     long off = l3_offset(pcap_datalink(p), data, h->caplen);
     *is_tcp = off >= 0 && parse_ip_tcp(data + off, h->caplen - (size_t)off, seg) == 0;
-    if (!*is_tcp && off >= 0 && icmp)
-        feed_icmp(c, data + off, h->caplen - (size_t)off, *t_ns);
+    if (!*is_tcp && off >= 0 && icmp_server)
+        feed_icmp(c, icmp_server, data + off, h->caplen - (size_t)off, *t_ns);
     return 1;
 }
 
@@ -207,7 +207,7 @@ static int run_pcap(struct analyze_ctx *c)
     struct tcp_segment seg;
     uint64_t t;
     int is_tcp;
-    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 1, 0) == 1) {
+    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 1, NULL) == 1) {
         if (!is_tcp || !conns)
             continue;
         int found = -1;
@@ -232,6 +232,8 @@ static int run_pcap(struct analyze_ctx *c)
     }
     pcap_close(p);
     /* the connections that carried data, largest first */
+    struct tcp_endpoint rx_ep[PIPE_MAX_FLOWS], tx_ep[PIPE_MAX_FLOWS];
+    int n_chosen = 0;
     for (int k = 0; k < PIPE_MAX_FLOWS; k++) {
         int best = -1;
         uint64_t best_bytes = 0;
@@ -245,14 +247,29 @@ static int run_pcap(struct analyze_ctx *c)
         if (best < 0)
             break;
         struct conn *cn = &conns[best];
-        const struct tcp_endpoint *rx = cn->bytes_ab >= cn->bytes_ba ? &cn->b : &cn->a;
-        const struct tcp_endpoint *tx = cn->bytes_ab >= cn->bytes_ba ? &cn->a : &cn->b;
-        char a[80], b[80], label[64];
-        endpoint_format(tx, a, sizeof(a));
-        endpoint_format(rx, b, sizeof(b));
-        snprintf(label, sizeof(label), "%.30s>%.30s", a, b);
-        pipe_add_flow(&c->pl, label, rx, tx, 0);
+        rx_ep[n_chosen] = cn->bytes_ab >= cn->bytes_ba ? cn->b : cn->a;
+        tx_ep[n_chosen] = cn->bytes_ab >= cn->bytes_ba ? cn->a : cn->b;
+        n_chosen++;
         cn->bytes_ab = cn->bytes_ba = 0;
+    }
+    if (n_chosen > 0) {
+        /* the probe's ICMP SR probes to the first flow's sender, before the flows are set up: as live,
+         * their period feeds ExLL's mRE, so observation ends where it ended live */
+        p = open_pcap(c, &nano);
+        if (p) {
+            while (next_packet(c, p, nano, &seg, &t, &is_tcp, 0, &tx_ep[0]) == 1)
+                ;
+            pcap_close(p);
+        }
+        c->pl.ping_rtt_us = c->ping_rtt_us;
+        c->pl.n_ping = (size_t)c->n_ping;
+    }
+    for (int k = 0; k < n_chosen; k++) {
+        char a[80], b[80], label[64];
+        endpoint_format(&tx_ep[k], a, sizeof(a));
+        endpoint_format(&rx_ep[k], b, sizeof(b));
+        snprintf(label, sizeof(label), "%.30s>%.30s", a, b);
+        pipe_add_flow(&c->pl, label, &rx_ep[k], &tx_ep[k], 0);
     }
     free(conns);
     if (c->pl.n_flows == 0) {
@@ -267,7 +284,7 @@ static int run_pcap(struct analyze_ctx *c)
     if (!p)
         return -1;
     uint64_t last_t = 0;
-    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 0, 1) == 1) {
+    while (next_packet(c, p, nano, &seg, &t, &is_tcp, 0, NULL) == 1) {
         if (is_tcp)
             feed_segment(c, &seg, t);
         last_t = t;
@@ -275,8 +292,6 @@ static int run_pcap(struct analyze_ctx *c)
     pcap_close(p);
     for (int i = 0; i < c->pl.n_flows; i++)
         pipe_flow_done(&c->pl, i, last_t);
-    c->pl.ping_rtt_us = c->ping_rtt_us;
-    c->pl.n_ping = (size_t)c->n_ping;
     return 0;
 }
 #endif

@@ -171,11 +171,26 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
             if (f->t_first_ns == 0)
                 f->t_first_ns = ev->t_ns;
             f->t_last_ns = ev->t_ns;
-            if (f->rtt.have_data && !seq_after(ev->seq + ev->payload_bytes, f->rtt.high_seq_end)) {
-                f->retrans_pkts++;
-                exll_on_retransmission(&f->exll);
-            } else
-                f->bytes += ev->payload_bytes;
+            uint32_t seq_end = ev->seq + ev->payload_bytes;
+            if (!f->rtt.have_data) {
+                f->first_seq = ev->seq;
+                f->max_tsval = ev->tsval;
+            }
+            if (f->rtt.have_data && !seq_after(seq_end, f->rtt.high_seq_end)) {
+                /* behind the highest byte: a retransmission if sent after everything seen so far
+                 * (newer TSval), else an original that arrived out of order (e.g. after a HARQ retx) */
+                if (!ev->has_ts || seq_after(ev->tsval, f->max_tsval)) {
+                    f->retrans_pkts++;
+                    exll_on_retransmission(&f->exll);
+                } else {
+                    f->reordered_pkts++;
+                }
+            } else {
+                /* bytes = the sequence span received: duplicates and reordering do not change it */
+                f->bytes = (uint64_t)(uint32_t)(seq_end - f->first_seq);
+            }
+            if (ev->has_ts && seq_after(ev->tsval, f->max_tsval))
+                f->max_tsval = ev->tsval;
             f->pkts_in++;
             f->ms_bytes += ev->payload_bytes;
             f->ms_pkts++;
@@ -406,6 +421,7 @@ void pipe_write_summary(const struct pipeline *pl, struct jsonw *w)
         jw_int(w, "packets", (long long)f->pkts_in);
         jw_int(w, "acks_sent", (long long)f->acks_out);
         jw_int(w, "retransmitted_packets", (long long)f->retrans_pkts);
+        jw_int(w, "reordered_packets", (long long)f->reordered_pkts);
         double dur_s = f->t_last_ns > f->t_first_ns ? (double)(f->t_last_ns - f->t_first_ns) / 1e9 : 0;
         jw_num(w, "first_ns", (double)f->t_first_ns);
         jw_num(w, "duration_s", dur_s);

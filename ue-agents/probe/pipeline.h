@@ -26,7 +26,8 @@ struct pipe_flow {
     struct tcp_endpoint local, remote; /* local = the receiver */
     struct rttm rtt;
     struct exll exll;
-    uint64_t bytes, pkts_in, acks_out, retrans_pkts;
+    uint64_t bytes, pkts_in, acks_out, retrans_pkts, reordered_pkts;
+    uint32_t first_seq, max_tsval;
     uint64_t t_first_ns, t_last_ns, t_done_ns;
     uint32_t mss_bytes;
     int done;

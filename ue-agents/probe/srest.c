@@ -168,11 +168,13 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
         free(sorted);
     }
     v->ping_quantile_tsr_ms = t_q;
-    if (!(t_q >= 5.0 / M_SQRT2)) {
+    /* below the shortest candidate's bin the probes saw no SR wait, unless the flow's own bursts are
+     * SR-locked: then it is the shortest period, blurred by 1 ms TTIs (waits of 0..4 ms at P = 5) */
+    if (!(t_q >= 5.0 / M_SQRT2) && v->flow_cadence_ms == 0) {
         v->period_ms = 0;
         v->source = "uplink-probes";
-        v->confidence = "high";
-        v->reason = "idle-uplink probes show no SR wait: the uplink is not SR-limited";
+        v->confidence = "low"; /* a 5 ms period seen through 1 ms TTIs can look like this too */
+        v->reason = "idle-uplink probes show (almost) no SR wait: no period named";
         if (!strcmp(v->regime, "undetermined") || v->flow_cadence_ms == 0)
             v->regime = "not-sr-limited";
         return;
@@ -198,7 +200,7 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
         return;
     }
     v->period_ms = v->ping_period_ms;
-    double ratio = t_q / v->ping_period_ms; /* 0.71..1.41 is the candidate's log-domain bin */
+    double ratio = t_q > 0 ? t_q / v->ping_period_ms : 0; /* 0.71..1.41 is the candidate's log-domain bin */
     v->confidence = consistent && ratio > 0.8 && ratio < 1.25 ? "high" : "medium";
     v->reason = consistent ? "idle-uplink probe RTT spread; the flow's uplink bursts are consistent with it"
                            : "idle-uplink probe RTT spread; the flow's uplink bursts follow another period";

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from cellab.ue.probe_runner import FetchRequest, ProbeFlow, fetch_argv, run_fetch, validate_fetch
 
 from cellab.errors import InputErrors
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
 from cellab.proc import ManagedProcess
-from cellab.ue.probe_runner import FetchRequest, ProbeFlow, fetch_argv, run_fetch, validate_fetch
 
 PROBE = BUILD_BIN / "cellab-probe"
 SEND = BUILD_BIN / "cellab-send"
@@ -76,10 +76,10 @@ def test_argv_is_a_list_with_every_flow(tmp_path):
 
 def test_usage_errors_exit_2_with_the_allowed_values():
     proc = subprocess.run([str(PROBE), "fetch", "--server", "127.0.0.1", "--bytes", "1M", "--control", "fast"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "allowed: none, exll, dfcsd" in proc.stderr
     proc = subprocess.run([str(PROBE), "fetch", "--server", "127.0.0.1", "--flow", "bytes=1M,speed=9"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "unknown key 'speed'" in proc.stderr
 
 
@@ -133,7 +133,7 @@ def test_without_privileges_the_summary_says_what_is_missing(sender, require_roo
 def _run_unprivileged(sender: int, summary: Path) -> None:
     proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(PROBE), "fetch",
                            "--server", "127.0.0.1", "--port", str(sender), "--bytes", "2M", "--summary", str(summary)],
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, check=False)
     s = json.loads(summary.read_text())
     assert proc.returncode == 0 or s["status"] == "partial"
     assert s["timestamps"] == "socket-coarse" and s["requests"][0]["complete"]

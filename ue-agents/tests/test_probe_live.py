@@ -6,17 +6,24 @@ takes it down. Transfers are short (2-6 s); the longer sweeps are in ue-agents/p
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Self
 
 import pytest
+from cellab.ue.probe_runner import (
+    AnalyzeRequest,
+    FetchRequest,
+    ProbeFlow,
+    ProbeResult,
+    run_analyze,
+    run_fetch,
+)
 
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
 from cellab.proc import ManagedProcess
-from cellab.ue.probe_runner import AnalyzeRequest, FetchRequest, ProbeFlow, ProbeResult, run_analyze, run_fetch
 
 PERIODS_MS = [5, 10, 20, 40, 80]
 SEND_PORT = 5301
@@ -39,7 +46,7 @@ class Cell:
         self.work = work
         self.sender: ManagedProcess | None = None
 
-    def __enter__(self) -> "Cell":
+    def __enter__(self) -> Self:
         try:
             self.topo = self.lab.up()
             self.sender = ManagedProcess([str(BUILD_BIN / "cellab-send"), "serve", "--bind", self.topo.server.address,
@@ -55,7 +62,7 @@ class Cell:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             out = subprocess.run(["ip", "netns", "exec", self.topo.server.netns, "ss", "-ltn"], capture_output=True,
-                                 text=True).stdout
+                                 text=True, check=False).stdout
             if f":{SEND_PORT}" in out:
                 return
             time.sleep(0.05)
@@ -146,10 +153,10 @@ def test_dfcsd_short_flow_finishes_sooner_with_a_smaller_queue(cell_factory):
 def test_analyze_on_a_capture_gives_the_live_estimate(cell_factory):
     with cell_factory(sr_period_ms=20) as cell:
         pcap = cell.work / "ue.pcap"
-        dump = ManagedProcess(["tcpdump", "-i", "lte0", "-s", "128", "-B", "16384", "--immediate-mode", "-w", str(pcap), "tcp"],
+        dump = ManagedProcess(["tcpdump", "-i", "lte0", "-s", "128", "-B", "16384", "--immediate-mode", "-w", str(pcap), "tcp or icmp"],
                               cell.work / "tcpdump.log", cell.topo.ues[0].netns)
         time.sleep(0.5)
-        live = cell.fetch("live", cubic(2.5)).summary
+        live = cell.fetch("live", cubic(2.5), sr_probes=30).summary
         time.sleep(0.3)
         dump.stop()
     offline = run_analyze(AnalyzeRequest(pcap=pcap), cell.work, "offline").summary
@@ -157,5 +164,7 @@ def test_analyze_on_a_capture_gives_the_live_estimate(cell_factory):
     a, b = live["sr_estimate"], offline["sr_estimate"]
     assert a["regime"] == b["regime"] == "sr-limited"
     assert a["period_ms"] == b["period_ms"] == 20 and a["flow_burst_period_ms"] == b["flow_burst_period_ms"]
+    assert a["source"] == b["source"] == "uplink-probes" and b["uplink_probes"]["n"] == live["uplink_probes"]["received"]
+    assert b["uplink_probes"]["quantile_tsr_ms"] == pytest.approx(a["uplink_probes"]["quantile_tsr_ms"], abs=0.5)
     assert b["tsr_ms"] == pytest.approx(a["tsr_ms"], abs=1.0)
     assert offline["flows"][0]["bytes"] == live["flows"][0]["bytes"]

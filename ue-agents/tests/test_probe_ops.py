@@ -9,13 +9,13 @@ import threading
 import time
 
 import pytest
+from cellab.ue.probe_ops import ProbeOps
+from cellab.ue.probe_synth import SynthConfig, simulate, write_pcap
 
 from cellab.bus import Agent, OperationError
 from cellab.bus.testing import lab_bus
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
 from cellab.proc import ManagedProcess
-from cellab.ue.probe_ops import ProbeOps
-from cellab.ue.probe_synth import SynthConfig, simulate, write_pcap
 
 
 class _UE(ProbeOps, Agent):
