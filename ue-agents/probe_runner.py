@@ -11,8 +11,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -36,7 +37,7 @@ class ProbeFlow(BaseModel):
     tag: int = Field(0, ge=0, le=(1 << 63) - 1)
 
     @model_validator(mode="after")
-    def _one_amount(self) -> "ProbeFlow":
+    def _one_amount(self) -> ProbeFlow:
         if (self.size_bytes is None) == (self.duration_s is None):
             raise ValueError("give exactly one of size_bytes or duration_s")
         return self
@@ -83,7 +84,7 @@ class AnalyzeRequest(BaseModel):
     events: Path | None = None
 
     @model_validator(mode="after")
-    def _one_input(self) -> "AnalyzeRequest":
+    def _one_input(self) -> AnalyzeRequest:
         if (self.pcap is None) == (self.events is None):
             raise ValueError("give exactly one of pcap or events")
         return self

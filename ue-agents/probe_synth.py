@@ -119,9 +119,8 @@ def simulate(cfg: SynthConfig) -> list[tuple[int, int, int, int, int, int, int, 
 def write_events(rows: list[tuple[int, int, int, int, int, int, int, int]], path: Path, flow: int = 0) -> Path:
     with open(path, "w") as out:
         out.write("# cellab-probe events v1\nt_ns,flow,dir,seq,ack,len,win,has_ts,tsval,tsecr\n")
-        for t_ns, direction, seq, ack, length, tsval, tsecr, has_ts in rows:
-            out.write(f"{t_ns},{flow},{direction},{seq & 0xFFFFFFFF},{ack & 0xFFFFFFFF},{length},0,{has_ts},"
-                      f"{tsval},{tsecr}\n")
+        out.writelines(f"{t_ns},{flow},{direction},{seq & 0xFFFFFFFF},{ack & 0xFFFFFFFF},{length},0,{has_ts},"
+                      f"{tsval},{tsecr}\n" for t_ns, direction, seq, ack, length, tsval, tsecr, has_ts in rows)
     return path
 
 
