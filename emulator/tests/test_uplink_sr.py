@@ -28,7 +28,10 @@ PING_GAP_S = (0.110, 0.170)
 
 @pytest.mark.parametrize("period_ms", [5, 10, 20, 40, 80])
 def test_ping_rtt_spread_matches_srsran(vlab, period_ms):
-    lab = vlab(n_prb=25, sr_period_ms=period_ms, core_delay_ms=CORE_DELAY_MS, core_jitter_ms=CORE_JITTER_MS)
+    # The cell runs SCHED_FIFO here: the comparison is of the model, and a stall of the cell on a busy host
+    # would otherwise show up as one huge RTT in a max-based statistic.
+    lab = vlab(n_prb=25, sr_period_ms=period_ms, core_delay_ms=CORE_DELAY_MS, core_jitter_ms=CORE_JITTER_MS,
+               realtime=True)
     topo = lab.topology()
     rtt = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 50, *PING_GAP_S, seed=period_ms)
     assert len(rtt) >= 48
@@ -38,7 +41,7 @@ def test_ping_rtt_spread_matches_srsran(vlab, period_ms):
     rmin, ravg, rmax = SRSRAN_PING[period_ms]
     spread, half_mean = float(rtt.max() - rtt.min()), 2 * float(rtt.mean() - rtt.min())
     assert abs(rtt.min() - rmin) <= 4.0, rtt.min()  # same minimum RTT (calibrated core delay)
-    assert abs(spread - (rmax - rmin)) <= 0.25 * (rmax - rmin), (spread, rmax - rmin)
+    assert abs(spread - (rmax - rmin)) <= 0.25 * (rmax - rmin), (spread, rmax - rmin, st["late_ttis"])
     assert abs(half_mean - 2 * (ravg - rmin)) <= 0.25 * 2 * (ravg - rmin), (half_mean, 2 * (ravg - rmin))
     # the spread tracks the period itself
     assert 0.8 * period_ms <= spread <= period_ms + 3.0
