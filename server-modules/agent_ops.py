@@ -76,12 +76,14 @@ class ModuleOps:
     def load_modules(self, params: LoadModulesParams) -> dict:
         state = self._sm_state()
         try:
+            before = set(modules.loaded())
             modules.load(params.names, netns=params.netns or self._agent_netns(), dev=params.dev,
                          source="load_modules")
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
         for name in params.names:
-            if name not in state["loaded"]:
+            # only what this agent registered is its to unload (safe_state, unload_modules without names)
+            if name not in state["loaded"] and name not in before:
                 state["loaded"].append(name)
         return {"loaded": list(params.names), "available_cc": modules.available_congestion_controls()}
 

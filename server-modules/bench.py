@@ -182,7 +182,7 @@ def main() -> None:
         print("server-modules bench: needs root (namespaces and BPF); skipped", flush=True)
         return
     wanted = [a for a in sys.argv[1:] if a in PARTS] or list(PARTS)
-    with tempfile.TemporaryDirectory(prefix="cellab-sm-bench-") as tmp:
+    with experiment.bpf_lock(), tempfile.TemporaryDirectory(prefix="cellab-sm-bench-") as tmp:
         for name in wanted:
             PARTS[name](Path(tmp))
 

@@ -4,9 +4,11 @@ on the virtual cell (trace mode, constant rate), the wired lab, loaded modules, 
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +25,31 @@ MTU_BYTES = 1500
 # internet delays; measured on this emulator with a 5 ms SR period.
 CELL_OVERHEAD_RTT_MS = 8.0
 TRACE_UP_OVERHEAD_RTT_MS = 2.0  # with an uplink trace: TTI rounding both ways
+
+
+BPF_LOCK_PATH = Path("/run/lock/cellab-server-modules.lock")
+
+
+@contextmanager
+def bpf_lock(timeout_s: float = 600.0) -> Iterator[None]:
+    """Registered congestion controls and /sys/fs/bpf/cellab are host-wide: test runs and benchmarks
+    (also from another checkout of the repository) take this lock so they do not unload each other's
+    modules."""
+    BPF_LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    with open(BPF_LOCK_PATH, "a+") as fh:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{BPF_LOCK_PATH} held by another run for {timeout_s:.0f} s") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def constant_trace(path: Path, rate_mbit: float, duration_ms: int = 1000) -> Path:

@@ -13,7 +13,8 @@
 struct recovery_conf {
 	__u32 param0;          /* qarr: Q_T in packets; barr: M in ACKs */
 	__u32 sndbuf_factor;
-	__u32 pad[2];
+	__u32 per_rtt;         /* qarr: 1 = Eq. 2 once per round, 0 = per ACK */
+	__u32 pad;
 };
 
 struct {

@@ -60,6 +60,7 @@ static const char *const exll_counters[] = {
 static const struct param_desc qarr_params[] = {
 	{ "queue_threshold_pkts", 0, 0, 100000, 1, 5, "packets" }, /* paper: Q_T = 5 */
 	{ "sndbuf_factor", 1, 2, 8, 1, 3, "x cwnd" },               /* paper: 3 */
+	{ "per_rtt", 2, 0, 1, 1, 1, "0|1" },                        /* authors' code; 0 = per ACK as printed */
 };
 static const struct param_desc barr_params[] = {
 	{ "window_acks", 0, 2, 255, 1, 200, "ACKs" },               /* paper: M = 200 */

@@ -24,10 +24,15 @@ def programs() -> dict[str, Path]:
 @pytest.fixture
 def host_clean(require_root, programs):
     """Fails the test if it leaves a module it loaded registered or pinned (and cleans up)."""
-    from cellab.server import modules
+    from cellab.server import experiment, modules
 
-    before = set(modules.loaded())
-    yield
+    with experiment.bpf_lock():
+        before = set(modules.loaded())
+        yield
+        _check_clean(modules, before)
+
+
+def _check_clean(modules, before: set[str]) -> None:
     left = set(modules.loaded()) - before
     if left:
         modules.unload(sorted(left))

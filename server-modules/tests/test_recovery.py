@@ -47,11 +47,15 @@ def test_variant_keeps_sending_during_recovery(variant, path, host_clean, tmp_pa
     report = f"PRR baseline {base}; {variant}+OR {opt}; widened ACKs {widened}"
     assert widened > 0, report
     assert base["rwnd_limited_ms"] >= 0.3 * base["duration_ms"], "baseline not window-bound: " + report
-    assert opt["rwnd_limited_ms"] <= 0.5 * base["rwnd_limited_ms"], report
+    # the window stays open (no PRR cut) and OR lets it past rwnd: new data in recovery at least doubles
+    assert opt["new_bytes"] >= 2 * base["new_bytes"], report
+    assert opt["utilisation"] >= 3 * base["utilisation"], report
+    assert not opt["went_to_loss"], report
     if variant == "cubic_barr":
-        # BARR keeps its window at the measured rate: the new data sent in recovery at least doubles
-        assert opt["new_bytes"] >= 2 * base["new_bytes"], report
-        assert not opt["went_to_loss"], report
+        # BARR's window (rate x RTT) stays below the widened receive window: the time spent blocked on
+        # rwnd drops. QARR keeps the pre-loss window, so it sends more but runs into the widened edge
+        # between ACKs and the kernel keeps counting that as rwnd-limited time.
+        assert opt["rwnd_limited_ms"] <= 0.5 * base["rwnd_limited_ms"], report
 
 
 def _sndbuf_per_cwnd(topo, sender, cc: str) -> float:
