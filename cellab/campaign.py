@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
 
-CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")
+KERNEL_CCS = ("cubic", "reno", "bbr")
+BPF_CCS = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")  # server-modules, loaded per campaign
+CONGESTION_CONTROLS = KERNEL_CCS + BPF_CCS
 RECEIVER_CONTROLS = ("none", "exll", "dfcsd")
 
 
@@ -145,6 +147,11 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
         for name in names:
             if name not in model.model_fields:
                 errors.append(InputError(source, f"{section}.{name}", "unknown parameter", known))
+    receivers = campaign.factors.get("receiver", []) + [campaign.fixed.get("receiver", "none")]
+    if any(r != "none" for r in receivers) and campaign.workload.tool == "iperf3":
+        errors.append(InputError(source, "factors.receiver" if "receiver" in campaign.factors else "fixed.receiver",
+                                 "receiver control (exll, dfcsd) runs in cellab-probe, not with the iperf3 workload",
+                                 ["none"]))
     for name in set(campaign.factors) & set(campaign.fixed):
         errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
     for name, values in campaign.factors.items():

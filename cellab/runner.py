@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
-from cellab.campaign import Campaign, PlannedRun, load_campaign, plan
+from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
 from cellab.errors import CellabError
 from cellab.metrics import run_metrics, scalar_metrics
 from cellab.session import LabSession
@@ -106,12 +106,17 @@ class Runner:
         offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
         server, ue = session.roles["server"], session.roles["ue"]
         tag = run.run_id
+        cc = run.params["cc"]
+        if cc in BPF_CCS and cc not in session.loaded_modules:
+            # Registered once per campaign; the server agent unloads it when the session ends.
+            ctl.request(server, "load_modules", {"names": [cc]}, timeout_s=timeouts.request_s)
+            session.loaded_modules.add(cc)
         ctl.request(server, "iperf3_server_start", {"port": IPERF3_PORT, "tag": f"{tag}-server"},
                     timeout_s=timeouts.request_s)
         try:
             reply = ctl.request(ue, "iperf3_client", {
                 "server": session.topology.server.address, "port": IPERF3_PORT, "direction": workload.kind,
-                "duration_s": workload.duration_s, "flows": workload.flows, "cc": run.params["cc"],
+                "duration_s": workload.duration_s, "flows": workload.flows, "cc": cc,
                 "ping_interval_ms": workload.ping_interval_ms, "tag": tag,
             }, timeout_s=min(workload.duration_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
         finally:

@@ -50,6 +50,7 @@ class LabSession:
         self.controller: Controller | None = None
         self.agents: dict[str, LocalAgent] = {}
         self.roles: dict[str, str] = {}  # role -> agent name
+        self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
         self._tmp: Path | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -108,6 +109,8 @@ class LabSession:
             self._spawn(self.agents[name])
         if restarted:
             self.controller.wait_for_agents(restarted, timeout_s=AGENT_START_TIMEOUT_S)
+            if self.roles.get("server") in restarted:
+                self.loaded_modules.clear()  # a dead agent's safe state may not have run: reload to be sure
         return restarted
 
     def agent_log(self, name: str) -> str:

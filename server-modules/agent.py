@@ -1,7 +1,7 @@
 """The server agent: runs on an edge server (or in the virtual lab's server namespace).
 
-Operations start and stop the traffic servers; the BPF module operations are mixed in from
-agent_ops.ModuleOps when that room's loader is built.
+Its operations start and stop the traffic servers (iperf3, cellab-send) and load, configure and unload
+the BPF congestion-control modules (ModuleOps).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus import Agent, OperationFailed, operation
+from cellab.server.agent_ops import ModuleOps
 from cellab.proc import ManagedProcess, argv_in
 
 LISTEN_TIMEOUT_S = 5.0
@@ -30,7 +31,7 @@ class NoParams(BaseModel):
     pass
 
 
-class ServerAgent(Agent):
+class ServerAgent(ModuleOps, Agent):
     role = "server"
 
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
@@ -74,3 +75,4 @@ class ServerAgent(Agent):
 
     def safe_state(self) -> None:
         self._stop_iperf3()
+        super().safe_state()  # the sender stops, modules this agent loaded are unloaded

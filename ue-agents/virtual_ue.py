@@ -1,4 +1,4 @@
-"""The virtual UE agent: runs workloads inside a UE namespace of an embedded lab (wired or virtual)."""
+"""The virtual UE agent: runs workloads (iperf3 with ping, cellab-probe) inside a UE namespace of an embedded lab."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.proc import ManagedProcess
+from cellab.ue.probe_ops import ProbeOps
 
 
 class Iperf3ClientParams(BaseModel):
@@ -30,7 +31,7 @@ class Iperf3ClientParams(BaseModel):
         return str(ipaddress.IPv4Address(value))
 
 
-class VirtualUEAgent(Agent):
+class VirtualUEAgent(ProbeOps, Agent):
     role = "ue"
 
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
@@ -77,3 +78,4 @@ class VirtualUEAgent(Agent):
         for child in self._children:
             child.stop(grace_s=1)
         self._children.clear()
+        super().safe_state()  # running probes stop and write their partial summaries
