@@ -107,3 +107,9 @@ def test_cli_plan_prints_matrix(tmp_path):
     assert "8 runs on wired" in result.stdout
     for rid in (r.run_id for r in plan(load_campaign(path))):
         assert rid in result.stdout
+
+
+def test_receiver_control_needs_the_probe_workload(tmp_path):
+    path = write(tmp_path, "name: r\nlab: wired\nfactors: {receiver: [none, exll]}\n")
+    with pytest.raises(InputErrors, match=r"factors.receiver: receiver control .* \(allowed: none\)"):
+        load_campaign(path)

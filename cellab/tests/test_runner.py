@@ -145,3 +145,36 @@ def test_agent_killed_mid_run_is_reported_and_the_retry_succeeds(require_root, n
     folder = only_folder(out)
     first = rows(folder)[0]
     assert first[1] == "ok" and first[2] == 2
+
+
+VIRTUAL = """
+name: vcell
+lab: virtual
+factors:
+  cc: [cubic, c2tcp]
+fixed: {n_prb: 25, sr_period_ms: 20, core_delay_ms: 10}
+workload: {duration_s: 4, ping_interval_ms: 100}
+timeouts: {run_s: 60, request_s: 15}
+"""
+
+
+def test_virtual_lab_campaign_loads_a_bpf_module_and_unloads_it(require_root, netns_prefix, tmp_path):
+    from cellab.server import modules
+
+    if "c2tcp" in modules.loaded():
+        pytest.fail("c2tcp is already registered by something else; the test needs a clean host")
+    path = tmp_path / "v.yaml"
+    path.write_text(VIRTUAL)
+    out = tmp_path / "out"
+    result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_folder(out)
+    by_cc = {}
+    for run_id, status, *_ in rows(folder):
+        metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
+        by_cc[metrics["congestion_control"]] = metrics
+        assert (folder / "runs" / run_id / "cell_tti.bin").stat().st_size > 0  # the cell's ground truth came back
+    assert set(by_cc) == {"cubic", "c2tcp"}
+    for metrics in by_cc.values():  # 25 PRB at CQI 15: 18.3 Mbit/s by the TBS table, never more
+        assert 12e6 < metrics["throughput_bps"] < 18.4e6
+    assert "c2tcp" not in modules.loaded()
