@@ -138,12 +138,15 @@ def wired_path(prefix: str, rate_mbit: float, buffer_bytes: int) -> Iterator[Top
 
 @contextmanager
 def loaded(names: list[str], netns: str | None = None, dev: str | None = None) -> Iterator[None]:
-    """Modules loaded for the block and always unloaded after it."""
+    """Modules loaded for the block and unloaded after it (those another process had loaded stay)."""
+    before = set(modules.loaded())
+    fresh = [n for n in names if n not in before]
     try:
         modules.load(names, netns=netns, dev=dev)
         yield
     finally:
-        modules.unload(names)
+        if fresh:
+            modules.unload(fresh)
 
 
 @contextmanager

@@ -22,6 +22,10 @@ TC_MODULES = ("or_ingress", "burst_drop")
 MODULE_NAMES = CC_MODULES + TC_MODULES
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 LOADER_TIMEOUT_S = 60.0
+# Modules this process registered and has not unloaded yet: tests check that they clean up after
+# themselves without touching what another process loaded on the same host.
+LOADED_BY_THIS_PROCESS: set[str] = set()
+LOAD_HISTORY: list[str] = []  # every module this process registered, in order
 
 
 ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop"]
@@ -100,8 +104,11 @@ def load(names: list[str] | tuple[str, ...], netns: str | None = None, dev: str 
         args += ["--netns", netns]
     if dev:
         args += ["--dev", dev]
-    env = dict(os.environ)
-    _run(args, env=env)
+    before = set(loaded())
+    _run(args, env=dict(os.environ))
+    fresh = [n for n in names if n not in before]
+    LOADED_BY_THIS_PROCESS.update(fresh)
+    LOAD_HISTORY.extend(fresh)
 
 
 def unload(names: list[str] | tuple[str, ...] | None = None, source: str = "modules") -> None:
@@ -111,6 +118,10 @@ def unload(names: list[str] | tuple[str, ...] | None = None, source: str = "modu
     if os.geteuid() != 0:
         raise CellabError("unloading BPF modules needs root: run it with sudo")
     _run(["unload", "--all"] if names is None else ["unload", *names])
+    if names is None:
+        LOADED_BY_THIS_PROCESS.clear()
+    else:
+        LOADED_BY_THIS_PROCESS.difference_update(names)
 
 
 def loaded() -> list[str]:

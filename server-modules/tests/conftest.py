@@ -23,24 +23,22 @@ def programs() -> dict[str, Path]:
 
 @pytest.fixture
 def host_clean(require_root, programs):
-    """Fails the test if it leaves a module it loaded registered or pinned (and cleans up)."""
+    """Fails the test if a module it loaded stays registered or pinned (and then cleans that up).
+    Only this process's loads count: another run on the same host keeps its modules."""
     from cellab.server import experiment, modules
 
     with experiment.bpf_lock():
-        before = set(modules.loaded())
+        first = len(modules.LOAD_HISTORY)
         yield
-        _check_clean(modules, before)
-
-
-def _check_clean(modules, before: set[str]) -> None:
-    left = set(modules.loaded()) - before
-    if left:
-        modules.unload(sorted(left))
-    available = set(modules.available_congestion_controls())
-    assert not left, f"test left modules loaded: {sorted(left)}"
-    assert not (available & set(modules.CC_MODULES) - before), "a congestion control stayed registered"
-    if not before:
-        assert not BPFFS_CELLAB.exists(), f"{BPFFS_CELLAB} left behind: {list(BPFFS_CELLAB.rglob('*'))}"
+        used = set(modules.LOAD_HISTORY[first:])
+        left = set(modules.LOADED_BY_THIS_PROCESS)
+        if left:
+            modules.unload(sorted(left))
+        assert not left, f"test left modules loaded: {sorted(left)}"
+        still = set(modules.available_congestion_controls()) & used
+        assert not still, f"congestion controls stayed registered: {sorted(still)}"
+        pinned = sorted(name for name in used if (BPFFS_CELLAB / name).exists())
+        assert not pinned, f"pins left behind under {BPFFS_CELLAB}: {pinned}"
 
 
 def run_as_nobody(argv: list[str], env: dict[str, str] | None = None):
