@@ -183,7 +183,7 @@ def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedR
     """Every factor combination × repeat, in sequential or seeded-random order."""
     model = params_model_for(campaign.lab, source)
     names = sorted(campaign.factors)
-    combos = [dict(zip(names, values)) for values in itertools.product(*(campaign.factors[n] for n in names))]
+    combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*(campaign.factors[n] for n in names))]
     cells = [(factors, rep) for rep in range(campaign.repeat) for factors in combos]
     if campaign.order.mode == "randomized":
         random.Random(campaign.order.seed).shuffle(cells)

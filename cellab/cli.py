@@ -6,7 +6,6 @@ import importlib
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -59,7 +58,7 @@ def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YA
 
 
 @app.command("plan")
-def plan_cmd(campaign_file: Path, lab: Optional[str] = typer.Option(None, help="override the campaign's lab")) -> None:
+def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="override the campaign's lab")) -> None:
     """Print the run matrix: every factor combination × repeat, in run order."""
     from cellab.campaign import load_campaign, plan
 
@@ -78,11 +77,11 @@ def plan_cmd(campaign_file: Path, lab: Optional[str] = typer.Option(None, help="
 
 @app.command()
 def run(
-    campaign_file: Optional[Path] = typer.Argument(None, help="campaign YAML (not with --resume)"),
-    lab: Optional[str] = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
-    resume: Optional[Path] = typer.Option(None, help="continue an interrupted campaign folder"),
+    campaign_file: Path | None = typer.Argument(None, help="campaign YAML (not with --resume)"),
+    lab: str | None = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
+    resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder"),
     out: Path = typer.Option(RUNS_OUT, help="where campaign folders are created"),
-    prefix: Optional[str] = typer.Option(None, help="namespace prefix of the embedded lab"),
+    prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab"),
     report: bool = typer.Option(True, help="write the HTML report at the end"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
@@ -124,8 +123,8 @@ def agent(
     controller: str = typer.Option(..., help="controller endpoint, e.g. tcp://10.0.0.1:7700"),
     key: Path = typer.Option(..., help="this agent's CURVE secret key file"),
     controller_key: list[Path] = typer.Option(..., help="allowed controller public key file(s)"),
-    telemetry: Optional[str] = typer.Option(None, help="controller telemetry endpoint"),
-    netns: Optional[str] = typer.Option(None, help="run workloads inside this network namespace"),
+    telemetry: str | None = typer.Option(None, help="controller telemetry endpoint"),
+    netns: str | None = typer.Option(None, help="run workloads inside this network namespace"),
     artifact_dir: Path = typer.Option(Path("/var/tmp/cellab-artifacts"), help="where artifacts are kept"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""

@@ -68,7 +68,7 @@ def run_checks() -> list[Check]:
     checks.append(Check("congestion controls", "ok" if cc.exists() else "warn",
                         cc.read_text().strip() if cc.exists() else "unknown", required=False))
     if shutil.which("adb"):
-        lines = [l for l in _run(["adb", "devices"]).splitlines()[1:] if l.strip()]
+        lines = [line for line in _run(["adb", "devices"]).splitlines()[1:] if line.strip()]
         checks.append(Check("adb devices", "ok" if lines else "none",
                             ", ".join(lines) if lines else "no phone attached (enable USB debugging, `adb devices`)",
                             required=False))

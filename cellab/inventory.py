@@ -99,7 +99,7 @@ class Inventory(Strict):
     devices: Devices = Devices()
 
     @model_validator(mode="after")
-    def _references(self) -> "Inventory":
+    def _references(self) -> Inventory:
         hosts = {h.name for h in self.hosts}
         agents = {a.name for a in self.agents}
         for a in self.agents:

@@ -76,9 +76,9 @@ def _figures(rows: list[dict[str, Any]], group_by: list[str]) -> list[tuple[str,
     for label, members in sorted(groups.items()):
         xs = [m["metrics"].get("rtt_p95_ms") for m in members]
         ys = [m["metrics"].get("throughput_bps", 0) / 1e6 for m in members]
-        pts = [(x, y) for x, y in zip(xs, ys) if x is not None]
+        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if x is not None]
         if pts:
-            ax.scatter(*zip(*pts), label=label, s=36)
+            ax.scatter(*zip(*pts, strict=True), label=label, s=36)
     ax.set_xlabel("95th-percentile RTT (ms)")
     ax.set_ylabel("throughput (Mbit/s)")
     ax.set_ylim(0, max(top_mbit, 0.1) * 1.2)

@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 from rich.console import Console
@@ -39,7 +40,7 @@ class Runner:
         self.on_run_done = on_run_done
 
     @classmethod
-    def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> "Runner":
+    def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
         campaign = load_campaign(campaign_path, lab)
         runs = plan(campaign, campaign_path)
         text = Path(campaign_path).read_text()
@@ -49,7 +50,7 @@ class Runner:
         return cls(campaign, store, **kwargs)
 
     @classmethod
-    def resume(cls, result_dir: Path, **kwargs: Any) -> "Runner":
+    def resume(cls, result_dir: Path, **kwargs: Any) -> Runner:
         store = ResultStore.open(result_dir)
         campaign = load_campaign(store.campaign_path())
         return cls(campaign, store, **kwargs)
@@ -125,7 +126,7 @@ class Runner:
         for name in reply["artifacts"]:
             kind = "iperf3" if name.endswith("-iperf3.json") else "ping" if name.endswith("-ping.txt") else name
             artifacts[kind] = ctl.fetch_artifact(ue, name, run_dir / name)
-        artifacts[f"server-log"] = ctl.fetch_artifact(server, f"{tag}-server.log", run_dir / f"{tag}-server.log")
+        artifacts["server-log"] = ctl.fetch_artifact(server, f"{tag}-server.log", run_dir / f"{tag}-server.log")
         artifacts |= session.lab.collect(run_dir)
         metrics = run_metrics(artifacts)
         write_json(run_dir / "manifest.json", {

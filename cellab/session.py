@@ -54,7 +54,7 @@ class LabSession:
         self._tmp: Path | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
-    def __enter__(self) -> "LabSession":
+    def __enter__(self) -> LabSession:
         try:
             self.open()
         except BaseException:

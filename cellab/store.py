@@ -20,7 +20,8 @@ import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from cellab.campaign import PlannedRun
 from cellab.errors import CellabError
@@ -70,7 +71,7 @@ class ResultStore:
 
     # --- creation and opening -------------------------------------------------------------
     @classmethod
-    def create(cls, out_dir: Path, name: str, campaign_text: str, runs: list[PlannedRun]) -> "ResultStore":
+    def create(cls, out_dir: Path, name: str, campaign_text: str, runs: list[PlannedRun]) -> ResultStore:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         root = Path(out_dir) / f"{name}-{stamp}"
         suffix = 1
@@ -89,7 +90,7 @@ class ResultStore:
         return store
 
     @classmethod
-    def open(cls, root: Path) -> "ResultStore":
+    def open(cls, root: Path) -> ResultStore:
         root = Path(root)
         for needed in ("campaign.yaml", "plan.json", "results.sqlite"):
             if not (root / needed).is_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import shutil
+import subprocess
 import time
 from typing import Any, Literal
 
@@ -61,9 +62,9 @@ class VirtualUEAgent(ProbeOps, Agent):
         started = time.monotonic()
         try:
             code = client.wait(params.duration_s + 15)
-        except Exception:
+        except subprocess.TimeoutExpired:
             client.stop()
-            raise OperationFailed(f"iperf3 did not finish within {params.duration_s + 15:g} s")
+            raise OperationFailed(f"iperf3 did not finish within {params.duration_s + 15:g} s") from None
         finally:
             if pinger is not None:
                 pinger.stop(grace_s=5)

@@ -96,7 +96,7 @@ def test_cli_gives_one_line_without_traceback(tmp_path, text):
     result = subprocess.run([sys.executable, "-m", "cellab", "validate", str(path)], capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
-    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(path) in lines[0], result.stderr
 
 

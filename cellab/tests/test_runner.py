@@ -160,21 +160,24 @@ timeouts: {run_s: 60, request_s: 15}
 
 def test_virtual_lab_campaign_loads_a_bpf_module_and_unloads_it(require_root, netns_prefix, tmp_path):
     from cellab.server import modules
+    from cellab.server.experiment import bpf_lock
 
-    if "c2tcp" in modules.loaded():
-        pytest.fail("c2tcp is already registered by something else; the test needs a clean host")
     path = tmp_path / "v.yaml"
     path.write_text(VIRTUAL)
     out = tmp_path / "out"
-    result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
+    with bpf_lock():  # registered congestion controls are host-wide; other test runs take the same lock
+        if "c2tcp" in modules.loaded():
+            pytest.fail("c2tcp is already registered by something else; the test needs a clean host")
+        result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
+        still_loaded = modules.loaded()
     assert result.returncode == 0, result.stdout + result.stderr
     folder = only_folder(out)
     by_cc = {}
-    for run_id, status, *_ in rows(folder):
+    for run_id, *_ in rows(folder):
         metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
         by_cc[metrics["congestion_control"]] = metrics
         assert (folder / "runs" / run_id / "cell_tti.bin").stat().st_size > 0  # the cell's ground truth came back
     assert set(by_cc) == {"cubic", "c2tcp"}
     for metrics in by_cc.values():  # 25 PRB at CQI 15: 18.3 Mbit/s by the TBS table, never more
         assert 12e6 < metrics["throughput_bps"] < 18.4e6
-    assert "c2tcp" not in modules.loaded()
+    assert "c2tcp" not in still_loaded
