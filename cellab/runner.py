@@ -105,6 +105,13 @@ class Runner:
         started = time.time()
         session.lab.configure(run.params)
         offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
+        attenuation = {}
+        if "attenuator" in session.roles and "attenuation_db" in run.params:
+            values = run.params["attenuation_db"]
+            for channel, value in enumerate(values if isinstance(values, list) else [values], start=1):
+                reply = ctl.request(session.roles["attenuator"], "set", {"channel": channel, "db": value},
+                                    timeout_s=timeouts.request_s)
+                attenuation[channel] = reply["applied_db"]
         server, ue = session.roles["server"], session.roles["ue"]
         tag = run.run_id
         cc = run.params["cc"]
@@ -135,7 +142,7 @@ class Runner:
             "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
                     "ues": [u.__dict__ for u in session.topology.ues]},
             "agents": {name: a.role for name, a in session.agents.items()},
-            "clock_offsets": offsets, "seed": self.campaign.order.seed,
+            "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: p.name for k, p in artifacts.items()},
             "software": software_versions(),

@@ -52,6 +52,8 @@ class LabSession:
         self.roles: dict[str, str] = {}  # role -> agent name
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
         self._tmp: Path | None = None
+        self._bridge: subprocess.Popen | None = None
+        self._pty_link: Path | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> LabSession:
@@ -73,27 +75,49 @@ class LabSession:
         self.lab = lab_cls(prefix=self.prefix) if self.prefix else lab_cls()
         self.topology = self.lab.up()
         self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
+        plan = [("server", "server", self.topology.server.netns), ("ue0", "ue", self.topology.ues[0].netns)]
+        if "ctl" in self.topology.extra:
+            # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell, so runs
+            # go through the real serial driver (and its quantization and readback checks).
+            self._start_attenuator_bridge(self.topology.extra["ctl"])
+            plan.append(("atten", "attenuator", None))
         keys = self._tmp / "keys"
         ctl_public, ctl_secret = generate_keypair(keys, "controller")
-        agent_keys = {}
-        for name in ("server", "ue0"):
-            agent_keys[name] = generate_keypair(keys, name)
+        agent_keys = {name: generate_keypair(keys, name) for name, _, _ in plan}
         self.controller = Controller(
             "tcp://127.0.0.1:*", telemetry_endpoint="tcp://127.0.0.1:*", secret_key_file=ctl_secret,
             allowed_agent_keys=[pub for pub, _ in agent_keys.values()])
-        plan = [("server", "server", self.topology.server.netns)]
-        plan += [("ue0", "ue", self.topology.ues[0].netns)]
         for name, role, ns in plan:
             artifacts = self._tmp / "artifacts" / name
             artifacts.mkdir(parents=True)
             args = [sys.executable, "-m", "cellab", "agent", "--role", role, "--name", name,
                     "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
-                    "--netns", ns, "--artifact-dir", str(artifacts)]
-            self.agents[name] = LocalAgent(name, role, ns, args=args)
+                    "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
+            self.agents[name] = LocalAgent(name, role, ns or "", args=args)
             self.roles[role] = name
             self._spawn(self.agents[name])
         self.controller.wait_for_agents(list(self.agents), timeout_s=AGENT_START_TIMEOUT_S)
+        if "attenuator" in self.roles:
+            self._configure_attenuator()
+
+    def _start_attenuator_bridge(self, cell_ctl: str) -> None:
+        self._pty_link = self._tmp / "attenuator.pty"
+        self._bridge = subprocess.Popen(
+            [sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", cell_ctl, "--pty-link",
+             str(self._pty_link), "--ues", "1"],
+            stdout=subprocess.PIPE, stderr=open(self._tmp / "bridge.log", "wb"), stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent, text=True)
+        ready = self._bridge.stdout.readline() if self._bridge.stdout else ""
+        if '"ready"' not in ready:
+            raise CellabError(f"the virtual attenuator bridge did not start: {(self._tmp / 'bridge.log').read_text()[-400:]}")
+
+    def _configure_attenuator(self) -> None:
+        from cellab.attenuator.bridge import virtual_lab_attenuator
+
+        config = virtual_lab_attenuator(self._pty_link, ues=1)
+        self.controller.request(self.roles["attenuator"], "configure",
+                                {"attenuators": [config.model_dump(mode="json")]}, timeout_s=15)
 
     def _spawn(self, agent: LocalAgent) -> None:
         log = open(self._tmp / f"agent-{agent.name}.log", "ab")
@@ -109,6 +133,8 @@ class LabSession:
             self._spawn(self.agents[name])
         if restarted:
             self.controller.wait_for_agents(restarted, timeout_s=AGENT_START_TIMEOUT_S)
+            if self.roles.get("attenuator") in restarted:
+                self._configure_attenuator()
             if self.roles.get("server") in restarted:
                 self.loaded_modules.clear()  # a dead agent's safe state may not have run: reload to be sure
         return restarted
@@ -129,6 +155,13 @@ class LabSession:
                 except subprocess.TimeoutExpired:
                     os.killpg(agent.proc.pid, signal.SIGKILL)
                     agent.proc.wait(5)
+        if self._bridge and self._bridge.poll() is None:
+            self._bridge.terminate()
+            try:
+                self._bridge.wait(5)
+            except subprocess.TimeoutExpired:
+                self._bridge.kill()
+        self._bridge = None
         if self.controller:
             self.controller.close()
             self.controller = None

@@ -181,3 +181,32 @@ def test_virtual_lab_campaign_loads_a_bpf_module_and_unloads_it(require_root, ne
     for metrics in by_cc.values():  # 25 PRB at CQI 15: 18.3 Mbit/s by the TBS table, never more
         assert 12e6 < metrics["throughput_bps"] < 18.4e6
     assert "c2tcp" not in still_loaded
+
+
+ATTENUATION = """
+name: vatten
+lab: virtual
+factors:
+  attenuation_db: [0, 45]
+fixed: {n_prb: 25, core_delay_ms: 10}
+workload: {duration_s: 3, ping_interval_ms: 100}
+timeouts: {run_s: 60, request_s: 15}
+"""
+
+
+def test_virtual_lab_attenuation_goes_through_the_serial_driver(require_root, netns_prefix, tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(ATTENUATION)
+    out = tmp_path / "out"
+    result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_folder(out)
+    throughput = {}
+    for run_id, *_ in rows(folder):
+        manifest = json.loads((folder / "runs" / run_id / "manifest.json").read_text())
+        metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
+        db = manifest["params"]["attenuation_db"]
+        # the attenuator agent's driver read the value back from the emulated Mini-Circuits box
+        assert manifest["attenuation_applied_db"] == {"1": float(db)}
+        throughput[db] = metrics["throughput_bps"]
+    assert throughput[45] < 0.7 * throughput[0], throughput  # a weaker channel: lower CQI, smaller TBS
