@@ -165,6 +165,7 @@ _mount_optional("cellab.bus.cli", "keys_app", "keys", "Make CURVE key pairs (sec
 _mount_optional("cellab.emulator.cli", "vlab_app", "vlab", "Bring the virtual lab up, down, or show it.")
 _mount_optional("cellab.attenuator.cli", "atten_app", "atten", "Attenuators: set/get, schedules, replay, emulators.")
 _mount_optional("cellab.server.cli", "modules_app", "modules", "BPF congestion-control modules and the sender.")
+_mount_optional("cellab.ue.probe_cli", "probe_app", "probe", "The receiver probe: fetch, analyze captures, selftest.")
 
 
 def main() -> None:

@@ -61,7 +61,7 @@ class VaunixLda(Attenuator):
             self._lib = ctypes.CDLL(path)
         except OSError as exc:
             raise LinkClosed(f"{cfg.name}: cannot load the Vaunix SDK {path!r}: {exc}") from exc
-        U, I = ctypes.c_uint, ctypes.c_int
+        c_uint, c_int = ctypes.c_uint, ctypes.c_int
         self._fn("fnLDA_SetTestMode", None, [ctypes.c_bool])(False)
         if self._has("fnLDA_GetLibVersion"):
             self.sdk_version = self._fn("fnLDA_GetLibVersion")()
@@ -77,9 +77,9 @@ class VaunixLda(Attenuator):
         n = self._fn("fnLDA_GetNumDevices")()
         if n <= 0:
             raise LinkClosed(f"{cfg.name}: the Vaunix SDK sees no Lab Brick attenuator")
-        ids = (U * MAXDEVICES)()
-        count = self._fn("fnLDA_GetDevInfo", I, [ctypes.POINTER(U)])(ids)
-        get_sn = self._fn("fnLDA_GetSerialNumber", I, [U])
+        ids = (c_uint * MAXDEVICES)()
+        count = self._fn("fnLDA_GetDevInfo", c_int, [ctypes.POINTER(c_uint)])(ids)
+        get_sn = self._fn("fnLDA_GetSerialNumber", c_int, [c_uint])
         wanted = cfg.address.strip()
         chosen = None
         for dev in list(ids)[: max(0, min(count, MAXDEVICES))]:
@@ -89,7 +89,7 @@ class VaunixLda(Attenuator):
         if chosen is None:
             found = [str(get_sn(d)) for d in list(ids)[:count]]
             raise LinkClosed(f"{cfg.name}: no Lab Brick with serial {wanted!r} (found: {', '.join(found)})")
-        status = self._fn("fnLDA_InitDevice", I, [U])(chosen)
+        status = self._fn("fnLDA_InitDevice", c_int, [c_uint])(chosen)
         if status != STATUS_OK:
             raise LinkClosed(f"{cfg.name}: fnLDA_InitDevice failed: {_status_text(status)}")
         self._dev = chosen

@@ -96,7 +96,7 @@ class JfwDevice:
                     out.append(self._line(p) if 1 <= p <= self.channels else f"Atten {p} does not exist")
                 return "\r\n".join(out)
             if op == "SMA" and args and len(args) % 2 == 0:
-                return self._set(list(zip(args[::2], args[1::2])))
+                return self._set(list(zip(args[::2], args[1::2], strict=True)))
             if op == "SAA" and len(args) == 1:
                 return self._set([(str(p), args[0]) for p in range(1, self.channels + 1)])
             m = re.fullmatch(r"SAR(\d+)", op)

@@ -149,7 +149,7 @@ def test_long_op_does_not_block_others(tmp_path: Path) -> None:
 def test_serial_ops_run_in_arrival_order(tmp_path: Path) -> None:
     with lab_bus(tmp_path, {"ue1": DemoAgent}) as (controller, agents):
         threads = []
-        for i, duration_s in enumerate([0.3, 0.05, 0.05]):
+        for duration_s in [0.3, 0.05, 0.05]:
             threads.append(threading.Thread(target=controller.request,
                                             args=("ue1", "sleep", {"duration_s": duration_s}, 5)))
             threads[-1].start()
