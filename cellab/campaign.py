@@ -130,6 +130,11 @@ def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
         raise InputError(path, "", "a campaign is a YAML mapping (name, lab, factors, ...)")
     if lab is not None:
         data["lab"] = lab
+    # A lab inventory named in the file is relative to the file; one given with --lab, to the caller.
+    lab_value = data.get("lab")
+    if isinstance(lab_value, str) and lab_value.endswith((".yaml", ".yml")):
+        base = Path.cwd() if lab is not None else path.parent
+        data["lab"] = str((base / lab_value).resolve())
     try:
         campaign = Campaign(**data)
     except ValidationError as exc:

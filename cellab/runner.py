@@ -44,8 +44,9 @@ class Runner:
         campaign = load_campaign(campaign_path, lab)
         runs = plan(campaign, campaign_path)
         text = Path(campaign_path).read_text()
-        if lab is not None:  # store the campaign as run, with the lab it ran on
-            text = yaml.safe_dump(yaml.safe_load(text) | {"lab": lab}, sort_keys=False)
+        if yaml.safe_load(text).get("lab") != campaign.lab:
+            # Store the campaign as run: the lab it ran on (--lab, or an inventory path made absolute).
+            text = yaml.safe_dump(yaml.safe_load(text) | {"lab": campaign.lab}, sort_keys=False)
         store = ResultStore.create(out_dir, campaign.name, text, runs)
         return cls(campaign, store, **kwargs)
 
@@ -141,7 +142,7 @@ class Runner:
             "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
             "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
                     "ues": [u.__dict__ for u in session.topology.ues]},
-            "agents": {name: a.role for name, a in session.agents.items()},
+            "agents": dict(session.agents),
             "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: p.name for k, p in artifacts.items()},

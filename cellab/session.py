@@ -21,9 +21,11 @@ from cellab.bus import Controller
 from cellab.bus.keys import generate_keypair
 from cellab.errors import CellabError
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class
-from cellab.labs.base import EmbeddedLab, Topology
+from cellab.inventory import Inventory, load_inventory
+from cellab.labs.base import EmbeddedLab, Host, Topology
 
 AGENT_START_TIMEOUT_S = 20.0
+REMOTE_AGENT_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -33,6 +35,25 @@ class LocalAgent:
     netns: str
     proc: subprocess.Popen | None = None
     args: list[str] = field(default_factory=list)
+
+
+class InventoryLab:
+    """A real lab's counterpart of EmbeddedLab: nothing to build; radio parameters reach the eNB agent
+    (its own issue), so a campaign on an inventory accepts only transport parameters for now."""
+
+    def __init__(self, inventory: Inventory):
+        self.inventory = inventory
+
+    def configure(self, params: dict) -> None:
+        pass
+
+    def collect(self, run_dir: Path) -> dict[str, Path]:
+        path = run_dir / "lab-inventory.json"
+        path.write_text(self.inventory.model_dump_json(indent=2))
+        return {"lab": path}
+
+    def down(self) -> None:
+        pass
 
 
 def _die_with_parent() -> None:
@@ -45,10 +66,11 @@ class LabSession:
     def __init__(self, lab: str, prefix: str | None = None):
         self.lab_name = lab
         self.prefix = prefix
-        self.lab: EmbeddedLab | None = None
+        self.lab: EmbeddedLab | InventoryLab | None = None
         self.topology: Topology | None = None
         self.controller: Controller | None = None
-        self.agents: dict[str, LocalAgent] = {}
+        self.agents: dict[str, str] = {}  # every agent of the session: name -> role
+        self._local: dict[str, LocalAgent] = {}  # the ones this session started (embedded labs)
         self.roles: dict[str, str] = {}  # role -> agent name
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
         self._tmp: Path | None = None
@@ -68,9 +90,31 @@ class LabSession:
         self.close()
 
     def open(self) -> None:
-        if self.lab_name not in EMBEDDED_LABS:
-            raise CellabError(f"lab {self.lab_name}: running on a lab inventory needs its agents on the hosts; "
-                              "this version runs the embedded labs (wired, virtual)")
+        if self.lab_name in EMBEDDED_LABS:
+            self._open_embedded()
+        else:
+            self._open_inventory(load_inventory(self.lab_name))
+
+    def _open_inventory(self, inventory: Inventory) -> None:
+        """A real lab: its agents already run on their hosts; the controller binds where the inventory says."""
+        servers, ues = inventory.devices.servers, inventory.devices.ues
+        if not servers or not ues:
+            raise CellabError(f"{self.lab_name}: devices.servers and devices.ues need one entry each for a workload")
+        roles = {a.name: a.role for a in inventory.agents}
+        for where, entry, role in (("devices.servers[0]", servers[0], "server"), ("devices.ues[0]", ues[0], "ue")):
+            if roles[entry.agent] != role:
+                raise CellabError(f"{self.lab_name}: {where}: agent {entry.agent!r} has role {roles[entry.agent]!r}, "
+                                  f"not {role!r}")
+        self.lab = InventoryLab(inventory)
+        self.topology = Topology(server=Host(servers[0].name, "", servers[0].address), ues=(Host(ues[0].name, "", ""),))
+        ctl = inventory.controller
+        self.controller = Controller(ctl.bind, telemetry_endpoint=ctl.telemetry_bind, secret_key_file=ctl.secret_key,
+                                     allowed_agent_keys=[a.public_key for a in inventory.agents])
+        self.roles = {"server": servers[0].agent, "ue": ues[0].agent}
+        self.agents = {name: roles[name] for name in self.roles.values()}
+        self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
+
+    def _open_embedded(self) -> None:
         lab_cls = embedded_lab_class(self.lab_name)
         self.lab = lab_cls(prefix=self.prefix) if self.prefix else lab_cls()
         self.topology = self.lab.up()
@@ -94,9 +138,10 @@ class LabSession:
                     "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
                     "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
-            self.agents[name] = LocalAgent(name, role, ns or "", args=args)
+            self._local[name] = LocalAgent(name, role, ns or "", args=args)
+            self.agents[name] = role
             self.roles[role] = name
-            self._spawn(self.agents[name])
+            self._spawn(self._local[name])
         self.controller.wait_for_agents(list(self.agents), timeout_s=AGENT_START_TIMEOUT_S)
         if "attenuator" in self.roles:
             self._configure_attenuator()
@@ -128,9 +173,9 @@ class LabSession:
 
     def ensure_agents(self) -> list[str]:
         """Restart local agents that died (they reconnect by themselves); returns the restarted names."""
-        restarted = [a.name for a in self.agents.values() if a.proc is None or a.proc.poll() is not None]
+        restarted = [a.name for a in self._local.values() if a.proc is None or a.proc.poll() is not None]
         for name in restarted:
-            self._spawn(self.agents[name])
+            self._spawn(self._local[name])
         if restarted:
             self.controller.wait_for_agents(restarted, timeout_s=AGENT_START_TIMEOUT_S)
             if self.roles.get("attenuator") in restarted:
@@ -139,16 +184,12 @@ class LabSession:
                 self.loaded_modules.clear()  # a dead agent's safe state may not have run: reload to be sure
         return restarted
 
-    def agent_log(self, name: str) -> str:
-        path = self._tmp / f"agent-{name}.log" if self._tmp else None
-        return path.read_text(errors="replace") if path and path.exists() else ""
-
     def close(self) -> None:
-        for agent in self.agents.values():
+        for agent in self._local.values():
             if agent.proc and agent.proc.poll() is None:
                 # SIGTERM: the agent puts its devices in their safe state and exits.
                 os.killpg(agent.proc.pid, signal.SIGTERM)
-        for agent in self.agents.values():
+        for agent in self._local.values():
             if agent.proc:
                 try:
                     agent.proc.wait(10)
