@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -22,7 +22,7 @@ import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
 from cellab.errors import CellabError
-from cellab.metrics import run_metrics, scalar_metrics
+from cellab.metrics import run_metrics
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
 
@@ -162,5 +162,3 @@ def software_versions() -> dict[str, str]:
         versions["iperf3"] = out.splitlines()[0] if out else "unknown"
     return versions
 
-
-__all__ = ["Runner", "scalar_metrics"]
