@@ -19,8 +19,7 @@ import threading
 from pathlib import Path
 
 from .config import AttenuatorConfig
-from .driver import AttenuatorError
-from .drivers.virtual import CellControl
+from cellab.labs.cellctl import CellControl, CellControlError
 from .emulators.minicircuits import MiniCircuitsDevice
 from .emulators.servers import PtyServer
 
@@ -42,7 +41,7 @@ def virtual_lab_attenuator(pty_link: str | Path, ues: int = 1, name: str = "vlab
 
 class AttenuatorBridge:
     def __init__(self, cell_ctl: str, pty_link: str | Path, ues: int = 1, model: str | None = None, timeout_s: float = 2.0):
-        self.cell = CellControl(cell_ctl, timeout_s)
+        self.cell = CellControl(cell_ctl, int(timeout_s * 1000))
         self.pty_link = Path(pty_link)
         self.forwarded = 0
         chosen = model or ("RCDAT-6000-110" if ues == 1 else "RC4DAT-6G-95")
@@ -52,7 +51,7 @@ class AttenuatorBridge:
 
     def _forward(self, channel: int, value_db: float) -> None:
         with self._lock:  # one REQ socket: one request at a time
-            self.cell.request({"op": "set_attenuation", "ue": channel - 1, "attenuation_db": value_db})
+            self.cell.set_attenuation(channel - 1, value_db)
             self.forwarded += 1
 
     def sync_from_cell(self) -> None:
@@ -60,11 +59,11 @@ class AttenuatorBridge:
         for ch in range(1, self.device.channels + 1):
             try:
                 with self._lock:
-                    reply = self.cell.request({"op": "get_attenuation", "ue": ch - 1})
+                    reply = self.cell.get_attenuation(ch - 1)
                 value = reply.get("attenuation_db")
                 if isinstance(value, (int, float)):
                     self.device.att_db[ch - 1] = float(value)
-            except AttenuatorError:
+            except CellControlError:
                 pass  # the cell may not be up yet; the first set will reach it
 
     def start(self) -> AttenuatorBridge:

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from cellab.errors import CellabError, InputError
+from cellab.labs.cellctl import CellControl
 
 from .driver import Attenuator, quantize_db
 
@@ -137,12 +138,10 @@ def sweep(
 
 def cell_rsrp_reader(endpoint: str, ue_index: int, timeout_s: float = 2.0) -> ReadRsrp:
     """RSRP of one UE of the emulated cell, from its `stats` control operation."""
-    from .drivers.virtual import CellControl
-
-    ctl = CellControl(endpoint, timeout_s)
+    ctl = CellControl(endpoint, int(timeout_s * 1000))
 
     def read() -> float:
-        reply = ctl.request({"op": "stats"})
+        reply = ctl.stats()
         for ue in reply.get("ues", []):
             if isinstance(ue, dict) and ue.get("ue") == ue_index and isinstance(ue.get("rsrp_dbm"), (int, float)):
                 return float(ue["rsrp_dbm"])

@@ -23,7 +23,7 @@ from cellab.errors import CellabError, InputError
 from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.paths import find_program
 
-from .control import CellControl
+from cellab.labs.cellctl import CellControl
 from .params import CellParams, validate_params
 
 STATE_ROOT = Path("/run/cellab")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from cellab.emulator.control import CellControlError
+from cellab.labs.cellctl import CellControlError
 from cellab.emulator.ttilog import read_ttilog
 from netlab import finish, start_iperf3_download
 from pyroute2 import netns

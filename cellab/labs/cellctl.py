@@ -1,4 +1,8 @@
-"""Client of cellab-cell's control socket (ZeroMQ REQ, one JSON request per message)."""
+"""Client of the virtual cell's control socket (cellab-cell: ZeroMQ REQ, one JSON request per message).
+
+Shared by the emulator room (the virtual lab) and the attenuator room (the `virtual` driver, the
+serial-to-cell bridge, calibration), which may not import each other.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,11 @@ from cellab.errors import CellabError
 
 
 class CellControlError(CellabError):
-    """The cell refused a request or did not answer in time."""
+    """The cell refused a request or answered something that is not a JSON object."""
+
+
+class CellUnreachable(CellControlError):
+    """No reply in time (or the socket failed): the cell is down or restarting."""
 
 
 class CellControl:
@@ -37,13 +45,22 @@ class CellControl:
         sock = self._socket()
         try:
             sock.send(json.dumps({"op": op, **fields}).encode())
-            reply = json.loads(sock.recv())
+            raw = sock.recv()
         except zmq.Again:
             # a REQ socket that missed its reply is stuck: drop it, the next request opens a new one
             self.close()
-            raise CellControlError(f"cell at {self.endpoint}: no reply to {op!r} in {self.timeout_ms} ms") from None
-        if not reply.get("ok"):
-            raise CellControlError(f"cell at {self.endpoint}: {op}: {reply.get('error', 'failed')}")
+            raise CellUnreachable(f"cell at {self.endpoint}: no reply within {self.timeout_ms} ms to {op}") from None
+        except zmq.ZMQError as exc:
+            self.close()
+            raise CellUnreachable(f"cell at {self.endpoint}: {exc}") from exc
+        try:
+            reply = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise CellControlError(f"cell at {self.endpoint}: reply is not JSON: {raw[:60]!r}") from None
+        if not isinstance(reply, dict):
+            raise CellControlError(f"cell at {self.endpoint}: reply is not a JSON object: {raw[:60]!r}")
+        if reply.get("ok") is not True:
+            raise CellControlError(f"cell at {self.endpoint}: {op} failed: {str(reply.get('error', 'refused'))[:160]}")
         return reply
 
     def set_attenuation(self, ue: int, attenuation_db: float) -> dict[str, Any]:
