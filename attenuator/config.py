@@ -78,18 +78,12 @@ class AttenuatorConfig(BaseModel):
 
 def load_config(path: str | Path, name: str | None = None) -> AttenuatorConfig:
     """One attenuator from a YAML file: either the entry itself or a mapping with `attenuators: [...]`."""
-    import yaml
     from pydantic import ValidationError
 
-    from cellab.errors import InputError, from_validation_error
+    from cellab.errors import InputError, from_validation_error, read_yaml
 
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InputError(p, "", f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(p, "", f"not valid YAML: {exc}") from None
+    data = read_yaml(p)
     prefix = ""
     if isinstance(data, dict) and isinstance(data.get("attenuators"), list):
         entries = [e for e in data["attenuators"] if isinstance(e, dict)]

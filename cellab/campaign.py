@@ -14,10 +14,9 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
+from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, read_yaml
 
 KERNEL_CCS = ("cubic", "reno", "bbr")
 BPF_CCS = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")  # server-modules, loaded per campaign
@@ -116,16 +115,7 @@ def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
 def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
     """Read and validate a campaign; `lab` overrides the file's lab (the CLI's --lab)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise InputError(path, "", f"bad YAML: {where}{getattr(exc, 'problem', exc)}") from exc
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "a campaign is a YAML mapping (name, lab, factors, ...)")
     if lab is not None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cellab.attenuator.config import AttenuatorConfig
-from cellab.errors import InputError, from_validation_error
+from cellab.errors import InputError, from_validation_error, read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -124,12 +123,7 @@ class Inventory(Strict):
 
 def load_inventory(path: str | Path) -> Inventory:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise InputError(path, "", f"bad YAML: {exc}") from exc
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "a lab inventory is a YAML mapping (name, controller, hosts, agents, devices)")
     try:
