@@ -4,6 +4,8 @@ sending new data during recovery instead of waiting on the receiver window (kern
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from cellab.server import experiment, flowclient, modules
 
@@ -83,7 +85,9 @@ def test_send_buffer_grows_three_times_cwnd(require_root, netns_prefix, host_cle
     """.sndbuf_expand = 3 (paper Thm 11): the send buffer follows 3 x cwnd instead of the kernel's 2."""
     with experiment.wired_path(netns_prefix, rate_mbit=50, buffer_bytes=200_000) as topo, \
             experiment.loaded(["cubic_barr"]), experiment.sender_in(topo, tmp_path / "logs") as sender:
-        cubic = _sndbuf_per_cwnd(topo, sender, "cubic")
-        barr = _sndbuf_per_cwnd(topo, sender, "cubic_barr")
-    print(f"sndbuf per cwnd: cubic {cubic:.0f} B, cubic_barr {barr:.0f} B")
-    assert 1.3 <= barr / cubic <= 1.7, (cubic, barr)
+        # One snapshot of tb over the sampled max cwnd can miss a cwnd peak; the median of three pairs cannot.
+        pairs = [(_sndbuf_per_cwnd(topo, sender, "cubic"), _sndbuf_per_cwnd(topo, sender, "cubic_barr"))
+                 for _ in range(3)]
+    print("sndbuf per cwnd (cubic, cubic_barr):", [(round(c), round(b)) for c, b in pairs])
+    ratio = statistics.median(b / c for c, b in pairs)
+    assert 1.3 <= ratio <= 1.7, pairs
