@@ -381,11 +381,43 @@ out:
 	return code;
 }
 
+/* Detach the pinned link before unpinning: freeing a bpffs inode waits for an RCU grace period,
+ * so unpinning alone would leave the congestion control registered for an unbounded while. */
+static void detach_link(const struct ctx *c, const struct module_desc *m)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/cellab/%s/link", c->bpffs, m->name);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (bpf_link_detach(fd))
+		fprintf(stderr, "%s: link detach failed (%s); waiting for the kernel to release it\n", m->name,
+			strerror(errno));
+	close(fd);
+}
+
+static void wait_unregistered(const struct module_desc *m)
+{
+	const int step_ms = 10, limit_ms = 10000;
+
+	for (int waited_ms = 0; m->kind == KIND_CC && cc_available(m->name) && waited_ms < limit_ms;
+	     waited_ms += step_ms)
+		usleep(step_ms * 1000);
+	if (m->kind == KIND_CC && cc_available(m->name))
+		fprintf(stderr, "%s: still registered %d s after unpinning\n", m->name, limit_ms / 1000);
+}
+
 static int unload_one(const struct ctx *c, const struct module_desc *m)
 {
 	int was = is_loaded(c, m->name);
 
+	if (was)
+		detach_link(c, m);
 	unpin_dir(c, m->name);
+	if (was)
+		wait_unregistered(m);
 	if (m->uses_or_flows)
 		cleanup_shared(c);
 	else {
