@@ -782,6 +782,19 @@ static void ul_unlimited(struct cell *c, struct ue *u, uint64_t t)
 
 /* ---------- the TTI ---------- */
 
+/* What the UE could have received this TTI with the whole cell: the capacity reports compare against. */
+static uint32_t dl_capacity_bytes(const struct cell *c, const struct ue *u, uint64_t t)
+{
+    uint64_t bits = 0;
+    if (c->paused || c->p.unlimited)
+        bits = 0;
+    else if (c->have_trace)
+        bits = u->r_tbs_bits;
+    else if (u->cqi_used > 0)
+        bits = (uint64_t)radio_dl_alloc(u->cqi_used, c->p.n_prb, c->p.n_prb, (int)(t % 10)).tbs_bits;
+    return bits / 8 > UINT16_MAX ? UINT16_MAX : (uint32_t)(bits / 8);
+}
+
 static void write_tti_records(struct cell *c, uint64_t t)
 {
     if (!c->tti_log)
@@ -797,7 +810,8 @@ static void write_tti_records(struct cell *c, uint64_t t)
             .ul_grant_bytes = u->r_ul_grant, .ul_delivered_bytes = u->r_ul_delivered,
             .dl_drop_bytes = u->r_drop_bytes, .dl_prb = (uint16_t)u->r_prb, .harq_retx = (uint8_t)u->r_retx,
             .flags = (uint8_t)(u->r_flags | (c->paused ? TTILOG_PAUSED : 0)),
-            .sinr_db_x100 = (int16_t)lround(u->sinr_db * 100.0)};
+            .sinr_db_x100 = (int16_t)lround(u->sinr_db * 100.0),
+            .dl_capacity_bytes = (uint16_t)dl_capacity_bytes(c, u, t)};
         fwrite(&r, sizeof(r), 1, c->tti_log);
     }
 }

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define TTILOG_MAGIC {'C', 'L', 'C', 'E', 'L', 'L', 'T', 'T'}
-#define TTILOG_VERSION 1
+#define TTILOG_VERSION 2 /* 2: dl_capacity_bytes in the former reserved field */
 
 enum ttilog_flags {
     TTILOG_SR_OCCASION = 1 << 0, /* this TTI is one of the UE's SR occasions */
@@ -43,7 +43,8 @@ struct __attribute__((packed)) ttilog_rec {
     uint8_t harq_retx;           /* HARQ retransmissions sent */
     uint8_t flags;               /* enum ttilog_flags */
     int16_t sinr_db_x100;        /* true SINR this TTI */
-    uint16_t reserved;
+    uint16_t dl_capacity_bytes;  /* ground truth: TB bytes with every PRB at this CQI (trace: the trace's),
+                                    0 when paused, out of range or unlimited; saturates at 65535 */
 };
 
 #endif

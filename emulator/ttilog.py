@@ -10,7 +10,7 @@ import numpy as np
 from cellab.errors import InputError
 
 MAGIC = b"CLCELLTT"
-VERSION = 1
+VERSION = 2  # 1 had a reserved field where 2 has dl_capacity_bytes
 
 HEADER_DTYPE = np.dtype([
     ("magic", "S8"), ("version", "<u2"), ("rec_size", "<u2"), ("n_ues", "<u2"), ("n_prb", "<u2"),
@@ -22,7 +22,7 @@ RECORD_DTYPE = np.dtype([
     ("dl_queue_bytes", "<u4"), ("dl_tbs_bits", "<u4"), ("dl_delivered_bytes", "<u4"),
     ("ul_buffer_bytes", "<u4"), ("ul_grant_bytes", "<u4"), ("ul_delivered_bytes", "<u4"),
     ("dl_drop_bytes", "<u4"), ("dl_prb", "<u2"), ("harq_retx", "u1"), ("flags", "u1"),
-    ("sinr_db_x100", "<i2"), ("reserved", "<u2"),
+    ("sinr_db_x100", "<i2"), ("dl_capacity_bytes", "<u2"),
 ])
 
 # flags (ttilog.h, enum ttilog_flags)

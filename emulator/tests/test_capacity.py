@@ -28,6 +28,11 @@ def test_saturating_download_respects_tbs_table(vlab, n_prb, tmp_path):
     assert rec["cqi"].max() == 15
     assert rec["dl_tbs_bits"].max() <= TBS_ITBS26[n_prb]  # never above the table, any TTI
     busy = rec[rec["dl_queue_bytes"] > 0]
+    # the logged capacity is the full-cell TB at the CQI used: a saturated TTI's new TB never exceeds it
+    new_tb = rec[(rec["mcs"] != 255) & (rec["harq_retx"] == 0)]
+    assert (new_tb["dl_tbs_bits"] <= new_tb["dl_capacity_bytes"].astype(np.int64) * 8 + 7).all()
+    assert rec["dl_capacity_bytes"].max() * 8 <= TBS_ITBS26[n_prb]
+    assert np.median(busy["dl_capacity_bytes"]) * 8 >= 0.8 * TBS_ITBS26[n_prb]
     # delivered IP bits over every whole second of the run stay under the table rate
     per_s = np.add.reduceat(rec["dl_delivered_bytes"].astype(np.int64), np.arange(0, len(rec), 1000)) * 8 / 1e6
     assert per_s.max() <= table_mbps * 1.0 + 1e-9
