@@ -1,8 +1,12 @@
 """Campaign files: what to vary, how often, in which order, with which workload.
 
 A campaign is a factor matrix (every combination of the factor values) times `repeat`, run on one
-lab. Factor and fixed names are run parameters: the transport parameters below plus those of the
+lab. Factor and fixed names are run parameters: the common parameters below plus those of the
 chosen lab (wired: rate_mbit, buffer_bytes...; virtual: n_prb, sr_period_ms...).
+
+A factor may also be a *bundle*: a mapping of level names to parameter sets, for levels that differ
+in several parameters at once (`network: {commercial: {trace: t.down}, lab: {schedule: drive}}`).
+The run's factors record the level name; its parameters get the set (over `fixed`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, read_yaml
 
@@ -33,6 +37,27 @@ class TransportParams(Strict):
 
     cc: Literal[CONGESTION_CONTROLS] = "cubic"  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
+    schedule: str = Field("static", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                          description="attenuation schedule played during the workload: static or a name in `schedules`")
+
+
+PATH_PARAMS = ("trace", "trace_up")  # lab parameters naming files: relative to the campaign file
+
+
+class ScheduleSpec(Strict):
+    """An attenuation schedule for runs: a schedule file, or a drive log replayed through a calibration."""
+
+    file: str | None = Field(None, description="schedule .yaml/.csv (attenuator/README.md)")
+    drive_log: str | None = Field(None, description="RSRP over time (CSV t_s,rsrp_dbm or the Android agent's JSONL)")
+    calibration: str = Field("auto", description="calibration JSON, or auto: sweep the lab's attenuator once")
+    smoothing_s: float = Field(0.0, ge=0, le=600)
+    channel: int = Field(1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScheduleSpec:
+        if (self.file is None) == (self.drive_log is None):
+            raise ValueError("give exactly one of file or drive_log")
+        return self
 
 
 class Order(Strict):
@@ -41,11 +66,41 @@ class Order(Strict):
 
 
 class Workload(Strict):
+    """iperf3 (upload or download), or the probe: cellab-send on the server, cellab-probe on the UE
+    with the run's receiver control; flows are timed (duration_s) or sized (size_bytes)."""
+
     kind: Literal["download", "upload"] = "download"
-    tool: Literal["iperf3"] = "iperf3"
+    tool: Literal["iperf3", "probe"] = "iperf3"
     duration_s: float = Field(10.0, gt=0, le=3600)
     flows: int = Field(1, ge=1, le=16)
+    size_bytes: int | list[int] | None = Field(None, description="probe: bytes per flow (one value, or one per flow)")
+    flow_start_ms: list[int] | None = Field(None, description="probe: start offset of each flow")
+    sr_probes: int = Field(0, ge=0, le=256, description="probe: idle-uplink pings before the flows (SR period)")
     ping_interval_ms: float | None = Field(200.0, ge=10, le=10_000, description="concurrent ping for RTT; null = off")
+
+    @model_validator(mode="after")
+    def _probe_only(self) -> Workload:
+        if self.tool == "iperf3":
+            for name in ("size_bytes", "flow_start_ms"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs tool: probe")
+            if self.sr_probes:
+                raise ValueError("sr_probes needs tool: probe")
+        elif self.kind != "download":
+            raise ValueError("the probe workload is a download (the receiver runs on the UE)")
+        for name in ("size_bytes", "flow_start_ms"):
+            value = getattr(self, name)
+            if isinstance(value, list) and len(value) != self.flows:
+                raise ValueError(f"{name}: one value per flow ({self.flows})")
+        sizes = self.size_bytes if isinstance(self.size_bytes, list) else [self.size_bytes or 1]
+        if any(v <= 0 for v in sizes) or any(v < 0 for v in self.flow_start_ms or []):
+            raise ValueError("sizes must be positive and start offsets non-negative")
+        return self
+
+    def flow_sizes(self) -> list[int | None]:
+        if isinstance(self.size_bytes, list):
+            return list(self.size_bytes)
+        return [self.size_bytes] * self.flows
 
 
 class Timeouts(Strict):
@@ -58,7 +113,7 @@ class Retry(Strict):
     backoff_s: float = Field(2.0, ge=0, le=600)
 
 
-MEASUREMENTS = ("throughput", "rtt", "tcp_info")
+MEASUREMENTS = ("throughput", "rtt", "tcp_info", "pcap")  # pcap: the server captures its side
 
 
 class Campaign(Strict):
@@ -67,8 +122,9 @@ class Campaign(Strict):
     lab: str = "virtual"
     repeat: int = Field(1, ge=1, le=1000)
     order: Order = Order()
-    factors: dict[str, list[Any]] = {}
+    factors: dict[str, list[Any] | dict[str, dict[str, Any]]] = {}
     fixed: dict[str, Any] = {}
+    schedules: dict[str, ScheduleSpec] = {}
     workload: Workload = Workload()
     measurements: list[Literal[MEASUREMENTS]] = ["throughput", "rtt"]  # type: ignore[valid-type]
     timeouts: Timeouts = Timeouts()
@@ -113,14 +169,15 @@ def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
 
 
 def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
-    """Read and validate a campaign; `lab` overrides the file's lab (the CLI's --lab)."""
+    """Read and validate a campaign; `lab` overrides the file's lab (the CLI's --lab).
+    Files it names (lab inventory, traces, schedules, drive logs) are made absolute, relative to the
+    campaign file (an inventory given with --lab: to the caller)."""
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "a campaign is a YAML mapping (name, lab, factors, ...)")
     if lab is not None:
         data["lab"] = lab
-    # A lab inventory named in the file is relative to the file; one given with --lab, to the caller.
     lab_value = data.get("lab")
     if isinstance(lab_value, str) and lab_value.endswith((".yaml", ".yml")):
         base = Path.cwd() if lab is not None else path.parent
@@ -129,38 +186,76 @@ def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
         campaign = Campaign(**data)
     except ValidationError as exc:
         raise from_validation_error(path, exc) from exc
+    _resolve_paths(campaign, path.parent.resolve())
     validate_parameters(campaign, path)
     return campaign
 
 
+def _resolve_paths(campaign: Campaign, base: Path) -> None:
+    def absolute(value: Any) -> Any:
+        return str(base / value) if isinstance(value, str) and value and not Path(value).is_absolute() else value
+
+    for name in PATH_PARAMS:
+        if name in campaign.fixed:
+            campaign.fixed[name] = absolute(campaign.fixed[name])
+    for name, values in campaign.factors.items():
+        if isinstance(values, dict):
+            for level in values.values():
+                for key in PATH_PARAMS:
+                    if key in level:
+                        level[key] = absolute(level[key])
+        elif name in PATH_PARAMS:
+            campaign.factors[name] = [absolute(v) for v in values]
+    for spec in campaign.schedules.values():
+        spec.file, spec.drive_log = absolute(spec.file), absolute(spec.drive_log)
+        if spec.calibration != "auto":
+            spec.calibration = absolute(spec.calibration)
+
+
+def _assignments(campaign: Campaign) -> list[tuple[str, str, Any]]:
+    """Every (field, parameter, value) the campaign sets: fixed values, factor values, bundle values."""
+    out = [(f"fixed.{name}", name, value) for name, value in campaign.fixed.items()]
+    for name, values in campaign.factors.items():
+        if isinstance(values, dict):
+            for level, params in values.items():
+                out += [(f"factors.{name}.{level}.{key}", key, value) for key, value in params.items()]
+        else:
+            out += [(f"factors.{name}[{i}]", name, value) for i, value in enumerate(values)]
+    return out
+
+
 def validate_parameters(campaign: Campaign, source: str | Path) -> None:
-    """Factor and fixed names must be run parameters of the lab; every value must be allowed."""
+    """Names must be run parameters of the lab (bundle factor names are labels); every value allowed."""
     model = params_model_for(campaign.lab, source)
     known = sorted(model.model_fields)
     errors: list[InputError] = []
-    for section, names in (("factors", campaign.factors), ("fixed", campaign.fixed)):
-        for name in names:
-            if name not in model.model_fields:
-                errors.append(InputError(source, f"{section}.{name}", "unknown parameter", known))
-    receivers = campaign.factors.get("receiver", []) + [campaign.fixed.get("receiver", "none")]
-    if any(r != "none" for r in receivers) and campaign.workload.tool == "iperf3":
-        errors.append(InputError(source, "factors.receiver" if "receiver" in campaign.factors else "fixed.receiver",
-                                 "receiver control (exll, dfcsd) runs in cellab-probe, not with the iperf3 workload",
-                                 ["none"]))
-    for name in set(campaign.factors) & set(campaign.fixed):
-        errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
     for name, values in campaign.factors.items():
+        if isinstance(values, dict) and name in model.model_fields:
+            errors.append(InputError(source, f"factors.{name}", "a bundle factor's name is a label, not a parameter; "
+                                     "list the parameter's values instead"))
+        elif not isinstance(values, dict) and name not in model.model_fields:
+            errors.append(InputError(source, f"factors.{name}", "unknown parameter", known))
         if not values:
             errors.append(InputError(source, f"factors.{name}", "empty list: a factor needs at least one value"))
-        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+        if isinstance(values, list) and len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             errors.append(InputError(source, f"factors.{name}", "repeated value"))
+    for field, name, _ in _assignments(campaign):
+        if not field.endswith("]") and name not in model.model_fields:  # fixed values and bundle levels
+            errors.append(InputError(source, field, "unknown parameter", known))
+    receivers = [value for _, name, value in _assignments(campaign) if name == "receiver"]
+    if any(r != "none" for r in receivers) and campaign.workload.tool == "iperf3":
+        errors.append(InputError(source, "workload.tool", "receiver control (exll, dfcsd) runs in cellab-probe",
+                                 ["probe"]))
+    allowed_schedules = ["static", *campaign.schedules]
+    for field, name, value in _assignments(campaign):
+        if name == "schedule" and value not in allowed_schedules:
+            errors.append(InputError(source, field, f"unknown schedule {value!r}", allowed_schedules))
+    for name in set(campaign.factors) & set(campaign.fixed):
+        errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
     if errors:
         raise InputErrors(errors)
-    for name, values in campaign.factors.items():
-        for i, value in enumerate(values):
-            _check_value(model, source, f"factors.{name}[{i}]", name, value, errors)
-    for name, value in campaign.fixed.items():
-        _check_value(model, source, f"fixed.{name}", name, value, errors)
+    for field, name, value in _assignments(campaign):
+        _check_value(model, source, field, name, value, errors)
     if errors:
         raise InputErrors(errors)
 
@@ -178,12 +273,17 @@ def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedR
     """Every factor combination × repeat, in sequential or seeded-random order."""
     model = params_model_for(campaign.lab, source)
     names = sorted(campaign.factors)
-    combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*(campaign.factors[n] for n in names))]
+    levels = [list(campaign.factors[n]) for n in names]  # a bundle's levels are its keys
+    combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*levels)]
     cells = [(factors, rep) for rep in range(campaign.repeat) for factors in combos]
     if campaign.order.mode == "randomized":
         random.Random(campaign.order.seed).shuffle(cells)
     runs = []
     for index, (factors, rep) in enumerate(cells):
-        params = model(**campaign.fixed, **factors).model_dump(mode="json")
+        values = dict(campaign.fixed)
+        for name, level in factors.items():
+            bundle = campaign.factors[name]
+            values |= bundle[level] if isinstance(bundle, dict) else {name: level}
+        params = model(**values).model_dump(mode="json")
         runs.append(PlannedRun(index=index, run_id=run_id(factors, rep), repeat=rep, factors=factors, params=params))
     return runs

@@ -1,9 +1,14 @@
-"""Metrics from run artifacts: throughput from iperf3's JSON, RTT from ping, sender TCP state."""
+"""Metrics from run artifacts (names and units: docs/metrics.md).
+
+iperf3 workload: throughput from iperf3's JSON, RTT from ping. Probe workload: the receiver's summary,
+the sender's TCP_INFO samples, the emulated cell's ground truth, the attenuation log and the capture.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +89,207 @@ def run_metrics(artifacts: dict[str, Path]) -> dict[str, Any]:
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
+
+
+# ---------------------------------------------------------------- probe workload and ground truth
+# Timelines share one clock: the controller's wall clock, seconds from the workload's start. An agent's
+# time becomes the controller's by subtracting its measured offset (manifest clock_offsets).
+
+TIMELINE_STEP_S = 0.1
+
+
+@dataclass
+class RunContext:
+    """What the runner knows about a run that the artifacts do not say."""
+
+    t0_s: float  # controller wall clock at the workload's start
+    duration_s: float  # planned workload length
+    offsets_s: dict[str, float] = field(default_factory=dict)  # artifact kind -> its agent's clock offset
+    cell_mark: dict[str, float] | None = None  # {"tti": n, "t_s": controller wall clock when read}
+    sr_true_ms: float | None = None
+
+
+def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of values per step over [0, span)."""
+    n = max(1, int(np.ceil(span_s / step_s)))
+    idx = np.floor(t_s / step_s).astype(np.int64)
+    keep = (idx >= 0) & (idx < n)
+    sums = np.bincount(idx[keep], weights=values[keep], minlength=n)
+    return np.arange(n) * step_s, sums
+
+
+def _series(t_s: np.ndarray, v: np.ndarray) -> dict[str, list[float]]:
+    return {"t_s": [round(float(x), 4) for x in t_s], "v": [float(x) for x in v]}
+
+
+def probe_metrics(summary_path: Path) -> dict[str, Any]:
+    """Receiver view: bytes, throughput, per-flow FCT and fairness, receiver RTT, the SR estimate."""
+    try:
+        doc = json.loads(summary_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CellabError(f"{summary_path}: not a cellab-probe summary: {exc}") from exc
+    flows = doc.get("flows") or []
+    requests = {r.get("index"): r for r in doc.get("requests") or []}
+    out: dict[str, Any] = {"probe_status": doc.get("status")}
+    if doc.get("throughput_bps") is not None:
+        out["throughput_bps"] = float(doc["throughput_bps"])
+    out["bytes_received"] = int(doc.get("total_bytes") or sum(f.get("bytes", 0) for f in flows))
+    per_flow = []
+    for i, f in enumerate(flows):
+        req = requests.get(i, {})
+        per_flow.append({"flow": i, "bytes": f.get("bytes"), "throughput_bps": f.get("throughput_bps"),
+                         "fct_s": req["fct_ms"] / 1000.0 if req.get("mode") == "bytes" and req.get("fct_ms") else None,
+                         "rtt_mean_ms": (f.get("rtt") or {}).get("mean_ms"),
+                         "retransmits": f.get("retransmitted_packets")})
+    out["flows"] = per_flow
+    fcts = [f["fct_s"] for f in per_flow if f["fct_s"] is not None]
+    if fcts:
+        out["fct_mean_s"] = float(np.mean(fcts))
+    rates = [f["throughput_bps"] for f in per_flow if f["throughput_bps"]]
+    if len(rates) >= 2:
+        out["jain_fairness"] = float(sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates)))
+    rtt = doc.get("rtt") or {}
+    if rtt.get("n"):
+        out |= {"receiver_rtt_mean_ms": rtt.get("mean_ms"), "receiver_rtt_p95_ms": rtt.get("p95_ms")}
+    sr = doc.get("sr_estimate") or {}
+    out["sr_regime"] = {"sr-limited": "sr-limited", "not-sr-limited": "not-sr-limited"}.get(sr.get("regime"), "unknown")
+    if sr.get("period_ms") is not None:
+        out["sr_estimate_ms"] = float(sr["period_ms"])
+        out["sr_estimate_source"] = sr.get("source")
+    return out
+
+
+def probe_throughput_timeline(ms_log: Path, t0_s: float, offset_s: float, span_s: float) -> dict[str, Any]:
+    """Received bytes per TIMELINE_STEP_S from the probe's per-millisecond log (UE clock, epoch ms)."""
+    data = np.genfromtxt(ms_log, delimiter=",", names=True, usecols=("ms", "bytes"), dtype=float)
+    data = np.atleast_1d(data)
+    if data.size == 0:
+        return {}
+    t_s = data["ms"] / 1000.0 - offset_s - t0_s
+    t, sums = _bins(t_s, data["bytes"], TIMELINE_STEP_S, span_s)
+    return {"throughput_bps": _series(t, sums * 8 / TIMELINE_STEP_S)}
+
+
+def sender_metrics(log_dir: Path, t0_s: float, offset_s: float) -> dict[str, Any]:
+    """Sender view from cellab-send's logs: TCP_INFO RTT samples (the path RTT the sender sees, queueing
+    included) and retransmissions."""
+    summaries = [json.loads(line) for line in (log_dir / "flows.jsonl").read_text().splitlines() if line.strip()]
+    t_list, rtt_list = [], []
+    for path in sorted(log_dir.glob("flow-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            sample = json.loads(line)
+            if sample.get("bytes_acked", 0) > 0 and sample.get("rtt_us"):  # before the first ACK: the kernel's guess
+                t_list.append(sample["t_ns"] / 1e9 - offset_s - t0_s)
+                rtt_list.append(sample["rtt_us"] / 1000.0)
+    out: dict[str, Any] = {"retransmits": int(sum(s.get("total_retrans", 0) for s in summaries)),
+                           "sender_flows": len(summaries)}
+    if rtt_list:
+        order = np.argsort(t_list)
+        t, rtt = np.asarray(t_list)[order], np.asarray(rtt_list)[order]
+        out |= _rtt_stats(rtt) | {"rtt_source": "sender tcp_info"}
+        out["timeline"] = {"rtt_ms": _series(t[:: max(1, len(t) // 2000)], rtt[:: max(1, len(t) // 2000)])}
+    return out
+
+
+def _rtt_stats(rtt: np.ndarray) -> dict[str, Any]:
+    return {"rtt_samples": int(rtt.size), "rtt_mean_ms": float(rtt.mean()), "rtt_min_ms": float(rtt.min()),
+            "rtt_p95_ms": float(np.percentile(rtt, 95)), "rtt_max_ms": float(rtt.max()),
+            "rtt_jitter_ms": float(np.abs(np.diff(rtt)).mean()) if rtt.size > 1 else 0.0,
+            "rtt_series_ms": [round(float(x), 3) for x in rtt[:: max(1, rtt.size // 5000)]]}
+
+
+def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: float, ue: int = 0) -> dict[str, Any]:
+    """Ground truth from the emulated cell: its capacity for the UE over the workload, as a mean and a
+    timeline. `mark` ties a TTI to the controller's clock (read just before the workload)."""
+    from cellab.emulator.ttilog import read_ttilog
+
+    rec = read_ttilog(tti_log).ue(ue)
+    if rec.size == 0:
+        return {}
+    t_s = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
+    cap = rec["dl_capacity_bytes"].astype(np.float64)
+    within = (t_s >= 0) & (t_s < span_s)
+    out: dict[str, Any] = {}
+    if within.any():
+        out["capacity_bps"] = float(cap[within].sum() * 8 / (within.sum() / 1000.0))
+        out["cell_delivered_bps"] = float(rec["dl_delivered_bytes"][within].sum() * 8 / (within.sum() / 1000.0))
+    t, sums = _bins(t_s, cap, TIMELINE_STEP_S, span_s)
+    out["timeline"] = {"capacity_bps": _series(t, sums * 8 / TIMELINE_STEP_S)}
+    return out
+
+
+def attenuation_timeline(log: Path, t0_s: float, offset_s: float) -> dict[str, Any]:
+    """The attenuation the player applied (its JSONL log: a start event with t0_wall_s, then points)."""
+    t0_wall = None
+    t_list, db_list = [], []
+    for line in log.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row.get("event") == "start":
+            t0_wall = float(row["t0_wall_s"])
+        elif "applied_s" in row and t0_wall is not None and row.get("channel", 1) == 1:
+            t_list.append(t0_wall + float(row["applied_s"]) - offset_s - t0_s)
+            db_list.append(float(row["readback_db"] if row.get("readback_db") is not None else row["db"]))
+    if not t_list:
+        return {}
+    return {"attenuation_db": _series(np.asarray(t_list), np.asarray(db_list))}
+
+
+def _merge_timelines(*parts: dict[str, Any]) -> dict[str, Any]:
+    timeline: dict[str, Any] = {}
+    for part in parts:
+        timeline |= part.pop("timeline", {}) if isinstance(part, dict) else {}
+    return timeline
+
+
+def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, Any]:
+    """The probe workload's metrics: receiver summary, sender logs, cell ground truth, attenuation, pcap."""
+    span = ctx.duration_s + 2.0
+    metrics = probe_metrics(artifacts["probe-summary"])
+    parts: list[dict[str, Any]] = []
+    if "sender-logs" in artifacts:
+        sender = sender_metrics(artifacts["sender-logs"], ctx.t0_s, ctx.offsets_s.get("server", 0.0))
+        parts.append(sender)
+    if "probe-ms" in artifacts:
+        parts.append({"timeline": probe_throughput_timeline(artifacts["probe-ms"], ctx.t0_s,
+                                                            ctx.offsets_s.get("ue", 0.0), span)})
+    if "cell_tti_log" in artifacts and ctx.cell_mark:
+        parts.append(cell_metrics(artifacts["cell_tti_log"], ctx.cell_mark, ctx.t0_s, span))
+    if "attenuation-log" in artifacts:
+        parts.append({"timeline": attenuation_timeline(artifacts["attenuation-log"], ctx.t0_s,
+                                                       ctx.offsets_s.get("attenuator", 0.0))})
+    if "pcap" in artifacts:
+        parts.append(pcap_run_metrics(artifacts["pcap"]))
+    timeline = _merge_timelines(*parts)
+    for part in parts:  # the first source of a metric wins: sender TCP_INFO, then the cell, the capture
+        for key, value in part.items():
+            metrics.setdefault(key, value)
+    if "rtt_mean_ms" not in metrics and "receiver_rtt_mean_ms" in metrics:
+        metrics |= {"rtt_mean_ms": metrics["receiver_rtt_mean_ms"], "rtt_p95_ms": metrics["receiver_rtt_p95_ms"],
+                    "rtt_source": "receiver"}
+    if "throughput_bps" in timeline:
+        metrics["throughput_series_bps"] = timeline["throughput_bps"]["v"]
+    metrics["timeline"] = timeline
+    if metrics.get("capacity_bps"):
+        metrics["utilization"] = metrics.get("throughput_bps", 0.0) / metrics["capacity_bps"]
+    _sr_truth(metrics, ctx)
+    return metrics
+
+
+def pcap_run_metrics(pcap: Path) -> dict[str, Any]:
+    from cellab.pcapmetrics import pcap_metrics
+
+    out = pcap_metrics(pcap)
+    keep = ("retransmits", "loss_rate", "ack_gap_ms", "rtt_mean_ms", "rtt_p95_ms", "rtt_jitter_ms", "rtt_series_ms")
+    renamed = {f"pcap_{k}" if k.startswith("rtt") else k: v for k, v in out.items() if k in keep}
+    return renamed
+
+
+def _sr_truth(metrics: dict[str, Any], ctx: RunContext) -> None:
+    if ctx.sr_true_ms is None:
+        return
+    metrics["sr_true_ms"] = ctx.sr_true_ms
+    metrics["sr_correct"] = metrics.get("sr_estimate_ms") == ctx.sr_true_ms

@@ -1,4 +1,5 @@
-"""The campaign runner: per run, configure → measure clocks → workload → stop → collect → metrics → store.
+"""The campaign runner: per run, configure → measure clocks → capture, schedule, workload → stop → collect
+→ metrics → store.
 
 One failed run does not stop the campaign (the retry policy decides); Ctrl-C stops the devices, marks
 the run aborted and keeps everything already stored; `--resume DIR` continues where it stopped.
@@ -22,11 +23,11 @@ import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
 from cellab.errors import CellabError
-from cellab.metrics import run_metrics
+from cellab.metrics import RunContext, probe_run_metrics, run_metrics
+from cellab.schedules import Schedules
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
-
-IPERF3_PORT = 5201
+from cellab.workloads import IPERF3_PORT, SENDER_PORT, WORKLOADS, WorkloadTarget
 RUN_ERRORS = (CellabError, AgentLost, AgentTimeout, OperationError, OSError)
 
 
@@ -38,15 +39,18 @@ class Runner:
         self.console = console or Console(stderr=True)
         self.prefix = prefix
         self.on_run_done = on_run_done
+        self._schedules: Schedules | None = None
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
         campaign = load_campaign(campaign_path, lab)
         runs = plan(campaign, campaign_path)
         text = Path(campaign_path).read_text()
-        if yaml.safe_load(text).get("lab") != campaign.lab:
-            # Store the campaign as run: the lab it ran on (--lab, or an inventory path made absolute).
-            text = yaml.safe_dump(yaml.safe_load(text) | {"lab": campaign.lab}, sort_keys=False)
+        as_run = campaign.model_dump(mode="json", exclude_unset=True)
+        if yaml.safe_load(text) != as_run:
+            # Store the campaign as run: the lab it ran on (--lab), files it names made absolute (a resumed
+            # campaign reads this copy from the result folder).
+            text = yaml.safe_dump(as_run, sort_keys=False)
         store = ResultStore.create(out_dir, campaign.name, text, runs)
         return cls(campaign, store, **kwargs)
 
@@ -106,37 +110,42 @@ class Runner:
         started = time.time()
         session.lab.configure(run.params)
         offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
-        attenuation = {}
-        if "attenuator" in session.roles and "attenuation_db" in run.params:
-            values = run.params["attenuation_db"]
-            for channel, value in enumerate(values if isinstance(values, list) else [values], start=1):
-                reply = ctl.request(session.roles["attenuator"], "set", {"channel": channel, "db": value},
-                                    timeout_s=timeouts.request_s)
-                attenuation[channel] = reply["applied_db"]
+        role_offsets = {role: offsets[name]["offset_s"] for role, name in session.roles.items() if name in offsets}
+        attenuation = self._set_attenuation(session, run)
         server, ue = session.roles["server"], session.roles["ue"]
-        tag = run.run_id
+        tag = f"{run.run_id}-a{attempt}"
         cc = run.params["cc"]
         if cc in BPF_CCS and cc not in session.loaded_modules:
             # Registered once per campaign; the server agent unloads it when the session ends.
             ctl.request(server, "load_modules", {"names": [cc]}, timeout_s=timeouts.request_s)
             session.loaded_modules.add(cc)
-        ctl.request(server, "iperf3_server_start", {"port": IPERF3_PORT, "tag": f"{tag}-server"},
-                    timeout_s=timeouts.request_s)
+        capture = "pcap" in self.campaign.measurements
+        if capture:
+            ctl.request(server, "capture_start", {"tag": f"{tag}-server", "tcp_port": workload_port(workload.tool)},
+                        timeout_s=timeouts.request_s)
+        cell_mark = session.lab.clock_mark()
+        t0 = time.time()
+        playing = self._start_schedule(session, run)
+        target = WorkloadTarget(ctl, server, ue, session.topology.server.address, tag, run_dir)
         try:
-            reply = ctl.request(ue, "iperf3_client", {
-                "server": session.topology.server.address, "port": IPERF3_PORT, "direction": workload.kind,
-                "duration_s": workload.duration_s, "flows": workload.flows, "cc": cc,
-                "ping_interval_ms": workload.ping_interval_ms, "tag": tag,
-            }, timeout_s=min(workload.duration_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
+            artifacts = WORKLOADS[workload.tool](target, workload, run.params, timeouts, deadline)
         finally:
-            ctl.request(server, "iperf3_server_stop", {}, timeout_s=timeouts.request_s)
-        artifacts: dict[str, Path] = {}
-        for name in reply["artifacts"]:
-            kind = "iperf3" if name.endswith("-iperf3.json") else "ping" if name.endswith("-ping.txt") else name
-            artifacts[kind] = ctl.fetch_artifact(ue, name, run_dir / name)
-        artifacts["server-log"] = ctl.fetch_artifact(server, f"{tag}-server.log", run_dir / f"{tag}-server.log")
+            if playing:
+                ctl.request(session.roles["attenuator"], "stop_schedule", {}, timeout_s=timeouts.request_s)
+            if capture:
+                ctl.request(server, "capture_stop", {}, timeout_s=timeouts.request_s)
+        if playing:
+            artifacts["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,
+                                                              run_dir / "attenuation.jsonl")
+        if capture:
+            artifacts["pcap"] = ctl.fetch_artifact(server, f"{tag}-server.pcap", run_dir / "server.pcap")
         artifacts |= session.lab.collect(run_dir)
-        metrics = run_metrics(artifacts)
+        if workload.tool == "probe":
+            context = RunContext(t0_s=t0, duration_s=workload.duration_s, offsets_s=role_offsets,
+                                 cell_mark=cell_mark or None, sr_true_ms=run.params.get("sr_period_ms"))
+            metrics = probe_run_metrics(artifacts, context)
+        else:
+            metrics = run_metrics(artifacts)
         write_json(run_dir / "manifest.json", {
             "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
             "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
@@ -144,11 +153,41 @@ class Runner:
                     "ues": [u.__dict__ for u in session.topology.ues]},
             "agents": dict(session.agents),
             "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
+            "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "cell_clock_mark": cell_mark,
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: p.name for k, p in artifacts.items()},
             "software": software_versions(),
         })
         return metrics
+
+    def _set_attenuation(self, session: LabSession, run: PlannedRun) -> dict[int, float]:
+        applied: dict[int, float] = {}
+        if "attenuator" in session.roles and "attenuation_db" in run.params:
+            values = run.params["attenuation_db"]
+            for channel, value in enumerate(values if isinstance(values, list) else [values], start=1):
+                reply = session.controller.request(session.roles["attenuator"], "set", {"channel": channel, "db": value},
+                                                   timeout_s=self.campaign.timeouts.request_s)
+                applied[channel] = reply["applied_db"]
+        return applied
+
+    def _start_schedule(self, session: LabSession, run: PlannedRun) -> str | None:
+        """Start the run's schedule; returns the player's log name (None for a static channel)."""
+        name = run.params.get("schedule", "static")
+        if name == "static":
+            return None
+        if "attenuator" not in session.roles:
+            raise CellabError(f"schedule {name!r}: this lab has no attenuator agent")
+        if self._schedules is None:
+            self._schedules = Schedules(self.campaign, self.store.root, session.controller,
+                                        session.roles["attenuator"], session.topology.extra.get("ctl"))
+        reply = session.controller.request(session.roles["attenuator"], "play_schedule",
+                                           self._schedules.play_params(name),
+                                           timeout_s=self.campaign.timeouts.request_s)
+        return reply["log_file"]
+
+
+def workload_port(tool: str) -> int:
+    return IPERF3_PORT if tool == "iperf3" else SENDER_PORT
 
 
 def _label(factors: dict[str, Any]) -> str:

@@ -47,6 +47,9 @@ class InventoryLab:
     def configure(self, params: dict) -> None:
         pass
 
+    def clock_mark(self) -> dict[str, float]:
+        return {}
+
     def collect(self, run_dir: Path) -> dict[str, Path]:
         path = run_dir / "lab-inventory.json"
         path.write_text(self.inventory.model_dump_json(indent=2))

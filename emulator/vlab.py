@@ -132,6 +132,13 @@ class VirtualLab(EmbeddedLab):
         self.params = new
         self._start_cell(find_program("cellab-cell"))
 
+    def clock_mark(self) -> dict[str, float]:
+        """The cell's TTI now, with the wall clock at the middle of the request (≤ 1 ms apart on this host)."""
+        sent = time.time()
+        with self.control(1000) as ctl:
+            tti = ctl.stats()["tti"]
+        return {"tti": float(tti), "t_s": (sent + time.time()) / 2}
+
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)

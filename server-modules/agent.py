@@ -1,7 +1,7 @@
 """The server agent: runs on an edge server (or in the virtual lab's server namespace).
 
-Its operations start and stop the traffic servers (iperf3, cellab-send) and load, configure and unload
-the BPF congestion-control modules (ModuleOps).
+Its operations start and stop the traffic servers (iperf3, cellab-send), capture packets (CaptureOps),
+and load, configure and unload the BPF congestion-control modules (ModuleOps).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus import Agent, OperationFailed, operation
+from cellab.capture import CaptureOps
 from cellab.server.agent_ops import ModuleOps
 from cellab.proc import ManagedProcess, argv_in
 
@@ -31,7 +32,7 @@ class NoParams(BaseModel):
     pass
 
 
-class ServerAgent(ModuleOps, Agent):
+class ServerAgent(CaptureOps, ModuleOps, Agent):
     role = "server"
 
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
@@ -75,4 +76,5 @@ class ServerAgent(ModuleOps, Agent):
 
     def safe_state(self) -> None:
         self._stop_iperf3()
+        self.capture_safe_state()
         super().safe_state()  # the sender stops, modules this agent loaded are unloaded

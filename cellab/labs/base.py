@@ -43,6 +43,11 @@ class EmbeddedLab(abc.ABC):
     def configure(self, params: dict[str, Any]) -> None:
         """Apply one run's lab parameters (e.g. rate, buffer, n_prb, SR period); restart what must restart."""
 
+    def clock_mark(self) -> dict[str, float]:
+        """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put
+        on the workload's timeline; {} when the lab keeps no clock of its own."""
+        return {}
+
     @abc.abstractmethod
     def collect(self, run_dir: Path) -> dict[str, Path]:
         """Copy this run's lab-side artifacts (e.g. the emulator's TTI log) into run_dir; name -> path."""

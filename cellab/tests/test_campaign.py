@@ -111,5 +111,5 @@ def test_cli_plan_prints_matrix(tmp_path):
 
 def test_receiver_control_needs_the_probe_workload(tmp_path):
     path = write(tmp_path, "name: r\nlab: wired\nfactors: {receiver: [none, exll]}\n")
-    with pytest.raises(InputErrors, match=r"factors.receiver: receiver control .* \(allowed: none\)"):
+    with pytest.raises(InputErrors, match=r"workload.tool: receiver control .* \(allowed: probe\)"):
         load_campaign(path)
