@@ -116,6 +116,12 @@ def simulate(cfg: SynthConfig) -> list[tuple[int, int, int, int, int, int, int, 
     return rows
 
 
+def shift(rows: list[tuple[int, int, int, int, int, int, int, int]], dt_ns: int
+          ) -> list[tuple[int, int, int, int, int, int, int, int]]:
+    """The rows dt_ns later (room before them for a handshake)."""
+    return [(r[0] + dt_ns, *r[1:]) for r in rows]
+
+
 def write_events(rows: list[tuple[int, int, int, int, int, int, int, int]], path: Path, flow: int = 0) -> Path:
     with open(path, "w") as out:
         out.write("# cellab-probe events v1\nt_ns,flow,dir,seq,ack,len,win,has_ts,tsval,tsecr\n")
@@ -125,23 +131,52 @@ def write_events(rows: list[tuple[int, int, int, int, int, int, int, int]], path
 
 
 def write_pcap(rows: list[tuple[int, int, int, int, int, int, int, int]], path: Path,
-               server: tuple[str, int] = ("10.0.0.1", 5301), ue: tuple[str, int] = ("10.0.0.2", 40000)) -> Path:
-    """The same timing as a nanosecond pcap of raw IPv4 (headers only: the probe reads lengths from IP)."""
+               server: tuple[str, int] = ("10.0.0.1", 5301), ue: tuple[str, int] = ("10.0.0.2", 40000),
+               handshake: bool = False, server_isn: int = 0, ue_isn: int = 0) -> Path:
+    """The same timing as a nanosecond pcap of raw IPv4 (headers only: the probe reads lengths from IP).
+
+    handshake: also the connection's SYN, SYN-ACK and ACK before the rows and the teardown after them
+    (the sender's FIN, our ACK and FIN, the sender's pure ACK 30 ms later), as a capture started before
+    the flow sees it; sequence numbers then start at the ISNs (a real sender's is >= 2^31 half the time).
+    The rows must then start at least 60 ms after time 0 (see shift()).
+    """
     import ipaddress
     import struct
 
     srv_ip = ipaddress.IPv4Address(server[0]).packed
     ue_ip = ipaddress.IPv4Address(ue[0]).packed
     snaplen = 64
+    # (t_ns, direction, seq, ack, length, tsval, tsecr, flags), sequence numbers absolute
+    segs: list[tuple[int, int, int, int, int, int, int, int]] = []
+    srv_base, ue_base = (server_isn + 1, ue_isn + 1) if handshake else (0, 0)
+    for t_ns, direction, seq, ack, length, tsval, tsecr, _ in rows:
+        flags = 0x10 | (0x08 if length else 0)
+        if direction == 0:
+            segs.append((t_ns, 0, srv_base + seq, ue_base, length, tsval, tsecr, flags))
+        else:
+            segs.append((t_ns, 1, ue_base, srv_base + ack, length, tsval, tsecr, flags))
+    if handshake and rows:
+        t0, t1 = rows[0][0], rows[-1][0]
+        first_srv_ts = next(r[5] for r in rows if r[1] == 0)
+        srv_end = max(srv_base + r[2] + r[4] for r in rows if r[1] == 0)
+        last_srv_ts = max(r[5] for r in rows if r[1] == 0)
+        ms = 1_000_000
+        segs[:0] = [(t0 - 60 * ms, 1, ue_isn, 0, 0, 0, 0, 0x02),  # SYN: the ack field is 0
+                    (t0 - 30 * ms, 0, server_isn, ue_base, 0, first_srv_ts, 0, 0x12),
+                    (t0 - 30 * ms + 20_000, 1, ue_base, srv_base, 0, 0, first_srv_ts, 0x10)]
+        my_ts = max(r[5] for r in rows if r[1] == 1) + 1
+        segs += [(t1 + ms, 0, srv_end, ue_base, 0, last_srv_ts, my_ts - 1, 0x11),
+                 (t1 + ms + 20_000, 1, ue_base, srv_end + 1, 0, my_ts, last_srv_ts, 0x10),
+                 (t1 + ms + 40_000, 1, ue_base, srv_end + 1, 0, my_ts, last_srv_ts, 0x11),
+                 (t1 + 31 * ms, 0, srv_end + 1, ue_base + 1, 0, last_srv_ts + 30, my_ts, 0x10)]
     with open(path, "wb") as out:
         # magic for nanosecond timestamps, version 2.4, LINKTYPE_RAW (101)
         out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, 101))
-        for t_ns, direction, seq, ack, length, tsval, tsecr, _ in rows:
+        for t_ns, direction, seq, ack, length, tsval, tsecr, flags in segs:
             src, dst, sport, dport = (srv_ip, ue_ip, server[1], ue[1]) if direction == 0 else \
                 (ue_ip, srv_ip, ue[1], server[1])
             tcp_len = 32
             options = struct.pack("!BBBBII", 1, 1, 8, 10, tsval & 0xFFFFFFFF, tsecr & 0xFFFFFFFF)
-            flags = 0x10 | (0x08 if length else 0)
             tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
                               (tcp_len // 4) << 4, flags, 1000, 0, 0) + options
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + tcp_len + length, 0, 0x4000, 64, 6, 0, src, dst)

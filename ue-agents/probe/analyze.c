@@ -54,6 +54,10 @@ static void feed_segment(struct analyze_ctx *c, const struct tcp_segment *seg, u
                             .seq = seg->seq, .ack = seg->ack, .payload_bytes = seg->payload_bytes,
                             .win_raw = seg->win_raw, .tsval = seg->tsval, .tsecr = seg->tsecr };
     pipe_event(&c->pl, idx, &ev);
+    /* the sender closed: live, the read returns 0 here and the flow's timers stop (later ACKs still
+     * count); a capture runs on, and ticking on would close a last, partial frame live never saw */
+    if (dir == DIR_DATA_IN && (seg->flags & (PKT_FIN | PKT_RST)) && !c->pl.flows[idx]->done)
+        pipe_flow_done(&c->pl, idx, t_ns);
     pipe_tick(&c->pl, t_ns);
 }
 

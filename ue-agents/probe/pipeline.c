@@ -160,6 +160,12 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
     if (idx < 0 || idx >= pl->n_flows)
         return;
     struct pipe_flow *f = pl->flows[idx];
+    /* Our SYN (captures that start before connect(); live flows start after it) acknowledges nothing:
+     * its ack field, 0, would become the RTT matcher's last ACK, and when the sender's ISN is >= 2^31
+     * every real ACK would then look older than it and time nothing. Its TS option is only an offer.
+     * Not logged either: event logs carry no flags to tell it apart. */
+    if (ev->dir == DIR_ACK_OUT && ev->tcp_flags && !(ev->tcp_flags & PKT_ACK))
+        return;
     if (pl->pkt_log)
         fprintf(pl->pkt_log, "%llu,%d,%d,%u,%u,%u,%u,%d,%u,%u\n", (unsigned long long)ev->t_ns, idx, ev->dir,
                 ev->seq, ev->ack, ev->payload_bytes, ev->win_raw, ev->has_ts, ev->tsval, ev->tsecr);

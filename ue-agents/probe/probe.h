@@ -16,12 +16,17 @@ enum pkt_dir {
     DIR_ACK_OUT = 1, /* receiver -> sender (our ACKs, uplink) */
 };
 
+#define PKT_FIN 0x01
+#define PKT_SYN 0x02
+#define PKT_RST 0x04
+#define PKT_ACK 0x10
+
 /* One TCP segment seen at the receiver, in one flow. */
 struct pkt_event {
     uint64_t t_ns;      /* capture time (CLOCK_REALTIME ns) */
     uint8_t dir;        /* enum pkt_dir */
     uint8_t has_ts;     /* TCP timestamp option present */
-    uint8_t tcp_flags;  /* FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 */
+    uint8_t tcp_flags;  /* PKT_FIN...; 0 = not known (event logs carry no flags) */
     uint32_t seq;       /* sequence number of the first payload byte */
     uint32_t ack;       /* acknowledgement number */
     uint32_t payload_bytes;

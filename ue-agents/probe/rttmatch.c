@@ -25,6 +25,11 @@ int rttm_on_data(struct rttm *m, uint64_t t_ns, uint32_t seq, uint32_t len, int 
 {
     int n_out = 0;
     uint32_t seq_end = seq + len;
+    /* Only data is released by our ACKs. A sender's pure ACK or bare FIN answers our request or FIN
+     * (handshake, teardown): it would time the last RTT's packets with the teardown delay, and only
+     * where the capture outlives the flow (pcap, not live). */
+    if (len == 0)
+        return 0;
     while (m->a_len > 0) {
         struct rttm_ack *a = &m->acks[m->a_head];
         if (!ack_resolved_by(m, a, t_ns, seq_end, has_ts, tsecr))
@@ -38,8 +43,6 @@ int rttm_on_data(struct rttm *m, uint64_t t_ns, uint32_t seq, uint32_t len, int 
         m->a_head = (m->a_head + 1) % RTTM_ACK_RING;
         m->a_len--;
     }
-    if (len == 0)
-        return n_out;
     if (m->have_data && !seq_after(seq_end, m->high_seq_end))
         return n_out; /* retransmission or duplicate: no new packet to time */
     m->high_seq_end = seq_end;

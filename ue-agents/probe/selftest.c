@@ -174,6 +174,13 @@ static void test_rttmatch(struct st *s)
     n = rttm_on_data(&m, 41 * ms, 4000, 1000, 1, 500, out, 64);
     check(s, n == 2 && fabs(out[0].rtt_us - 41000) < 1e-6 && fabs(out[1].rtt_us - 40000) < 1e-6,
           "rtt_per_packet_tsecr", "first=%g second=%g", n > 0 ? out[0].rtt_us : -1, n > 1 ? out[1].rtt_us : -1);
+    rttm_init(&m); /* the sender's pure ACK (e.g. of our FIN) echoes our TSval but was not released by it */
+    rttm_on_data(&m, 0, 1000, 1000, 1, 7, out, 64);
+    rttm_on_ack(&m, 1 * ms, 2000, 1, 500, 0);
+    n = rttm_on_data(&m, 30 * ms, 2000, 0, 1, 500, out, 64);
+    int n_data = rttm_on_data(&m, 41 * ms, 2000, 1000, 1, 500, out, 64);
+    check(s, n == 0 && n_data == 1 && fabs(out[0].rtt_us - 41000) < 1e-6, "rtt_pure_ack_times_nothing",
+          "pure=%g data=%g", n, n_data);
     rttm_init(&m); /* no timestamps: DRS, released = one window beyond the ACK */
     rttm_on_data(&m, 0, 0, 1000, 0, 0, out, 64);
     rttm_on_ack(&m, 100000, 1000, 0, 0, 4000);

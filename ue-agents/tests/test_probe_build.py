@@ -21,8 +21,8 @@ SELFTEST_CHECKS = [
     "frame_C_half_allocated", "frame_C_same_instant", "eq12_equal_sizes_guard", "eq12_smallest_full_alpha",
     "eq12_largest_alpha_over_e", "eq13_value", "eq13_D_equals_d_guard", "eq13_unknown_d_no_clamp",
     "dfcsd_closed_loop_queue_near_beta", "dfcsd_closed_loop_no_oscillation", "dfcsd_short_flow_favoured",
-    "rtt_older_tsecr_not_matched", "rtt_per_packet_tsecr", "rtt_drs_window_beyond", "phase_lock_at_period_only",
-    "phase_none_when_continuous", "flowproto_request_layout", "flowproto_response",
+    "rtt_older_tsecr_not_matched", "rtt_per_packet_tsecr", "rtt_pure_ack_times_nothing", "rtt_drs_window_beyond",
+    "phase_lock_at_period_only", "phase_none_when_continuous", "flowproto_request_layout", "flowproto_response",
 ]
 
 

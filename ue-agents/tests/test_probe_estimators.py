@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from cellab.ue.probe_synth import SynthConfig, simulate, write_events, write_pcap
+from cellab.ue.probe_synth import SynthConfig, shift, simulate, write_events, write_pcap
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +64,23 @@ def test_pcap_and_event_log_give_the_same_estimates(tmp_path):
     for key in ("regime", "period_ms", "tsr_ms", "mp_rtt_ms", "n_rtt_samples"):
         assert from_pcap["sr_estimate"][key] == from_events["sr_estimate"][key]
     assert from_pcap["flows"][0]["bytes"] == from_events["flows"][0]["bytes"]
+
+
+@pytest.mark.parametrize("server_isn", [0x10000000, 0x9E6C1F3A, 0xFFFF8000])
+def test_capture_with_handshake_and_teardown_times_every_packet(tmp_path, server_isn):
+    # A capture started before the flow holds our SYN, whose ack field is 0: with the sender's ISN in
+    # the upper half (or the stream wrapping 2^32) it once made every later ACK look old, and offline
+    # analysis timed nothing. The sender's pure ACK of our FIN must not time the last RTT's packets.
+    rows = shift(simulate(SynthConfig(sr_period_ms=20, ul_policy="sr-strict", duration_s=2.0)), 1_000_000_000)
+    _, from_events = analyze("--events", str(write_events(rows, tmp_path / "ev.csv")))
+    _, from_pcap = analyze("--pcap", str(write_pcap(rows, tmp_path / "hs.pcap", handshake=True,
+                                                    server_isn=server_isn, ue_isn=0xC0000000)))
+    assert from_pcap["status"] == "ok" and from_pcap["sr_estimate"]["n_rtt_samples"] >= 30
+    for key in ("period_ms", "tsr_ms", "mp_rtt_ms", "ap_rtt_ms", "n_rtt_samples"):
+        assert from_pcap["sr_estimate"][key] == from_events["sr_estimate"][key], key
+    pf, ef = from_pcap["flows"][0], from_events["flows"][0]
+    assert pf["rtt"] == ef["rtt"] and pf["exll"]["frames"] == ef["exll"]["frames"]
+    assert pf["bytes"] == ef["bytes"]
 
 
 def test_truncated_pcap_keeps_what_was_read(tmp_path):
