@@ -19,6 +19,7 @@ BUILD_TARGETS :=
 -include emulator/rules.mk
 -include server-modules/rules.mk
 -include ue-agents/probe/rules.mk
+-include cellab/flowstat/rules.mk
 
 .PHONY: setup apt venv build test demo bench lint clean
 

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "attenuator": "cellab.attenuator.bench",
     "modules": "cellab.server.bench",
     "probe": "cellab.ue.probe_bench",
+    "pcap": "cellab.pcap_bench",
 }
 
 
