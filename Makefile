@@ -21,9 +21,15 @@ BUILD_TARGETS :=
 -include ue-agents/probe/rules.mk
 -include cellab/flowstat/rules.mk
 
-.PHONY: setup apt venv build test demo bench lint clean
+.PHONY: setup apt venv build samples test demo bench lint clean
 
-setup: apt venv build
+setup: apt venv build samples
+
+# the synthetic drive log and commercial trace the example campaigns use (cellab/traces.py)
+samples: runs/data/sample-drive.csv
+
+runs/data/sample-drive.csv: cellab/traces.py | venv
+	$(VENV)/bin/cellab trace samples runs/data
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -47,7 +53,8 @@ test: setup
 	$(PY) -m pytest -q
 
 demo: setup
-	$(VENV)/bin/cellab run runs/demo.yaml
+	$(VENV)/bin/cellab run runs/demo/sr-validation.yaml
+	$(VENV)/bin/cellab run runs/demo/cc-shootout.yaml
 
 bench: setup
 	$(PY) -m cellab.bench $(BENCH)

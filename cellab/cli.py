@@ -143,6 +143,31 @@ def agent(
     instance.serve_forever()
 
 
+trace_app = typer.Typer(no_args_is_help=True)
+app.add_typer(trace_app, name="trace", help="Link traces for the virtual cell: from probe recordings; sample data.")
+
+
+@trace_app.command("from-probe")
+def trace_from_probe_cmd(log: Path = typer.Argument(..., help="cellab-probe --ms-log or --log of a saturating download"),
+                         out: Path = typer.Option(..., help="Mahimahi trace to write (e.g. commercial.down)")) -> None:
+    """A recording of a network (probe on a phone or a host) → a trace the virtual cell plays (`trace:`)."""
+    from cellab.traces import trace_from_probe_log, write_mahimahi
+
+    opportunities = trace_from_probe_log(log)
+    write_mahimahi(out, opportunities)
+    mbit = len(opportunities) * 1500 * 8 / opportunities[-1] / 1000
+    console.print(f"{out}: {len(opportunities)} opportunities over {opportunities[-1] / 1000:.1f} s ({mbit:.1f} Mbit/s)")
+
+
+@trace_app.command("samples")
+def trace_samples_cmd(folder: Path = typer.Argument(Path("runs/data"), help="where to write them")) -> None:
+    """Write the synthetic sample drive log and commercial trace the example campaigns use."""
+    from cellab.traces import write_samples
+
+    for kind, path in write_samples(folder).items():
+        console.print(f"{kind}: {path}")
+
+
 @app.command()
 def doctor() -> None:
     """Check this host for what cellab needs; each problem comes with what to do."""
