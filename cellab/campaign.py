@@ -160,12 +160,11 @@ def lab_params_model(lab: str, source: str | Path) -> type[BaseModel] | None:
 
 
 def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
+    """The run parameters: common ones and the lab's, with the lab model's validators (file checks...)."""
     lab_model = lab_params_model(lab, source)
-    fields: dict[str, Any] = {}
-    for model in filter(None, (TransportParams, lab_model)):
-        for name, info in model.model_fields.items():
-            fields[name] = (info.annotation, info)
-    return create_model("RunParams", __config__=ConfigDict(extra="forbid"), **fields)
+    if lab_model is None:
+        return TransportParams
+    return create_model("RunParams", __base__=(TransportParams, lab_model))
 
 
 def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:

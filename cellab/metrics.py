@@ -112,7 +112,7 @@ class RunContext:
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Sum of values per step over [0, span)."""
     n = max(1, int(np.ceil(span_s / step_s)))
-    idx = np.floor(t_s / step_s).astype(np.int64)
+    idx = np.floor(t_s / step_s + 1e-6).astype(np.int64)  # 0.6 / 0.1 is 5.999...: keep it in bin 6
     keep = (idx >= 0) & (idx < n)
     sums = np.bincount(idx[keep], weights=values[keep], minlength=n)
     return np.arange(n) * step_s, sums
@@ -165,7 +165,7 @@ def probe_throughput_timeline(ms_log: Path, t0_s: float, offset_s: float, span_s
     data = np.atleast_1d(data)
     if data.size == 0:
         return {}
-    t_s = data["ms"] / 1000.0 - offset_s - t0_s
+    t_s = (data["ms"] - (offset_s + t0_s) * 1000.0) / 1000.0  # difference first: epoch ms carry 13 digits
     t, sums = _bins(t_s, data["bytes"], TIMELINE_STEP_S, span_s)
     return {"throughput_bps": _series(t, sums * 8 / TIMELINE_STEP_S)}
 
@@ -270,8 +270,11 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
     if "rtt_mean_ms" not in metrics and "receiver_rtt_mean_ms" in metrics:
         metrics |= {"rtt_mean_ms": metrics["receiver_rtt_mean_ms"], "rtt_p95_ms": metrics["receiver_rtt_p95_ms"],
                     "rtt_source": "receiver"}
-    if "throughput_bps" in timeline:
-        metrics["throughput_series_bps"] = timeline["throughput_bps"]["v"]
+    if "throughput_bps" in timeline:  # the transfer's own intervals: not the SR probes before it, nor the idle tail
+        values = np.asarray(timeline["throughput_bps"]["v"])
+        active = np.flatnonzero(values > 0)
+        if active.size:
+            metrics["throughput_series_bps"] = [float(v) for v in values[active[0]: active[-1] + 1]]
     metrics["timeline"] = timeline
     if metrics.get("capacity_bps"):
         metrics["utilization"] = metrics.get("throughput_bps", 0.0) / metrics["capacity_bps"]

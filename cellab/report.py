@@ -30,7 +30,7 @@ from cellab.store import ResultStore, write_atomic
 
 MAX_INLINE_TIMELINES = 40  # more would make the HTML heavy; the rest are linked files
 TIMELINE_DPI = 80  # noisy per-run series compress badly: smaller PNGs keep a 40-timeline page near 4 MB
-SCHEME_FACTORS = ("cc", "receiver")
+SCHEME_FACTORS = ("scheme", "cc", "receiver")  # a bundle factor `scheme` names it outright
 NO_ESTIMATE = "none"
 
 
@@ -71,9 +71,11 @@ def _load_runs(store: ResultStore, campaign: dict[str, Any]) -> list[Run]:
     for row in store.rows():
         metrics = row["metrics"] or {}
         cc = _setting("cc", row["factors"], fixed) or metrics.get("congestion_control")
+        scheme = row["factors"].get("scheme")
         runs.append(Run(idx=row["idx"], run_id=row["run_id"], repeat=row["repeat"], status=row["status"],
                         error=row["error"], factors=row["factors"], metrics=metrics,
-                        scheme=scheme_label(cc, _setting("receiver", row["factors"], fixed))))
+                        scheme=str(scheme) if scheme is not None else
+                        scheme_label(cc, _setting("receiver", row["factors"], fixed))))
     return runs
 
 
@@ -525,7 +527,7 @@ def write_report(result_dir: Path) -> Path:
     out = FigureWriter(plot_dir)
     plotted = [throughput_delay_section(done, facets, colors, out), cdf_section(done, facets, colors, out),
                sr_section(done, fixed, out), network_section(done, order, out)]
-    runs_section = Section("runs", "Runs", tables=[run_table(runs, factor_names)])
+    runs_section = Section("runs", "Runs", tables=[run_table(runs, [f for f in factor_names if f != "scheme"])])
     sections = [s for s in [*plotted, runs_section, timeline_section(done, out)] if s is not None]
 
     counts = Counter(r.status for r in runs)

@@ -113,3 +113,95 @@ def test_receiver_control_needs_the_probe_workload(tmp_path):
     path = write(tmp_path, "name: r\nlab: wired\nfactors: {receiver: [none, exll]}\n")
     with pytest.raises(InputErrors, match=r"workload.tool: receiver control .* \(allowed: probe\)"):
         load_campaign(path)
+
+
+BUNDLES = """
+name: bundles
+lab: virtual
+factors:
+  scheme:
+    cubic: {cc: cubic}
+    exll-rx: {cc: cubic, receiver: exll}
+  channel:
+    static: {schedule: static}
+    mobile: {schedule: walk}
+schedules:
+  walk: {file: walk.yaml}
+fixed: {n_prb: 50}
+workload: {tool: probe, duration_s: 3}
+"""
+
+
+def test_bundle_factors_set_their_parameters_and_label_the_run(tmp_path):
+    runs = plan(load_campaign(write(tmp_path, BUNDLES)))
+    assert len(runs) == 4
+    by_label = {(r.factors["scheme"], r.factors["channel"]): r.params for r in runs}
+    assert by_label[("exll-rx", "mobile")]["receiver"] == "exll"
+    assert by_label[("exll-rx", "mobile")]["schedule"] == "walk"
+    assert by_label[("cubic", "static")]["receiver"] == "none"
+    assert all(p["n_prb"] == 50 for p in by_label.values())
+
+
+@pytest.mark.parametrize("change, field, fragment", [
+    ("    mobile: {schedule: walk}", "factors.channel.mobile.schedule", "unknown schedule 'run' (allowed: static, walk)"),
+    ("    exll-rx: {cc: cubic, receiver: exll}", "factors.scheme.exll-rx.rcv", "unknown parameter"),
+    ("    cubic: {cc: cubic}", "factors.scheme.cubic.cc", "allowed: cubic, reno, bbr"),
+])
+def test_bad_bundle_names_its_level(tmp_path, change, field, fragment):
+    replacement = {"    mobile: {schedule: walk}": "    mobile: {schedule: run}",
+                   "    exll-rx: {cc: cubic, receiver: exll}": "    exll-rx: {cc: cubic, rcv: exll}",
+                   "    cubic: {cc: cubic}": "    cubic: {cc: cubik}"}[change]
+    path = write(tmp_path, BUNDLES.replace(change, replacement))
+    with pytest.raises((InputError, InputErrors)) as info:
+        load_campaign(path)
+    assert f"{field}: " in str(info.value) and fragment in str(info.value), str(info.value)
+
+
+def test_a_bundle_may_not_be_named_like_a_parameter(tmp_path):
+    path = write(tmp_path, "name: b\nlab: virtual\nfactors:\n  cc: {fast: {cc: bbr}}\n")
+    with pytest.raises(InputErrors, match=r"factors.cc: a bundle factor's name is a label"):
+        load_campaign(path)
+
+
+def test_files_are_resolved_against_the_campaign_file(tmp_path):
+    sub = tmp_path / "camp"
+    sub.mkdir()
+    (sub / "t.down").write_text("1\n2\n")
+    text = ("name: f\nlab: virtual\nfactors:\n  network:\n    commercial: {trace: t.down}\n    lab: {schedule: drive}\n"
+            "schedules:\n  drive: {drive_log: data/drive.csv}\n")
+    campaign = load_campaign(write(sub, text))
+    assert campaign.factors["network"]["commercial"]["trace"] == str(sub / "t.down")
+    assert campaign.schedules["drive"].drive_log == str(sub / "data" / "drive.csv")
+    missing = write(sub, text.replace("t.down", "gone.down"), "m.yaml")
+    with pytest.raises(InputErrors, match=r"factors.network.commercial.trace: .*does not exist"):
+        load_campaign(missing)
+
+
+@pytest.mark.parametrize("workload, fragment", [
+    ("{tool: iperf3, size_bytes: 1000}", "size_bytes needs tool: probe"),
+    ("{tool: probe, kind: upload}", "the probe workload is a download"),
+    ("{tool: probe, flows: 2, size_bytes: [1000]}", "size_bytes: one value per flow (2)"),
+    ("{tool: probe, sr_probes: 999}", "less than or equal to 256"),
+])
+def test_bad_probe_workload(tmp_path, workload, fragment):
+    path = write(tmp_path, f"name: w\nlab: virtual\nworkload: {workload}\n")
+    with pytest.raises((InputError, InputErrors)) as info:
+        load_campaign(path)
+    assert "workload" in str(info.value) and fragment in str(info.value), str(info.value)
+
+
+def test_schedule_needs_exactly_one_source(tmp_path):
+    path = write(tmp_path, "name: s\nlab: virtual\nschedules: {x: {file: a.yaml, drive_log: b.csv}}\n")
+    with pytest.raises((InputError, InputErrors), match=r"schedules.x: .*exactly one of file or drive_log"):
+        load_campaign(path)
+
+
+@pytest.mark.parametrize("name", ["sr-validation", "cc-shootout", "mobility-replay", "lab-vs-commercial",
+                                  "demo/sr-validation", "demo/cc-shootout"])
+def test_example_campaigns_validate(name):
+    root = Path(__file__).resolve().parents[2] / "runs"
+    if name in ("mobility-replay", "lab-vs-commercial") and not (root / "data" / "sample-drive.csv").exists():
+        from cellab.traces import write_samples
+        write_samples(root / "data")
+    runs = plan(load_campaign(root / f"{name}.yaml"))
+    assert runs and all(r.params["cc"] for r in runs)

@@ -1,0 +1,129 @@
+"""Probe-workload metrics from artifacts written here by hand: every number checked against its input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cellab.emulator.ttilog import HEADER_DTYPE, MAGIC, RECORD_DTYPE, VERSION
+from cellab.errors import InputError
+from cellab.metrics import (RunContext, attenuation_timeline, cell_metrics, probe_metrics, probe_run_metrics,
+                            sender_metrics)
+from cellab.traces import sample_commercial_trace, sample_drive_log, trace_from_probe_log, write_mahimahi
+
+T0 = 1_700_000_000.0
+
+
+def write_summary(path: Path, rates: list[float], sizes: list[int | None], sr: dict | None = None) -> Path:
+    flows = [{"bytes": 1000 * (i + 1), "throughput_bps": r, "rtt": {"mean_ms": 40.0 + i}, "retransmitted_packets": i}
+             for i, r in enumerate(rates)]
+    requests = [{"index": i, "mode": "bytes" if s else "milliseconds", "fct_ms": 500.0 * (i + 1)}
+                for i, s in enumerate(sizes)]
+    path.write_text(json.dumps({"status": "ok", "flows": flows, "requests": requests, "total_bytes": 3000,
+                                "throughput_bps": sum(rates), "rtt": {"n": 10, "mean_ms": 41.0, "p95_ms": 50.0},
+                                "sr_estimate": sr or {"regime": "sr-limited", "period_ms": 20}}))
+    return path
+
+
+def test_probe_summary_gives_fct_fairness_and_sr(tmp_path):
+    m = probe_metrics(write_summary(tmp_path / "s.json", [10e6, 10e6], [5000, 5000]))
+    assert m["throughput_bps"] == 20e6 and m["bytes_received"] == 3000
+    assert m["fct_mean_s"] == pytest.approx(0.75)  # 0.5 s and 1.0 s
+    assert m["jain_fairness"] == pytest.approx(1.0)
+    assert m["sr_estimate_ms"] == 20.0 and m["sr_regime"] == "sr-limited"
+    unfair = probe_metrics(write_summary(tmp_path / "u.json", [30e6, 10e6], [None, None]))
+    assert unfair["jain_fairness"] == pytest.approx(40**2 / (2 * (30**2 + 10**2)))
+    assert "fct_mean_s" not in unfair  # timed flows have no completion time
+    none = probe_metrics(write_summary(tmp_path / "n.json", [5e6], [None], {"regime": "undetermined", "period_ms": None}))
+    assert "sr_estimate_ms" not in none and none["sr_regime"] == "unknown"
+
+
+def write_ttilog(path: Path, capacity_bytes: np.ndarray, delivered_bytes: np.ndarray) -> Path:
+    header = np.zeros(1, HEADER_DTYPE)
+    header["magic"], header["version"], header["rec_size"], header["n_ues"], header["n_prb"] = (
+        MAGIC, VERSION, RECORD_DTYPE.itemsize, 1, 25)
+    rec = np.zeros(capacity_bytes.size, RECORD_DTYPE)
+    rec["tti"] = np.arange(capacity_bytes.size)
+    rec["dl_capacity_bytes"] = capacity_bytes
+    rec["dl_delivered_bytes"] = delivered_bytes
+    path.write_bytes(header.tobytes() + rec.tobytes())
+    return path
+
+
+def test_cell_capacity_is_aligned_to_the_workload(tmp_path):
+    # 1000 TTIs before the workload at 1000 B/ms, then 2000 TTIs at 2000 B/ms: only the latter count
+    cap = np.r_[np.full(1000, 1000), np.full(2000, 2000)].astype(np.uint16)
+    log = write_ttilog(tmp_path / "tti.bin", cap, cap // 2)
+    m = cell_metrics(log, {"tti": 1000.0, "t_s": T0}, T0, span_s=2.0)
+    assert m["capacity_bps"] == pytest.approx(2000 * 8 * 1000)
+    assert m["cell_delivered_bps"] == pytest.approx(1000 * 8 * 1000)
+    series = m["timeline"]["capacity_bps"]
+    assert len(series["t_s"]) == 20 and set(series["v"]) == {2000 * 8 * 1000}
+
+
+def test_attenuation_timeline_uses_the_player_clock(tmp_path):
+    log = tmp_path / "att.jsonl"
+    rows = [{"event": "start", "t0_wall_s": T0 + 0.5}] + [
+        {"planned_s": t, "applied_s": t + 0.001, "channel": 1, "db": db, "readback_db": db} for t, db in ((0, 10), (1, 30))]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    series = attenuation_timeline(log, T0, offset_s=0.25)["attenuation_db"]
+    assert series["t_s"] == pytest.approx([0.251, 1.251])  # agent clock 0.25 s ahead of the controller
+    assert series["v"] == [10.0, 30.0]
+
+
+def test_sender_rtt_skips_samples_before_the_first_ack(tmp_path):
+    (tmp_path / "flows.jsonl").write_text(json.dumps({"flow_id": 1, "total_retrans": 3}) + "\n")
+    samples = [{"t_ns": int((T0 + i * 0.01) * 1e9), "rtt_us": 40000 if i == 0 else 20000 + 1000 * i,
+                "bytes_acked": 0 if i == 0 else 100 * i} for i in range(11)]
+    (tmp_path / "flow-1.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    m = sender_metrics(tmp_path, T0, 0.0)
+    assert m["retransmits"] == 3 and m["rtt_samples"] == 10
+    assert m["rtt_min_ms"] == 21.0 and m["rtt_max_ms"] == 30.0 and m["rtt_mean_ms"] == pytest.approx(25.5)
+    assert m["rtt_jitter_ms"] == pytest.approx(1.0)
+
+
+def test_probe_run_metrics_combines_and_scores_sr(tmp_path):
+    summary = write_summary(tmp_path / "s.json", [8e6], [None], {"regime": "sr-limited", "period_ms": 40})
+    ms_log = tmp_path / "ms.csv"
+    ms_log.write_text("ms,flow,bytes,packets,acks,rtt_mean_us,rwnd_bytes\n" + "".join(
+        f"{int((T0 + 0.5) * 1000) + i},0,1000,1,1,,0\n" for i in range(1000)))
+    cap = np.full(3000, 2000, np.uint16)
+    log = write_ttilog(tmp_path / "tti.bin", cap, cap)
+    m = probe_run_metrics({"probe-summary": summary, "probe-ms": ms_log, "cell_tti_log": log},
+                          RunContext(t0_s=T0, duration_s=1.0, cell_mark={"tti": 0.0, "t_s": T0}, sr_true_ms=20))
+    assert m["sr_true_ms"] == 20 and m["sr_estimate_ms"] == 40.0 and m["sr_correct"] is False
+    assert m["utilization"] == pytest.approx(8e6 / 16e6)
+    assert m["throughput_series_bps"] == pytest.approx([8e6] * 10)  # the 1 s transfer, not the idle bins around it
+    assert m["rtt_mean_ms"] == 41.0 and m["rtt_source"] == "receiver"
+    assert set(m["timeline"]) == {"throughput_bps", "capacity_bps"}
+
+
+def test_trace_from_probe_log_keeps_the_rate(tmp_path):
+    log = tmp_path / "rec.csv"
+    # 3000 bytes every ms for 2 s: 24 Mbit/s, two opportunities per ms
+    log.write_text("ms,flow,bytes\n" + "".join(f"{1000 + i},0,3000\n" for i in range(2000)))
+    ops = trace_from_probe_log(log)
+    assert len(ops) == 4000 and ops[0] == 1 and ops[-1] == 2000
+    packets = tmp_path / "pk.csv"
+    packets.write_text("t_ns,flow,dir,seq,ack,len\n" + "".join(
+        f"{i * 1_000_000},0,{d},0,0,{1500 if d == 0 else 0}\n" for i in range(100) for d in (0, 1)))
+    assert trace_from_probe_log(packets) == list(range(1, 101))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="neither probe log"):
+        trace_from_probe_log(bad)
+    with pytest.raises(InputError, match="nonzero amount of time"):
+        write_mahimahi(tmp_path / "x.down", [])
+
+
+def test_samples_are_seeded_and_plausible():
+    drive = sample_drive_log()
+    assert drive == sample_drive_log()
+    rsrp = np.array([r for _, r in drive])
+    assert -124 <= rsrp.min() and rsrp.max() <= -70 and rsrp.std() > 5
+    trace = sample_commercial_trace(drive)
+    mbit = len(trace) * 1500 * 8 / trace[-1] / 1000
+    assert 5 < mbit < 80 and trace == sorted(trace)
