@@ -263,6 +263,9 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
                                                        ctx.offsets_s.get("attenuator", 0.0))})
     if "pcap" in artifacts:
         parts.append(pcap_run_metrics(artifacts["pcap"]))
+        if "probe-packets" in artifacts:
+            parts.append(owd_metrics(artifacts["pcap"], artifacts["probe-packets"],
+                                     ctx.offsets_s.get("ue", 0.0) - ctx.offsets_s.get("server", 0.0)))
     timeline = _merge_timelines(*parts)
     for part in parts:  # the first source of a metric wins: sender TCP_INFO, then the cell, the capture
         for key, value in part.items():
@@ -289,6 +292,17 @@ def pcap_run_metrics(pcap: Path) -> dict[str, Any]:
     keep = ("retransmits", "loss_rate", "ack_gap_ms", "rtt_mean_ms", "rtt_p95_ms", "rtt_jitter_ms", "rtt_series_ms")
     renamed = {f"pcap_{k}" if k.startswith("rtt") else k: v for k, v in out.items() if k in keep}
     return renamed
+
+
+def owd_metrics(server_pcap: Path, probe_packets: Path, ue_minus_server_s: float) -> dict[str, Any]:
+    from cellab.owd import one_way_delay_ms
+    from cellab.workloads import SENDER_PORT
+
+    owd = one_way_delay_ms(server_pcap, probe_packets, SENDER_PORT, ue_minus_server_s)
+    if owd.size == 0:
+        return {}
+    return {"owd_mean_ms": float(owd.mean()), "owd_p95_ms": float(np.percentile(owd, 95)),
+            "owd_min_ms": float(owd.min()), "owd_samples": int(owd.size)}
 
 
 def _sr_truth(metrics: dict[str, Any], ctx: RunContext) -> None:

@@ -126,7 +126,7 @@ class Runner:
         cell_mark = session.lab.clock_mark()
         t0 = time.time()
         playing = self._start_schedule(session, run)
-        target = WorkloadTarget(ctl, server, ue, session.topology.server.address, tag, run_dir)
+        target = WorkloadTarget(ctl, server, ue, session.topology.server.address, tag, run_dir, packet_log=capture)
         try:
             artifacts = WORKLOADS[workload.tool](target, workload, run.params, timeouts, deadline)
         finally:

@@ -28,7 +28,7 @@ def trace_from_probe_log(path: Path) -> list[int]:
     path = Path(path)
     try:
         with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))  # the packet log's banner
     except OSError as exc:
         raise InputError(path, "", f"cannot read: {exc.strerror}") from None
     if not rows:

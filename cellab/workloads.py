@@ -28,6 +28,7 @@ class WorkloadTarget:
     server_address: str
     tag: str  # unique per run attempt: artifact names on the agents
     run_dir: Path
+    packet_log: bool = False  # the probe's per-packet log (one-way delay against the server capture)
 
 
 def iperf3(t: WorkloadTarget, workload: Workload, params: dict[str, Any], timeouts: Timeouts,
@@ -72,7 +73,7 @@ def probe(t: WorkloadTarget, workload: Workload, params: dict[str, Any], timeout
         reply = ctl.request(t.ue, "fetch", {
             "server": t.server_address, "port": SENDER_PORT, "flows": probe_flows(workload, params["cc"]),
             "control": params.get("receiver", "none"), "timeout_s": fetch_timeout_s, "ms_log": True,
-            "packet_log": False, "sr_probes": workload.sr_probes, "tag": t.tag,
+            "packet_log": t.packet_log, "sr_probes": workload.sr_probes, "tag": t.tag,
         }, timeout_s=min(fetch_timeout_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
     finally:
         stopped = ctl.request(t.server, "stop_sender", {}, timeout_s=timeouts.request_s)

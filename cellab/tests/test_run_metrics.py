@@ -108,7 +108,7 @@ def test_trace_from_probe_log_keeps_the_rate(tmp_path):
     ops = trace_from_probe_log(log)
     assert len(ops) == 4000 and ops[0] == 1 and ops[-1] == 2000
     packets = tmp_path / "pk.csv"
-    packets.write_text("t_ns,flow,dir,seq,ack,len\n" + "".join(
+    packets.write_text("# cellab-probe events v1\nt_ns,flow,dir,seq,ack,len\n" + "".join(
         f"{i * 1_000_000},0,{d},0,0,{1500 if d == 0 else 0}\n" for i in range(100) for d in (0, 1)))
     assert trace_from_probe_log(packets) == list(range(1, 101))
     bad = tmp_path / "bad.csv"
@@ -127,3 +127,33 @@ def test_samples_are_seeded_and_plausible():
     trace = sample_commercial_trace(drive)
     mbit = len(trace) * 1500 * 8 / trace[-1] / 1000
     assert 5 < mbit < 80 and trace == sorted(trace)
+
+
+def raw_ipv4_tcp(seq: int, payload: int, sport: int = 5301, dport: int = 40000) -> bytes:
+    import struct
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x18, 65535, 0, 0) + b"x" * payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, bytes(4), bytes(4))
+    return ip + tcp
+
+
+def test_one_way_delay_pairs_first_sightings_by_sequence(tmp_path):
+    import struct
+
+    from cellab.owd import one_way_delay_ms
+
+    pcap = tmp_path / "s.pcap"
+    records = b""
+    # seq 1000 at 1.000 s, its retransmission at 1.100 s (ignored), seq 2000 at 1.010 s, an ACK-only segment
+    for t_us, seq, size in ((1_000_000, 1000, 1000), (1_100_000, 1000, 1000), (1_010_000, 2000, 1000), (1_020_000, 3000, 0)):
+        frame = raw_ipv4_tcp(seq, size)
+        records += struct.pack("<IIII", t_us // 1_000_000, t_us % 1_000_000, len(frame), len(frame)) + frame
+    pcap.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101) + records)
+    log = tmp_path / "p.csv"
+    log.write_text("# cellab-probe events v1\nt_ns,flow,dir,seq,ack,len\n"
+                   "1030000000,0,0,1000,0,1000\n1040000000,0,1,0,2000,0\n1150000000,0,0,1000,0,1000\n"
+                   "1045000000,0,0,2000,0,1000\n")
+    owd = one_way_delay_ms(pcap, log, 5301, ue_minus_server_s=0.005)
+    assert owd.tolist() == pytest.approx([25.0, 30.0])  # 30 and 35 ms minus the UE clock's 5 ms lead
+    pcap.write_bytes(b"not a capture at all, sorry")
+    with pytest.raises(InputError, match="not a pcap file"):
+        one_way_delay_ms(pcap, log, 5301, 0.0)
