@@ -85,7 +85,8 @@ def stats(name: str) -> None:
 
 @modules_app.command()
 def send(
-    log_dir: Annotated[Path, typer.Option(help="where flows.jsonl and flow-<id>.jsonl go")] = Path("sender-logs"),
+    log_dir: Annotated[Path | None, typer.Option(help="where flows.jsonl and flow-<id>.jsonl go "
+                                                 "(default: a new folder under $TMPDIR)")] = None,
     port: int = 5301,
     bind: str | None = None,
     cc: Annotated[str | None, typer.Option(help="default congestion control")] = None,
@@ -98,7 +99,7 @@ def send(
         bound = sender.start()
     except (CellabError, ValueError) as exc:
         _fail(exc)
-    typer.echo(f"cellab-send listening on port {bound}, logs in {log_dir} (Ctrl-C stops)")
+    typer.echo(f"cellab-send listening on port {bound}, logs in {sender.log_dir} (Ctrl-C stops)")
     stop = {"now": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))

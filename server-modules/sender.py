@@ -34,18 +34,21 @@ class SenderConfig(BaseModel):
 
 
 class Sender:
-    """One running cellab-send; its logs go to log_dir (flows.jsonl and flow-<id>.jsonl)."""
+    """One running cellab-send; its logs go to log_dir (flows.jsonl and flow-<id>.jsonl). Without a
+    log_dir the sender makes a fresh folder under $TMPDIR; log_dir is set from its "listening" line."""
 
-    def __init__(self, config: SenderConfig, log_dir: Path):
+    def __init__(self, config: SenderConfig, log_dir: Path | None):
         self.config = config
-        self.log_dir = Path(log_dir)
+        self.log_dir: Path | None = Path(log_dir) if log_dir is not None else None
         self.proc: subprocess.Popen[str] | None = None
         self.port: int | None = None
 
     def argv(self) -> list[str]:
         c = self.config
-        argv = [str(find_program("cellab-send")), "serve", "--port", str(c.port), "--log-dir", str(self.log_dir),
+        argv = [str(find_program("cellab-send")), "serve", "--port", str(c.port),
                 "--sample-ms", str(c.sample_ms), "--max-flows", str(c.max_flows), "--linger-s", str(c.linger_s)]
+        if self.log_dir is not None:
+            argv += ["--log-dir", str(self.log_dir)]
         if c.bind:
             argv += ["--bind", c.bind]
         if c.cc:
@@ -58,7 +61,8 @@ class Sender:
         """Start and wait for the "listening" line; returns the port."""
         if self.proc is not None:
             raise CellabError("cellab-send is already running")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -70,6 +74,7 @@ class Sender:
                     event = json.loads(line)
                     if event.get("event") == "listening":
                         self.port = int(event["port"])
+                        self.log_dir = Path(event["log_dir"])
                         return self.port
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read() if self.proc.stderr else ""
@@ -102,14 +107,19 @@ class Sender:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _logs(self) -> Path:
+        if self.log_dir is None:
+            raise CellabError("cellab-send has not started yet: it has no log folder")
+        return self.log_dir
+
     def summaries(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.log_dir / "flows.jsonl")
+        return read_jsonl(self._logs() / "flows.jsonl")
 
     def samples(self, flow_id: int) -> list[dict[str, Any]]:
-        return read_jsonl(self.log_dir / f"flow-{flow_id}.jsonl")
+        return read_jsonl(self._logs() / f"flow-{flow_id}.jsonl")
 
     def log_files(self) -> list[Path]:
-        return sorted(self.log_dir.glob("flow*.jsonl"))
+        return sorted(self._logs().glob("flow*.jsonl"))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,12 @@ char _license[] SEC("license") = "GPL";
 #define TUNE_PERIOD_US_DEFAULT 500000u  /* paper Sec. IV: tuning cycle 0.5 s */
 #define ALPHA_INIT_DEFAULT (3u * ALPHA_ONE / 2) /* authors' v2 scripts: alpha = 1.5 (paper silent) */
 #define INV_SQRT_STEPS 32               /* 1/sqrt(N) table; N is clamped to it */
+/* The authors' v2 Tuner (their Mahimahi scripts, which produced Table I): additive steps of
+ * 0.5 x (avg/Target) down when avg > Target, 0.5 x (0.85 Target/avg) up when avg < 0.85 Target
+ * (integer quotients in their code), nothing in between. */
+#define V2_STEP_FP (ALPHA_ONE / 2)
+#define V2_DEADBAND_PCT 85
+enum { TUNER_EQ10 = 0, TUNER_AUTHORS_V2 = 1 };
 
 /* 1024/sqrt(N) for N = 1..32 (index N-1): the Bad re-trigger spacing Interval/sqrt(N). */
 static const __u16 inv_sqrt_1024[INV_SQRT_STEPS] = {
@@ -50,7 +56,7 @@ struct c2tcp_conf {
 	__u32 target_us;       /* default Target (average delay) when no prefix matches; 0 = Tuner off */
 	__u32 alpha_init_fp;   /* initial alpha * 1024 */
 	__u32 tune_period_us;
-	__u32 pad;
+	__u32 tuner;           /* TUNER_EQ10 | TUNER_AUTHORS_V2 */
 };
 
 struct c2tcp_target_key {
@@ -151,10 +157,18 @@ static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
 		return;
 	if (s->rtt_cnt && target) {
 		avg = s->rtt_sum_us / s->rtt_cnt;
-		if (avg && avg < target)
+		if (cf && cf->tuner == TUNER_AUTHORS_V2) {
+			__u64 low = target * V2_DEADBAND_PCT / 100;
+
+			if (avg > target)
+				alpha = alpha > (avg / target) * V2_STEP_FP ? alpha - (avg / target) * V2_STEP_FP : 0;
+			else if (avg && avg < low)
+				alpha += (low / avg) * V2_STEP_FP;
+		} else if (avg && avg < target) {
 			alpha = alpha * (target + avg) / (2 * avg);
-		else if (avg > target)
+		} else if (avg > target) {
 			alpha = avg >= 2 * target ? 0 : alpha * (2 * target - avg) / avg;
+		}
 		if (alpha < ALPHA_MIN)
 			alpha = ALPHA_MIN;
 		if (alpha > ALPHA_MAX)

@@ -96,23 +96,4 @@ static __always_inline void dst_key_of(const struct sock *sk, struct cellab_dst_
 			*c = v;                              \
 	}
 
-/* One flow as seen by the opportunistic-retransmission tc program: written by the recovery
- * congestion controls (they know the CA state and the peer's window scale), read on ingress. */
-struct or_flow_key {
-	__u32 local_addr;   /* network order, the sender (this host) */
-	__u32 remote_addr;  /* network order, the receiver */
-	__u16 local_port;   /* network order */
-	__u16 remote_port;  /* network order */
-};
-
-struct or_flow {
-	__u8 in_recovery;
-	__u8 snd_wscale;    /* the scale the receiver applies to its advertised window */
-	__u16 pad;
-	__u32 pad2;
-	__u64 widened_acks;
-};
-
-#define OR_FLOWS_MAX 65536
-
 #endif

@@ -8,6 +8,7 @@
 
 char _license[] SEC("license") = "GPL";
 
+#define RECOVERY_OPS cubic_barr
 #define WINDOW_ACKS_DEFAULT 200 /* paper: M = 200 */
 #define RING_SLOTS 256          /* power of two >= the largest M the loader accepts */
 
@@ -17,7 +18,7 @@ struct ack_mark {
 	__u64 t_us;
 };
 
-struct barr_sk {
+struct recovery_sk {
 	__u64 head;          /* ACKs recorded so far */
 	__u32 last_rtt_us;
 	__u32 w_pkts;
@@ -25,38 +26,25 @@ struct barr_sk {
 	struct ack_mark ring[RING_SLOTS];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct barr_sk);
-} barr_state SEC(".maps");
-
-static __always_inline struct barr_sk *state_of(struct sock *sk)
+static __always_inline void recovery_sk_init(struct recovery_sk *s)
 {
-	return bpf_sk_storage_get(&barr_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 }
 
-SEC("struct_ops")
-void BPF_PROG(barr_init, struct sock *sk)
+/* Every ACK goes into the ring: (delivered packets, time). */
+static __always_inline void recovery_on_ack(struct sock *sk, struct recovery_sk *s, const struct rate_sample *rs)
 {
-	cubictcp_init(sk);
-	state_of(sk);
-	or_publish(sk, 0);
-	stat_add(ST_FLOWS, 1);
-}
-
-static __always_inline void record_ack(struct tcp_sock *tp, struct barr_sk *s)
-{
+	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 slot = s->head & (RING_SLOTS - 1);
 
 	s->ring[slot].delivered_pkts = tp->delivered;
 	s->ring[slot].t_us = tp->tcp_mstamp;
 	s->head++;
+	if (rs->rtt_us > 0)
+		s->last_rtt_us = rs->rtt_us;
 }
 
 /* Eq. 3-4: delivery rate over the last M ACKs times the current RTT. */
-static __always_inline void recovery_window(struct sock *sk, struct barr_sk *s)
+static __always_inline void recovery_window(struct sock *sk, struct recovery_sk *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	const struct recovery_conf *cf = get_conf();
@@ -83,89 +71,7 @@ static __always_inline void recovery_window(struct sock *sk, struct barr_sk *s)
 		}
 	}
 	tp->snd_cwnd = min_u32(s->w_pkts, tp->snd_cwnd_clamp);
-	stat_add(ST_RECOVERY_ACKS, 1);
 	stat_set(ST_LAST_W_PKTS, s->w_pkts);
 }
 
-SEC("struct_ops")
-void BPF_PROG(barr_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct barr_sk *s = state_of(sk);
-
-	if (!s)
-		return;
-	record_ack(tp, s);
-	if (rs->rtt_us > 0) {
-		s->last_rtt_us = rs->rtt_us;
-		stat_set(ST_LAST_RTT_US, rs->rtt_us);
-	}
-	if (in_cwnd_reduction(sk)) {
-		recovery_window(sk, s);
-	} else {
-		s->in_recovery = 0;
-		if (rs->acked_sacked > 0)
-			cubictcp_cong_avoid(sk, ack, rs->acked_sacked);
-	}
-	update_pacing_rate(sk);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(barr_ssthresh, struct sock *sk)
-{
-	return cubictcp_recalc_ssthresh(sk);
-}
-
-SEC("struct_ops")
-void BPF_PROG(barr_set_state, struct sock *sk, __u8 new_state)
-{
-	cubictcp_state(sk, new_state);
-	or_publish(sk, new_state == TCP_CA_Recovery);
-}
-
-SEC("struct_ops")
-void BPF_PROG(barr_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	cubictcp_cwnd_event(sk, event);
-}
-
-SEC("struct_ops")
-void BPF_PROG(barr_pkts_acked, struct sock *sk, const struct ack_sample *sample)
-{
-	cubictcp_acked(sk, sample);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(barr_undo_cwnd, struct sock *sk)
-{
-	return tcp_reno_undo_cwnd(sk);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(barr_sndbuf_expand, struct sock *sk)
-{
-	const struct recovery_conf *cf = get_conf();
-
-	return cf && cf->sndbuf_factor ? cf->sndbuf_factor : SNDBUF_FACTOR_DEFAULT;
-}
-
-SEC("struct_ops")
-void BPF_PROG(barr_release, struct sock *sk)
-{
-	or_forget(sk);
-}
-
-SEC(".struct_ops")
-struct tcp_congestion_ops cubic_barr = {
-	.init = (void *)barr_init,
-	.release = (void *)barr_release,
-	.ssthresh = (void *)barr_ssthresh,
-	.cong_control = (void *)barr_cong_control,
-	.set_state = (void *)barr_set_state,
-	.cwnd_event = (void *)barr_cwnd_event,
-	.pkts_acked = (void *)barr_pkts_acked,
-	.undo_cwnd = (void *)barr_undo_cwnd,
-	.sndbuf_expand = (void *)barr_sndbuf_expand,
-	.flags = TCP_CONG_NON_RESTRICTED,
-	.name = "cubic_barr",
-};
+#include "recovery_ops.h"

@@ -7,6 +7,7 @@
  * The paper changes the window gate inside tcp_output.c instead; rewriting the ACK is the
  * patch-free substitute, and it breaks end-to-end window semantics while recovery lasts. */
 #include "tc_common.h"
+#include "or_flows.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -28,14 +29,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct or_conf);
 } conf SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OR_FLOWS_MAX);
-	__type(key, struct or_flow_key);
-	__type(value, struct or_flow);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} or_flows SEC(".maps");
 
 enum { ST_ACKS, ST_SACK_IN_RECOVERY, ST_WIDENED, ST_LAST_EXT_BYTES, ST_CLAMPED, ST_LAST_WSCALE };
 DEFINE_STATS_MAP()

@@ -1,12 +1,13 @@
 /* What cubic_qarr and cubic_barr share (Liu et al., "Optimizing TCP Loss Recovery Performance Over
- * Mobile Data Networks"): Cubic outside recovery, the recovery window through .cong_control (so the
- * kernel's PRR is skipped), .sndbuf_expand = 3, and the per-flow record the opportunistic-
- * retransmission tc program reads (CA state and the peer's window scale). Each including file
- * defines recovery_window() and its own state. */
+ * Mobile Data Networks"): their parameters, counters, the per-flow record the opportunistic-
+ * retransmission tc program reads (CA state and the peer's window scale) and the kernel pacing rule
+ * that .cong_control must redo. The congestion-control programs themselves (Cubic outside recovery,
+ * the algorithm's window in CWR/Recovery, .sndbuf_expand) are in recovery_ops.h. */
 #ifndef CELLAB_RECOVERY_COMMON_H
 #define CELLAB_RECOVERY_COMMON_H
 
 #include "cellab_cc.h"
+#include "or_flows.h"
 
 #define SNDBUF_FACTOR_DEFAULT 3 /* paper Thm 11, Eq. 22: b_snd >= 3 CW when beta = 1 */
 
@@ -23,15 +24,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct recovery_conf);
 } conf SEC(".maps");
-
-/* Shared with or_ingress: pinned by name under /sys/fs/bpf/cellab/shared. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, OR_FLOWS_MAX);
-	__type(key, struct or_flow_key);
-	__type(value, struct or_flow);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} or_flows SEC(".maps");
 
 enum { ST_FLOWS, ST_RECOVERIES, ST_RECOVERY_ACKS, ST_LAST_W_PKTS, ST_LAST_ESTIMATE, ST_LAST_RTT_US };
 DEFINE_STATS_MAP()

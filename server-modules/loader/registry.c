@@ -31,6 +31,7 @@ static const struct param_desc c2tcp_params[] = {
 	{ "target_ms", 0, 0, 10000, 1000, 50, "ms" },            /* paper: 50 ms trace-driven; 0 = Tuner off */
 	{ "alpha_init", 1, 1, 10, 1024, 1.5, "x MINRTT" },        /* authors' v2 scripts */
 	{ "tune_period_ms", 2, 10, 10000, 1000, 500, "ms" },      /* paper: 0.5 s */
+	{ "tuner", 3, 0, 1, 1, 0, "0 Eq. 10 | 1 authors' v2" },   /* paper Eq. 10 / authors' Mahimahi scripts */
 };
 static const char *const c2tcp_counters[] = {
 	"flows", "good_acks", "bad_events", "invalid_rtt", "tuner_updates",

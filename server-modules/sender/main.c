@@ -6,7 +6,9 @@
  * Serves N-byte, timed and until-close flows, each on its own connection (sequential or
  * concurrent, as the receivers open them), with the congestion control the request names (or
  * --cc). Writes DIR/flows.jsonl (one summary per flow) and DIR/flow-<id>.jsonl (TCP_INFO every
- * --sample-ms). Prints one JSON line {"event": "listening", ...} when ready; SIGTERM/SIGINT stop it.
+ * --sample-ms). Without --log-dir, DIR is a fresh $TMPDIR/cellab-send-XXXXXX (never the working
+ * directory: callers that forgot the option used to leave flows.jsonl in a source checkout).
+ * Prints one JSON line {"event": "listening", "log_dir": DIR, ...} when ready; SIGTERM/SIGINT stop it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,11 +31,13 @@
 #include "proto.h"
 
 #define STOP_GRACE_S 5
+#define DEFAULT_TMPDIR "/tmp"
 
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: cellab-send serve [--bind ADDR] [--port N (default %d)] [--cc NAME] [--log-dir DIR]\n"
+		"usage: cellab-send serve [--bind ADDR] [--port N (default %d)] [--cc NAME]\n"
+		"                         [--log-dir DIR (default: a new $TMPDIR/cellab-send-XXXXXX)]\n"
 		"                         [--sample-ms MS (default 10, 0 = none)] [--max-flows N (default 64)]\n"
 		"                         [--linger-s S (default 30)]\n",
 		FLOW_DEFAULT_PORT);
@@ -53,6 +57,15 @@ static int parse_uint(const char *opt, const char *text, unsigned long max, unsi
 	}
 	*out = v;
 	return 0;
+}
+
+/* The log folder when none is given: a new one under $TMPDIR, so nothing lands in the CWD. */
+static const char *default_log_dir(char *buf, size_t n)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(buf, n, "%s/cellab-send-XXXXXX", tmp && *tmp ? tmp : DEFAULT_TMPDIR);
+	return mkdtemp(buf);
 }
 
 static int open_listener(const char *bind_addr, unsigned port, unsigned *bound_port)
@@ -108,11 +121,11 @@ static void peer_text(const struct sockaddr_storage *ss, char *out, size_t n)
 
 int main(int argc, char **argv)
 {
-	struct sender_ctx ctx = { .log_dir = ".", .sample_ms = 10, .max_flows = 64, .linger_s = 30, .next_flow_id = 1 };
+	struct sender_ctx ctx = { .log_dir = NULL, .sample_ms = 10, .max_flows = 64, .linger_s = 30, .next_flow_id = 1 };
 	const char *bind_addr = NULL;
 	unsigned long port = FLOW_DEFAULT_PORT, v;
 	unsigned bound_port = 0;
-	char path[PATH_MAX];
+	char path[PATH_MAX], tmp_dir[PATH_MAX];
 	sigset_t mask;
 	int lfd, sfd;
 
@@ -172,6 +185,10 @@ int main(int argc, char **argv)
 		}
 		if (probe >= 0)
 			close(probe);
+	}
+	if (!ctx.log_dir && !(ctx.log_dir = default_log_dir(tmp_dir, sizeof(tmp_dir)))) {
+		fprintf(stderr, "cellab-send: cannot create a log folder in %s: %s\n", tmp_dir, strerror(errno));
+		return 1;
 	}
 	if (mkdir(ctx.log_dir, 0755) && errno != EEXIST) {
 		fprintf(stderr, "cellab-send: --log-dir: cannot create %s: %s\n", ctx.log_dir, strerror(errno));

@@ -152,3 +152,22 @@ def test_stop_writes_the_summary_of_a_running_flow(programs, tmp_path):
     rows = s.summaries()
     assert rows and rows[-1]["end"] == "sender_stopped"
     assert json.dumps(rows)  # plain JSON
+
+
+def test_without_log_dir_the_logs_go_to_a_new_temp_folder_not_the_cwd(programs, tmp_path, monkeypatch):
+    """Callers that omit --log-dir used to leave flows.jsonl in their working directory (a checkout)."""
+    cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    tmp.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    s = Sender(SenderConfig(bind="127.0.0.1", port=0, sample_ms=0), None)
+    s.start()
+    try:
+        r = flowclient.fetch("127.0.0.1", s.port, amount=10_000)
+    finally:
+        s.stop()
+    assert r.status == 0
+    assert s.log_dir is not None and s.log_dir.parent == tmp and s.log_dir.name.startswith("cellab-send-")
+    assert [row["flow_id"] for row in s.summaries()] == [r.flow_id]
+    assert not list(cwd.iterdir())
