@@ -350,6 +350,7 @@ void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *
     jw_num(w, "tsr_ms", v->ping_tsr_ms);
     jw_num(w, "quantile_tsr_ms", v->ping_quantile_tsr_ms);
     jw_num(w, "iqr_tsr_ms", v->ping_iqr_tsr_ms);
+    jw_num(w, "q10_75_tsr_ms", v->ping_low_tsr_ms);
     if (v->ping_period_ms) jw_int(w, "d_log_ms", v->ping_period_ms); else jw_null(w, "d_log_ms");
     jw_obj_close(w);
     jw_str(w, "reason", v->reason);

@@ -40,7 +40,7 @@ struct sr_verdict {
     int period_ms;          /* the SR period estimate, 0 when none */
     int flow_cadence_ms;    /* the flow's uplink-burst period (phase view), 0 if no lock */
     uint64_t n_ping;
-    double ping_min_ms, ping_avg_ms, ping_tsr_ms, ping_quantile_tsr_ms, ping_iqr_tsr_ms;
+    double ping_min_ms, ping_avg_ms, ping_tsr_ms, ping_quantile_tsr_ms, ping_iqr_tsr_ms, ping_low_tsr_ms;
     int ping_period_ms;
     double mp_us, ap_us, tsr_ms;
     int d_log_ms, d_lin_ms;
@@ -49,7 +49,7 @@ struct sr_verdict {
     uint64_t n_phase;
     double ts_hz;           /* the sender's TSval clock, estimated (1 kHz on Linux) */
     double phase_r[5];      /* resultant length of TSval mod P for P in {5,10,20,40,80} */
-    int phase_period_ms;    /* largest phase-locked candidate, 0 if none */
+    int phase_period_ms;    /* the candidate sr_phase_select names, 0 if none */
 };
 
 void sr_default_params(struct sr_params *p);
@@ -57,6 +57,9 @@ void sr_default_params(struct sr_params *p);
 /* Pure: the verdict from whatever views have data (n_echo 0 without timestamps, n_ping 0 without
  * probes). */
 void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct sr_verdict *v);
+
+/* The SR period the burst-phase resultants (P = 5..80 ms) name, 0 when none does; exposed for tests. */
+int sr_phase_select(const double r[5], double threshold);
 
 /* Resultant length of (x mod period) on the circle; exposed for tests. */
 double sr_phase_resultant(const double *x_ms, size_t n, double period_ms);

@@ -22,7 +22,9 @@ SELFTEST_CHECKS = [
     "eq12_largest_alpha_over_e", "eq13_value", "eq13_D_equals_d_guard", "eq13_unknown_d_no_clamp",
     "dfcsd_closed_loop_queue_near_beta", "dfcsd_closed_loop_no_oscillation", "dfcsd_short_flow_favoured",
     "rtt_older_tsecr_not_matched", "rtt_per_packet_tsecr", "rtt_pure_ack_times_nothing", "rtt_drs_window_beyond",
-    "phase_lock_at_period_only", "phase_none_when_continuous", "flowproto_request_layout", "flowproto_response",
+    "phase_lock_at_period_only", "phase_none_when_continuous", "phase_select_divisor_weaker_not_80",
+    "phase_select_flat_profile_no_period", "phase_select_two_mode_lock", "phase_select_clean_locks",
+    "probes_harq_tail_no_wrong_period", "probes_uniform_wait_names_period", "flowproto_request_layout", "flowproto_response",
 ]
 
 
