@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -36,121 +35,158 @@ def prefix() -> str:
     return "bn" + secrets.token_hex(2)
 
 
+TRACE_SLICES = 5           # evenly spaced over the whole trace: the paper ran each trace to its end
+SLICE_MS = 20_000
+C2TCP_TARGET_MS = 50       # paper: trace-driven default Target
+TABLE1_MIN_RTT_MS = 20.0   # paper: 20 ms minimum RTT
+TABLE1_BUFFER_BYTES = 150_000  # paper: 150 KB (100 packets, mm-link droptail)
+TABLE1_UPLINK_MBIT = 48    # the authors' ACK path: Mahimahi's wired48 trace
+
+
 def bench_c2tcp(logs: Path) -> None:
-    """Paper Table I: TMobile LTE driving trace, 20 ms min RTT, 150 kB buffer, Target 50 ms, a constant
-    48 Mbit/s uplink trace (the paper's wired48 ACK path, no SR wait). Each scheme
-    runs 20 s on the same two slices of the trace (starting at 0 s and 200 s; the cell restarts for
-    each run); throughput and average delay are averaged over the slices."""
+    """Paper Table I on the TMobile LTE driving trace: 20 ms min RTT, 150 kB buffer, Target 50 ms, a
+    constant 48 Mbit/s uplink (the authors' wired48 ACK path, no SR wait). Each scheme runs 20 s on the
+    same slices (start times evenly spaced over the 475 s trace; the cell restarts for each run, so every
+    scheme sees the same capacity). Throughput = all bytes / all time; delay = per-packet queueing delay
+    at the bottleneck (Mahimahi's, which Table I normalises), pooled over the slices; the mean RTT the
+    sender saw is printed for context."""
     src = TRACES / "TMobile-LTE-driving.down"
-    duration_ms, offsets_s = 20_000, (0, 200)
+    period_ms = int(src.read_text().split()[-1])
+    offsets_ms = [i * period_ms // TRACE_SLICES for i in range(TRACE_SLICES)]
     schemes = ("c2tcp", "cubic", "bbr")
-    tput: dict[str, list[float]] = {cc: [] for cc in schemes}
-    delay: dict[str, list[float]] = {cc: [] for cc in schemes}
-    min_rtts_ms: list[float] = []
-    idle: list[float] = []
-    alphas: list[float] = []
+    got: dict[str, dict[str, list[float]]] = {cc: {"bytes": [], "s": [], "qdelay": [], "rtt": []} for cc in schemes}
     with experiment.loaded(["c2tcp"]):
-        modules.set_param("c2tcp", "target_ms", 50)
-        for offset_s in offsets_s:
-            trace = experiment.rotated_trace(src, offset_s * 1000, logs / f"trace-{offset_s}.down")
+        modules.set_param("c2tcp", "target_ms", C2TCP_TARGET_MS)
+        for offset_ms in offsets_ms:
+            trace = experiment.rotated_trace(src, offset_ms, logs / f"trace-{offset_ms}.down")
+            idle = experiment.idle_trace_rtt_ms(trace, SLICE_MS, TABLE1_MIN_RTT_MS)
+            row = []
             for cc in schemes:
-                with experiment.virtual_path(prefix(), 0, 20.0, 150_000, trace=trace, uplink_mbit=48) as topo, \
-                        experiment.sender_in(topo, logs / f"c2tcp-{cc}-{offset_s}", sample_ms=20) as sender:
-                    run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=duration_ms,
-                                              rcvbuf_bytes=8 << 20, timeout_s=duration_ms / 1e3 + 30)
-                tput[cc].append(run.throughput_bps / 1e6)
-                delay[cc].append(run.mean_rtt_ms())
-                min_rtts_ms.append(run.summary.get("min_rtt_us", 0) / 1e3)
-                if cc == "c2tcp":
-                    alphas.append(modules.stats("c2tcp")["last_alpha_x1024"] / 1024)
-            # context: the RTT of the unloaded path on the same slice (the trace's own delivery gaps)
-            with experiment.virtual_path(prefix(), 0, 20.0, 150_000, trace=trace, uplink_mbit=48) as topo:
-                idle += idle_rtts_ms(topo, seconds=8)
-    idle.sort()
-    min_rtt_ms = min(min_rtts_ms)
-    print(f"c2tcp context: unloaded-path RTT on these slices p10/p50/p90 = {idle[len(idle) // 10]:.1f}/"
-          f"{idle[len(idle) // 2]:.1f}/{idle[9 * len(idle) // 10]:.1f} ms, min RTT {min_rtt_ms:.1f} ms, Target 50 ms, "
-          f"C2TCP alpha at the end of each run {', '.join(f'{a:.2f}' for a in alphas)}", flush=True)
-    c2_tput, c2_delay = statistics.mean(tput["c2tcp"]), statistics.mean(delay["c2tcp"])
-    for cc, paper_tput, paper_delay in (("cubic", "1.28", "8.95"), ("bbr", "1.22", "2.44")):
-        line(f"c2tcp table I {cc}/c2tcp throughput", c2_tput, statistics.mean(tput[cc]), "Mbit/s",
-             f"{paper_tput} (paper)")
-        line(f"c2tcp table I {cc}/c2tcp average delay", c2_delay, statistics.mean(delay[cc]), "ms RTT",
+                with experiment.virtual_path(prefix(), 0, TABLE1_MIN_RTT_MS, TABLE1_BUFFER_BYTES, trace=trace,
+                                             uplink_mbit=TABLE1_UPLINK_MBIT) as topo, \
+                        experiment.sender_in(topo, logs / f"c2tcp-{cc}-{offset_ms}", sample_ms=20) as sender:
+                    run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SLICE_MS,
+                                              rcvbuf_bytes=8 << 20, timeout_s=SLICE_MS / 1e3 + 30)
+                    qdelay = experiment.queueing_delays_ms(topo.extra["tti_log"])
+                g = got[cc]
+                g["bytes"].append(run.result.bytes_received)
+                g["s"].append(run.result.fct_s)
+                g["qdelay"] += qdelay
+                g["rtt"].append(run.mean_rtt_ms())
+                alpha = f" alpha {modules.stats('c2tcp')['last_alpha_x1024'] / 1024:.2f}" if cc == "c2tcp" else ""
+                row.append(f"{cc} {run.throughput_bps / 1e6:.2f} Mbit/s {statistics.mean(qdelay or [0]):.0f} ms{alpha}")
+            print(f"c2tcp slice {offset_ms / 1e3:.0f} s (trace {experiment.trace_rate_mbit(trace, SLICE_MS):.1f} Mbit/s, "
+                  f"idle-path RTT mean {idle:.0f} ms): " + "; ".join(row), flush=True)
+    tput = {cc: sum(g["bytes"]) * 8 / sum(g["s"]) / 1e6 for cc, g in got.items()}
+    mean_q = {cc: statistics.mean(g["qdelay"]) for cc, g in got.items()}
+    p95_q = {cc: percentile(g["qdelay"], 95) for cc, g in got.items()}
+    rtt = {cc: statistics.mean(g["rtt"]) for cc, g in got.items()}
+    for cc, paper_tput, paper_delay, paper_p95 in (("cubic", "1.28", "8.95", "8.54"), ("bbr", "1.22", "2.44", "2.31")):
+        line(f"c2tcp table I {cc}/c2tcp throughput", tput["c2tcp"], tput[cc], "Mbit/s", f"{paper_tput} (paper)")
+        line(f"c2tcp table I {cc}/c2tcp average queueing delay", mean_q["c2tcp"], mean_q[cc], "ms",
              f"{paper_delay} (paper)")
-        line(f"c2tcp table I {cc}/c2tcp average queuing delay", c2_delay - min_rtt_ms,
-             statistics.mean(delay[cc]) - min_rtt_ms, "ms", f"{paper_delay} (paper)")
+        line(f"c2tcp table I {cc}/c2tcp p95 queueing delay", p95_q["c2tcp"], p95_q[cc], "ms", f"{paper_p95} (paper)")
+        line(f"c2tcp {cc}/c2tcp mean RTT (sender, context)", rtt["c2tcp"], rtt[cc], "ms", "-")
 
 
-def idle_rtts_ms(topo, seconds: float) -> list[float]:
-    """Sorted ping RTTs (50 per second) from the server to UE 0 with no other traffic."""
-    count = int(seconds * 50)
-    out = subprocess.run(["ip", "netns", "exec", topo.server.netns, "ping", "-n", "-c", str(count), "-i", "0.02",
-                          topo.ues[0].address], capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
-    rtts = sorted(float(ln.split("time=")[1].split()[0]) for ln in out.splitlines() if "time=" in ln)
-    return rtts or [float("nan")]
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(pct / 100 * len(ordered)))] if ordered else float("nan")
 
 
-def bench_scubic(logs: Path, reps: int = 5) -> None:
-    """FCT efficiency Omega = T_min / T for 1 MB flows (Eq. 1-2), 50 Mbit/s, 50 ms, 1 BDP buffer;
-    S-Cubic's measured flow follows a seeding flow to the same destination, interleaved with Cubic.
-    Twice: as in the paper (slow start continues after Startup) and with ssthresh_at_exit = 1."""
-    rate_mbit, rtt_ms, size = 50.0, 50.0, 1_000_000
+SCUBIC_FLOW_BYTES = 1_000_000
+MSS_BYTES = 1448           # payload of a 1500-byte IP packet with timestamps
+SCUBIC_REPS = 5
+
+
+def scubic_omegas(logs: Path, name: str, rate_mbit: float, rtt_ms: float, uplink_mbit: float | None,
+                  ssthresh_at_exit: int = 0) -> dict[str, list[float]]:
+    """FCT efficiency (Eq. 1-2) of 1 MB flows, Cubic and S-Cubic interleaved to one destination, 1 BDP
+    of queue. One S-Cubic flow seeds the state first, so every measured S-Cubic flow starts from the
+    estimate its predecessor stored (the paper's runs follow each other the same way).
+    Omega = T_min / T, T_min = 2 d_min + S / C with S counted as the bottleneck sees it (IP bytes)."""
     bdp = int(rate_mbit * 1e6 / 8 * rtt_ms / 1e3)
-    for flag in (0, 1):
-        fct: dict[str, list[float]] = {"cubic": [], "scubic": []}
-        with experiment.loaded(["scubic"]), \
-                experiment.virtual_path(prefix(), rate_mbit, rtt_ms, bdp, initrwnd_pkts=1000) as topo, \
-                experiment.sender_in(topo, logs / f"scubic-{flag}") as sender:
-            modules.set_param("scubic", "ssthresh_at_exit", flag)
-            for _ in range(reps):
-                for cc in ("cubic", "scubic"):
-                    experiment.run_flow(topo, sender, cc, amount=size, rcvbuf_bytes=8 << 20)
-                    run = experiment.run_flow(topo, sender, cc, amount=size, rcvbuf_bytes=8 << 20)
-                    fct[cc].append(run.result.fct_s)
-            d_min_s = min(r["min_rtt_us"] for r in sender.summaries() if r["min_rtt_us"]) / 1e6
-        wire_bytes = size * 1514 / 1448  # S includes headers
-        t_min = 2 * d_min_s + wire_bytes * 8 / (rate_mbit * 1e6)
-        omega = {cc: statistics.mean(t_min / t for t in v) for cc, v in fct.items()}
-        variant = "as in the paper" if flag == 0 else "ssthresh_at_exit=1"
-        line(f"scubic 1 MB FCT efficiency, {variant} (cubic/scubic)", omega["scubic"], omega["cubic"], "Omega",
-             "paper Omega: S-Cubic 0.988 at 50 ms (100 Mbit/s), Cubic < 0.5")
-        mean_fct = {cc: statistics.mean(v) for cc, v in fct.items()}
-        line(f"scubic 1 MB FCT, {variant} (cubic/scubic)", mean_fct["scubic"], mean_fct["cubic"], "s",
-             ">= 1.43 (30% faster, the test)")
+    fct: dict[str, list[float]] = {"cubic": [], "scubic": []}
+    with experiment.loaded(["scubic"]), \
+            experiment.virtual_path(prefix(), rate_mbit, rtt_ms, bdp, initrwnd_pkts=1000,
+                                    uplink_mbit=uplink_mbit) as topo, \
+            experiment.sender_in(topo, logs / f"scubic-{name}") as sender:
+        modules.set_param("scubic", "ssthresh_at_exit", ssthresh_at_exit)
+        experiment.run_flow(topo, sender, "scubic", amount=SCUBIC_FLOW_BYTES, rcvbuf_bytes=8 << 20)
+        for _ in range(SCUBIC_REPS):
+            for cc in ("cubic", "scubic"):
+                run = experiment.run_flow(topo, sender, cc, amount=SCUBIC_FLOW_BYTES, rcvbuf_bytes=8 << 20)
+                fct[cc].append(run.result.fct_s)
+        d_min_s = min(r["min_rtt_us"] for r in sender.summaries() if r["min_rtt_us"]) / 1e6
+    t_min = 2 * d_min_s + SCUBIC_FLOW_BYTES * experiment.MTU_BYTES / MSS_BYTES * 8 / (rate_mbit * 1e6)
+    return {cc: [t_min / t for t in v] for cc, v in fct.items()}
 
 
-def bench_recovery(logs: Path) -> None:
-    """Link utilisation during recovery after a burst of 10 lost packets, 20 Mbit/s, U = 100 ms,
-    receiver window = C x U; PRR (kernel Cubic) against QARR/BARR with opportunistic retransmission
-    and send buffer factor 3 (paper T4, n = 10: 0.96 QARR, 0.97 BARR; PRR original: 0.057)."""
-    rate_mbit = 20.0
+def bench_scubic(logs: Path) -> None:
+    """Paper Fig. 8 setting: 100 Mbit/s, 50 ms, 1 BDP buffer, 1 MB flows, a wired ACK path (constant-rate
+    uplink, as the paper's DummyNet testbed). Then the LTE cell's own uplink (SR every 5 ms, ACKs in
+    bunches) at 50 Mbit/s, where 1 MB is 3.2 BDP instead of 1.6: as in the paper and with
+    ssthresh_at_exit = 1."""
+    cases = (("paper", 100.0, 100.0, 0, "paper Fig. 8: S-Cubic 0.988 (mean over sizes, 50 ms), Cubic < 0.5"),
+             ("lte", 50.0, None, 0, "LTE uplink, 50 Mbit/s (context)"),
+             ("lte-ssthresh", 50.0, None, 1, "LTE uplink, 50 Mbit/s, ssthresh_at_exit=1 (context)"))
+    for name, rate, uplink, flag, target in cases:
+        omega = scubic_omegas(logs, name, rate, 50.0, uplink, flag)
+        line(f"scubic 1 MB FCT efficiency {name} {rate:.0f} Mbit/s (cubic/scubic)", statistics.mean(omega["scubic"]),
+             statistics.mean(omega["cubic"]), "Omega", target)
+        print(f"scubic {name}: S-Cubic Omega per flow {', '.join(f'{o:.2f}' for o in omega['scubic'])}", flush=True)
+
+
+RECOVERY_RATE_MBIT = 20.0      # paper Table 3: C = 20 Mbit/s (HSPA+)
+RECOVERY_U_MS = 100.0          # paper: U = 100 ms
+RECOVERY_BUFFER_BYTES = 4_300_000  # paper: L = 4.3 MB
+RECOVERY_RCVBUF_BYTES = 200_000    # after the handshake: a receive window of about C x U (paper: AW = C x U)
+RECOVERY_BURST_PKTS = 10       # paper T4: n = 10
+
+
+def recovery_utilisation(logs: Path, name: str, uplink_mbit: float | None) -> dict[str, dict[str, float]]:
+    """One 4 s flow per variant, 10 consecutive data packets dropped at the receiver after 3000."""
     util: dict[str, dict[str, float]] = {}
-    with experiment.virtual_path(prefix(), rate_mbit, 100.0, 4_300_000) as topo, \
+    with experiment.virtual_path(prefix(), RECOVERY_RATE_MBIT, RECOVERY_U_MS, RECOVERY_BUFFER_BYTES,
+                                 uplink_mbit=uplink_mbit) as topo, \
             experiment.loaded(["cubic_qarr", "cubic_barr"]), \
             experiment.loaded(["burst_drop"], netns=topo.ues[0].netns, dev="lte0"), \
-            experiment.sender_in(topo, logs / "recovery") as sender:
+            experiment.sender_in(topo, logs / f"recovery-{name}", sample_ms=2) as sender:
         for cc in ("cubic", "cubic_qarr", "cubic_barr"):
             modules.set_param("burst_drop", "after_pkts", 3000)
-            modules.set_param("burst_drop", "drop_pkts", 10)
+            modules.set_param("burst_drop", "drop_pkts", RECOVERY_BURST_PKTS)
             if cc != "cubic":
                 modules.load(["or_ingress"], netns=topo.server.netns, dev="lte0")
             try:
                 run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=4000,
-                                          rcvbuf_after_connect_bytes=200_000, timeout_s=30)
+                                          rcvbuf_after_connect_bytes=RECOVERY_RCVBUF_BYTES, timeout_s=30)
             finally:
                 if cc != "cubic":
                     modules.unload(["or_ingress"])
-            util[cc] = run.recovery(rate_mbit * 1e6)
-    base = util["cubic"]
-    for cc, paper in (("cubic_qarr", "0.96 (paper T4, n=10)"), ("cubic_barr", "0.97 (paper T4, n=10)")):
-        u = util[cc]
-        if not u or not base:
-            print(f"recovery {cc}: no recovery episode observed", flush=True)
-            continue
-        line(f"recovery link utilisation {cc}+OR (prr/{cc})", u["utilisation"], base["utilisation"], "",
-             f"utilisation {paper}; PRR original 0.057")
-        line(f"recovery rwnd-limited time {cc}+OR (prr/{cc})", u["rwnd_limited_ms"], base["rwnd_limited_ms"], "ms",
-             "> 1 (the test)")
+            util[cc] = run.recovery(RECOVERY_RATE_MBIT * 1e6)
+    return util
+
+
+def bench_recovery(logs: Path) -> None:
+    """Link utilisation during recovery after a burst of 10 lost packets, 20 Mbit/s, U = 100 ms, 4.3 MB
+    buffer, receiver window = C x U; PRR (kernel Cubic) against QARR/BARR with opportunistic
+    retransmission and send buffer factor 3 (paper T4, n = 10: 0.96 QARR, 0.97 BARR; PRR original 0.057).
+    Utilisation = bytes the sender put on the wire during the episode / (C x its length), from TCP_INFO
+    every 2 ms (the paper traced the sender too). First on a smooth ACK path (constant-rate uplink, as
+    the paper's DPDK emulator), then with the LTE uplink's SR-driven ACK bunches (context)."""
+    for name, uplink, label in (("paper", RECOVERY_RATE_MBIT * 5, "smooth ACK path"),
+                                ("lte", None, "LTE uplink, context")):
+        util = recovery_utilisation(logs, name, uplink)
+        base = util["cubic"]
+        for cc, paper in (("cubic_qarr", "0.96 (paper T4, n=10)"), ("cubic_barr", "0.97 (paper T4, n=10)")):
+            u = util[cc]
+            if not u or not base:
+                print(f"recovery {name} {cc}: no recovery episode observed", flush=True)
+                continue
+            line(f"recovery link utilisation {label}, {cc}+OR (prr/{cc})", u["utilisation"], base["utilisation"], "",
+                 f"utilisation {paper}; PRR original 0.057" if name == "paper" else "-")
+            line(f"recovery rwnd-limited time {label}, {cc}+OR (prr/{cc})", u["rwnd_limited_ms"],
+                 base["rwnd_limited_ms"], "ms", "> 1 (the test)")
 
 
 def bench_exll(logs: Path) -> None:

@@ -21,6 +21,7 @@ from . import flowclient, modules
 from .sender import Sender, SenderConfig
 
 MTU_BYTES = 1500
+TCP_IP_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamps 12: a 1448-byte segment is a 1500-byte packet
 # The cell adds its own uplink wait (SR period, grant) and TTI rounding to the configured core and
 # internet delays; measured on this emulator with a 5 ms SR period.
 CELL_OVERHEAD_RTT_MS = 8.0
@@ -77,6 +78,28 @@ def rotated_trace(src: Path, offset_ms: int, dst: Path) -> Path:
     return dst
 
 
+def _trace_stamps(trace: Path) -> list[int]:
+    return [int(x) for x in trace.read_text().split()]
+
+
+def trace_rate_mbit(trace: Path, duration_ms: int) -> float:
+    """Mean capacity of the first duration_ms of a Mahimahi trace."""
+    opportunities = sum(1 for t in _trace_stamps(trace) if t < duration_ms)
+    return opportunities * MTU_BYTES * 8 / (duration_ms * 1e3)
+
+
+def idle_trace_rtt_ms(trace: Path, duration_ms: int, base_rtt_ms: float) -> float:
+    """Mean RTT of a packet sent at a random ms of the first duration_ms on an empty link: the base RTT
+    plus the wait for the trace's next delivery opportunity (the delay no sender can avoid)."""
+    stamps = sorted(set(_trace_stamps(trace)))
+    waits, i = 0, 0
+    for ms in range(duration_ms):
+        while i < len(stamps) and stamps[i] < ms:
+            i += 1
+        waits += (stamps[i] if i < len(stamps) else stamps[0] + stamps[-1]) - ms
+    return base_rtt_ms + waits / duration_ms
+
+
 def _route_initrwnd(netns: str, packets: int) -> None:
     """A big initial receive window on the UE's routes (S-Cubic's first flight is min(cwnd, rwnd))."""
     out = subprocess.run(["ip", "-n", netns, "route", "show"], capture_output=True, text=True, check=True).stdout
@@ -123,6 +146,32 @@ def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int,
             yield topo
         finally:
             lab.down()
+
+
+PACKET_BYTES = 1500  # one trace opportunity; the unit Mahimahi's per-packet delay is counted in
+TTI_LOG_FLUSH_S = 0.2  # the cell flushes its TTI log every 100 ms
+
+
+def queueing_delays_ms(tti_log: Path | str, ue: int = 0) -> list[int]:
+    """Per-packet queueing delay at the cell's downlink queue (arrival to delivery, whole ms) from the
+    cell's TTI log (a virtual_path topology's extra["tti_log"]): Mahimahi's "per-packet queueing
+    delay", the delay C2TCP's Table I normalises. Each delivered packet counts once; the wait for a
+    delivery opportunity is included. The queue is FIFO, so byte n left in the TTI where the delivered
+    bytes passed n and entered in the TTI where delivered + queued bytes passed n."""
+    import numpy as np
+
+    from cellab.emulator.ttilog import read_ttilog  # the emulator room, as virtual_path
+
+    time.sleep(TTI_LOG_FLUSH_S)
+    rec = read_ttilog(tti_log).ue(ue)
+    delivered = np.cumsum(rec["dl_delivered_bytes"].astype(np.int64))
+    entered = delivered + rec["dl_queue_bytes"].astype(np.int64)
+    if not len(delivered) or delivered[-1] == 0:
+        return []
+    byte = np.arange(PACKET_BYTES, delivered[-1] + 1, PACKET_BYTES)
+    left = np.searchsorted(delivered, byte)
+    came = np.searchsorted(entered, byte)
+    return (rec["tti"][left].astype(np.int64) - rec["tti"][came].astype(np.int64)).tolist()
 
 
 @contextmanager
@@ -175,7 +224,10 @@ class FlowRun:
 
     def recovery(self, capacity_bps: float) -> dict[str, float]:
         """The first loss-recovery episode (CA state 3) seen in the samples: its length, the new data
-        sent in it, the rwnd-limited time in it, and link utilisation = bytes sent / (C x length)."""
+        sent in it, the rwnd-limited time in it, and link utilisation = bytes the sender put on the wire
+        (segments with their IP/TCP headers, as the paper's packet size S = 1515 B counts them) /
+        (C x length). The episode is bracketed by the samples just before and after it, so a short
+        sample interval keeps the edges tight."""
         idx = [i for i, s in enumerate(self.samples) if s["ca_state"] == 3]
         if not idx:
             return {}
@@ -188,11 +240,13 @@ class FlowRun:
         dt_s = (rb["elapsed_ms"] - ra["elapsed_ms"]) / 1e3
         sent = rb["bytes_sent"] - ra["bytes_sent"]
         retrans = rb["bytes_retrans"] - ra["bytes_retrans"]
+        mss = rb.get("snd_mss") or MTU_BYTES - TCP_IP_HEADER_BYTES
+        wire = sent * (mss + TCP_IP_HEADER_BYTES) / mss
         return {
             "duration_ms": dt_s * 1e3,
             "new_bytes": float(sent - retrans),
             "rwnd_limited_ms": (rb["rwnd_limited_us"] - ra["rwnd_limited_us"]) / 1e3,
-            "utilisation": sent * 8 / (capacity_bps * dt_s) if dt_s > 0 else 0.0,
+            "utilisation": wire * 8 / (capacity_bps * dt_s) if dt_s > 0 else 0.0,
             "went_to_loss": float(any(s["ca_state"] == 4 for s in self.samples[a:b + 1])),
         }
 
