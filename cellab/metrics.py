@@ -64,17 +64,15 @@ def ping_metrics(path: Path) -> dict[str, Any]:
             sent = int(stat.group(1))
     if not samples:
         return {"rtt_samples": 0}
-    rtt = np.array(samples)
-    return {
-        "rtt_samples": len(samples),
-        "rtt_mean_ms": float(rtt.mean()),
-        "rtt_min_ms": float(rtt.min()),
-        "rtt_p95_ms": float(np.percentile(rtt, 95)),
-        "rtt_max_ms": float(rtt.max()),
-        "rtt_jitter_ms": float(np.abs(np.diff(rtt)).mean()) if len(rtt) > 1 else 0.0,
-        "ping_loss": (1 - len(samples) / sent) if sent else None,
-        "rtt_series_ms": samples,
-    }
+    return rtt_stats(np.array(samples)) | {"ping_loss": (1 - len(samples) / sent) if sent else None,
+                                           "rtt_series_ms": samples}
+
+
+def rtt_stats(rtt: np.ndarray) -> dict[str, Any]:
+    """Mean, min, p95, max and jitter (mean |difference| of consecutive samples) of RTT samples in ms."""
+    return {"rtt_samples": int(rtt.size), "rtt_mean_ms": float(rtt.mean()), "rtt_min_ms": float(rtt.min()),
+            "rtt_p95_ms": float(np.percentile(rtt, 95)), "rtt_max_ms": float(rtt.max()),
+            "rtt_jitter_ms": float(np.abs(np.diff(rtt)).mean()) if rtt.size > 1 else 0.0}
 
 
 def run_metrics(artifacts: dict[str, Path]) -> dict[str, Any]:
@@ -188,16 +186,11 @@ def sender_metrics(log_dir: Path, t0_s: float, offset_s: float) -> dict[str, Any
     if rtt_list:
         order = np.argsort(t_list)
         t, rtt = np.asarray(t_list)[order], np.asarray(rtt_list)[order]
-        out |= _rtt_stats(rtt) | {"rtt_source": "sender tcp_info"}
+        thin = max(1, rtt.size // 5000)  # TCP_INFO every 10 ms: a long run keeps at most ~5000 series samples
+        out |= rtt_stats(rtt) | {"rtt_source": "sender tcp_info",
+                                 "rtt_series_ms": [round(float(x), 3) for x in rtt[::thin]]}
         out["timeline"] = {"rtt_ms": _series(t[:: max(1, len(t) // 2000)], rtt[:: max(1, len(t) // 2000)])}
     return out
-
-
-def _rtt_stats(rtt: np.ndarray) -> dict[str, Any]:
-    return {"rtt_samples": int(rtt.size), "rtt_mean_ms": float(rtt.mean()), "rtt_min_ms": float(rtt.min()),
-            "rtt_p95_ms": float(np.percentile(rtt, 95)), "rtt_max_ms": float(rtt.max()),
-            "rtt_jitter_ms": float(np.abs(np.diff(rtt)).mean()) if rtt.size > 1 else 0.0,
-            "rtt_series_ms": [round(float(x), 3) for x in rtt[:: max(1, rtt.size // 5000)]]}
 
 
 def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: float, ue: int = 0) -> dict[str, Any]:

@@ -52,12 +52,15 @@ def trace_from_probe_log(path: Path) -> list[int]:
         raise InputError(path, "bytes", "no data was received in this recording")
     t_ms, size = t_ms[keep], size[keep]
     order = np.argsort(t_ms, kind="stable")
-    t_ms, size = t_ms[order] - t_ms[order][0], size[order]
-    # Every completed 1500 bytes is one opportunity at the ms its last byte arrived.
-    cumulative = np.cumsum(size)
+    return opportunities(t_ms[order] - t_ms[order][0], size[order])
+
+
+def opportunities(t_ms: np.ndarray, size_bytes: np.ndarray) -> list[int]:
+    """Every completed 1500 bytes is one opportunity at the ms its last byte arrived (Mahimahi counts from 1)."""
+    cumulative = np.cumsum(size_bytes)
     marks = np.arange(OPPORTUNITY_BYTES, cumulative[-1] + 1, OPPORTUNITY_BYTES)
     at = np.searchsorted(cumulative, marks)
-    return [int(x) for x in np.floor(t_ms[at]).astype(np.int64) + 1]  # Mahimahi counts from 1 ms
+    return [int(x) for x in np.floor(t_ms[at]).astype(np.int64) + 1]
 
 
 def write_mahimahi(path: Path, opportunities_ms: list[int]) -> None:
@@ -92,10 +95,7 @@ def sample_commercial_trace(drive: list[tuple[float, float]], seed: int = 11) ->
     sinr_db = np.clip(rsrp_ms + 121.0 - 3.0, -5.0, 30.0)  # noise floor of 20 MHz, 3 dB interference
     cell_bps = 0.75 * 18e6 * np.log2(1 + 10 ** (sinr_db / 10))
     share = np.repeat(rng.uniform(0.3, 0.9, size=ms.size // 1000 + 1), 1000)[: ms.size]
-    bytes_per_ms = cell_bps * share / 8 / 1000
-    cumulative = np.cumsum(bytes_per_ms)
-    marks = np.arange(OPPORTUNITY_BYTES, cumulative[-1], OPPORTUNITY_BYTES)
-    return [int(x) + 1 for x in np.searchsorted(cumulative, marks)]
+    return opportunities(ms.astype(np.float64), cell_bps * share / 8 / 1000)
 
 
 def write_samples(folder: Path) -> dict[str, Path]:
