@@ -27,7 +27,7 @@ from cellab.metrics import RunContext, probe_run_metrics, run_metrics
 from cellab.schedules import Schedules
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
-from cellab.workloads import IPERF3_PORT, SENDER_PORT, WORKLOADS, WorkloadTarget
+from cellab.workloads import WORKLOAD_PORTS, WORKLOADS, WorkloadTarget
 RUN_ERRORS = (CellabError, AgentLost, AgentTimeout, OperationError, OSError)
 
 
@@ -121,13 +121,14 @@ class Runner:
             session.loaded_modules.add(cc)
         capture = "pcap" in self.campaign.measurements
         if capture:
-            ctl.request(server, "capture_start", {"tag": f"{tag}-server", "tcp_port": workload_port(workload.tool)},
+            ctl.request(server, "capture_start", {"tag": f"{tag}-server", "tcp_port": WORKLOAD_PORTS[workload.tool]},
                         timeout_s=timeouts.request_s)
         cell_mark = session.lab.clock_mark()
         t0 = time.time()
-        playing = self._start_schedule(session, run)
         target = WorkloadTarget(ctl, server, ue, session.topology.server.address, tag, run_dir, packet_log=capture)
-        try:
+        playing = None
+        try:  # a schedule refused at its start must still stop the capture
+            playing = self._start_schedule(session, run)
             artifacts = WORKLOADS[workload.tool](target, workload, run.params, timeouts, deadline)
         finally:
             if playing:
@@ -184,10 +185,6 @@ class Runner:
                                            self._schedules.play_params(name),
                                            timeout_s=self.campaign.timeouts.request_s)
         return reply["log_file"]
-
-
-def workload_port(tool: str) -> int:
-    return IPERF3_PORT if tool == "iperf3" else SENDER_PORT
 
 
 def _label(factors: dict[str, Any]) -> str:

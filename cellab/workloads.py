@@ -92,3 +92,4 @@ def probe(t: WorkloadTarget, workload: Workload, params: dict[str, Any], timeout
 
 
 WORKLOADS = {"iperf3": iperf3, "probe": probe}
+WORKLOAD_PORTS = {"iperf3": IPERF3_PORT, "probe": SENDER_PORT}  # the server port each listens on (captures)
