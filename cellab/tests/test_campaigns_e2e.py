@@ -102,6 +102,7 @@ timeouts: {{run_s: 90, request_s: 20}}
     assert "attenuation_db" not in com["timeline"]  # trace mode: the recording decides, no attenuator
     for m in (lab, com):
         assert m["ack_gap_ms"] and m["retransmits"] >= 0 and 0 < m["utilization"] <= 1.05
-        assert 9.5 <= m["owd_min_ms"] <= 13.0, m["owd_min_ms"]  # the 10 ms core delay (TTI-aligned)
+        # the 10 ms core delay line counts whole TTIs: a packet arriving late in a TTI waits 9 to 10 ms
+        assert 9.0 <= m["owd_min_ms"] <= 13.0, m["owd_min_ms"]
     html = (folder / "report.html").read_text()
     assert "Kolmogorov" in html and "commercial" in html and "data:image/png;base64," in html
