@@ -30,8 +30,8 @@ def test_saturating_download_respects_tbs_table(vlab, n_prb, tmp_path):
     busy = rec[rec["dl_queue_bytes"] > 0]
     # the logged capacity is the full-cell TB at the CQI used: a saturated TTI's new TB never exceeds it
     new_tb = rec[(rec["mcs"] != 255) & (rec["harq_retx"] == 0)]
-    assert (new_tb["dl_tbs_bits"] <= new_tb["dl_capacity_bytes"].astype(np.int64) * 8 + 7).all()
-    assert rec["dl_capacity_bytes"].max() * 8 <= TBS_ITBS26[n_prb]
+    assert (new_tb["dl_tbs_bits"].astype(np.int64) <= new_tb["dl_capacity_bytes"].astype(np.int64) * 8 + 7).all()
+    assert int(rec["dl_capacity_bytes"].max()) * 8 <= TBS_ITBS26[n_prb]  # int: u16 x 8 would wrap
     assert np.median(busy["dl_capacity_bytes"]) * 8 >= 0.8 * TBS_ITBS26[n_prb]
     # delivered IP bits over every whole second of the run stay under the table rate
     per_s = np.add.reduceat(rec["dl_delivered_bytes"].astype(np.int64), np.arange(0, len(rec), 1000)) * 8 / 1e6
