@@ -151,7 +151,7 @@ VIRTUAL = """
 name: vcell
 lab: virtual
 factors:
-  cc: [cubic, c2tcp]
+  cc: [cubic, scubic]
 fixed: {n_prb: 25, sr_period_ms: 20, core_delay_ms: 10}
 workload: {duration_s: 4, ping_interval_ms: 100}
 timeouts: {run_s: 60, request_s: 15}
@@ -166,8 +166,8 @@ def test_virtual_lab_campaign_loads_a_bpf_module_and_unloads_it(require_root, ne
     path.write_text(VIRTUAL)
     out = tmp_path / "out"
     with bpf_lock():  # registered congestion controls are host-wide; other test runs take the same lock
-        if "c2tcp" in modules.loaded():
-            pytest.fail("c2tcp is already registered by something else; the test needs a clean host")
+        if "scubic" in modules.loaded():
+            pytest.fail("scubic is already registered by something else; the test needs a clean host")
         result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
         still_loaded = modules.loaded()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -177,10 +177,12 @@ def test_virtual_lab_campaign_loads_a_bpf_module_and_unloads_it(require_root, ne
         metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
         by_cc[metrics["congestion_control"]] = metrics
         assert (folder / "runs" / run_id / "cell_tti.bin").stat().st_size > 0  # the cell's ground truth came back
-    assert set(by_cc) == {"cubic", "c2tcp"}
+    # scubic, not c2tcp: C2TCP's window resets sometimes hold it near 1 Mbit/s for seconds on this cell (open in
+    # issue 4), and this test is about the runner loading and unloading a module, with the cell's rate bounds.
+    assert set(by_cc) == {"cubic", "scubic"}
     for metrics in by_cc.values():  # 25 PRB at CQI 15: 18.3 Mbit/s by the TBS table, never more
         assert 12e6 < metrics["throughput_bps"] < 18.4e6
-    assert "c2tcp" not in still_loaded
+    assert "scubic" not in still_loaded
 
 
 ATTENUATION = """
