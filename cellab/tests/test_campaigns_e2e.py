@@ -58,7 +58,9 @@ def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_
     for r in rows:
         m = r["metrics"]
         assert m["sr_true_ms"] == r["factors"]["sr_period_ms"]
-        assert m["sr_estimate_ms"] == m["sr_true_ms"] and m["sr_correct"], m  # the probes find the period
+        # never a wrong period; the probe may name none when its probe spreads disagree (issue 5's rule)
+        assert m.get("sr_estimate_ms") in (None, m["sr_true_ms"]) and m["sr_correct"] == ("sr_estimate_ms" in m), m
+    assert sum(r["metrics"].get("sr_correct", False) for r in rows) >= 5, rows  # and it finds the period nearly always
         assert 0.3 < m["utilization"] <= 1.05, m
         assert {"throughput_bps", "rtt_ms", "capacity_bps"} <= set(r["full"]["timeline"])
     for period in (10, 40):
