@@ -60,9 +60,9 @@ def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_
         assert m["sr_true_ms"] == r["factors"]["sr_period_ms"]
         # never a wrong period; the probe may name none when its probe spreads disagree (issue 5's rule)
         assert m.get("sr_estimate_ms") in (None, m["sr_true_ms"]) and m["sr_correct"] == ("sr_estimate_ms" in m), m
-    assert sum(r["metrics"].get("sr_correct", False) for r in rows) >= 5, rows  # and it finds the period nearly always
         assert 0.3 < m["utilization"] <= 1.05, m
         assert {"throughput_bps", "rtt_ms", "capacity_bps"} <= set(r["full"]["timeline"])
+    assert sum(r["metrics"].get("sr_correct", False) for r in rows) >= 5, rows  # and it finds the period nearly always
     for period in (10, 40):
         rtt = {r["scheme"]: r["metrics"]["rtt_mean_ms"] for r in rows if r["factors"]["sr_period_ms"] == period}
         assert rtt["exll-rx"] < 0.6 * rtt["cubic"], rtt  # the per-module tests' claim holds in a campaign
