@@ -177,7 +177,7 @@ def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str 
     program = program or find_program(PROBE_PROGRAM)
     argv, files = fetch_argv(req, out_dir, name, program)
     last_start_s = max(f.start_ms for f in req.flows) / 1000
-    probes_s = req.sr_probes * 0.3 + 1  # one at a time: ≤110 ms gap plus the RTT each
+    probes_s = 2 * req.sr_probes * 0.3 + 1  # one at a time (≤110 ms gap plus the RTT), up to 2x when unclear
     return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15, on_start)
 
 

@@ -349,9 +349,15 @@ void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *
     jw_num(w, "avg_ms", v->ping_avg_ms);
     jw_num(w, "tsr_ms", v->ping_tsr_ms);
     jw_num(w, "quantile_tsr_ms", v->ping_quantile_tsr_ms);
-    jw_num(w, "iqr_tsr_ms", v->ping_iqr_tsr_ms);
-    jw_num(w, "q10_75_tsr_ms", v->ping_low_tsr_ms);
-    if (v->ping_period_ms) jw_int(w, "d_log_ms", v->ping_period_ms); else jw_null(w, "d_log_ms");
+    jw_obj_open(w, "loglik");
+    for (int k = 0; k < SR_FIT_MODELS && isfinite(v->ping_margin_nats); k++) {
+        char name[8];
+        snprintf(name, sizeof(name), "%d", sr_fit_periods_ms[k]);
+        jw_num(w, name, v->ping_loglik[k]);
+    }
+    jw_obj_close(w);
+    jw_num(w, "margin_nats", v->ping_margin_nats);
+    if (isfinite(v->ping_margin_nats)) jw_int(w, "best_fit_ms", v->ping_period_ms); else jw_null(w, "best_fit_ms");
     jw_obj_close(w);
     jw_str(w, "reason", v->reason);
     jw_num(w, "tsr_ms", v->tsr_ms);

@@ -32,6 +32,10 @@ struct sr_params {
     uint64_t min_ping_samples;  /* ours: 15 */
 };
 
+/* the probes' wait models: no wait, then the SR periods */
+#define SR_FIT_MODELS 6
+extern const int sr_fit_periods_ms[SR_FIT_MODELS];
+
 struct sr_verdict {
     const char *regime;     /* the flow's uplink: "sr-limited" | "not-sr-limited" | "undetermined" */
     const char *confidence; /* of period_ms: "high" | "medium" | "low" | "none" */
@@ -40,8 +44,10 @@ struct sr_verdict {
     int period_ms;          /* the SR period estimate, 0 when none */
     int flow_cadence_ms;    /* the flow's uplink-burst period (phase view), 0 if no lock */
     uint64_t n_ping;
-    double ping_min_ms, ping_avg_ms, ping_tsr_ms, ping_quantile_tsr_ms, ping_iqr_tsr_ms, ping_low_tsr_ms;
-    int ping_period_ms;
+    double ping_min_ms, ping_avg_ms, ping_tsr_ms, ping_quantile_tsr_ms;
+    double ping_loglik[SR_FIT_MODELS]; /* of each wait model, sr_fit_periods_ms order */
+    double ping_margin_nats;  /* best model's log-likelihood over the runner-up's */
+    int ping_period_ms;       /* the best model's period, 0 for "no wait" */
     double mp_us, ap_us, tsr_ms;
     int d_log_ms, d_lin_ms;
     uint64_t n_rtt;
@@ -60,6 +66,14 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
 
 /* The SR period the burst-phase resultants (P = 5..80 ms) name, 0 when none does; exposed for tests. */
 int sr_phase_select(const double r[5], double threshold);
+
+/* Log-likelihood of each wait model for the probes' RTTs (ms, sorted ascending, n >= 1); exposed for
+ * tests. */
+void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS]);
+
+/* How far the best wait model leads the runner-up (nats) for these probe RTTs (µs, any order), and
+ * its period (0: no wait) in *best_ms when not NULL; 0 without samples. */
+double sr_probe_margin(const double *rtt_us, size_t n, int *best_ms);
 
 /* Resultant length of (x mod period) on the circle; exposed for tests. */
 double sr_phase_resultant(const double *x_ms, size_t n, double period_ms);

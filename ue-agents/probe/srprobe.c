@@ -1,5 +1,7 @@
 #include "srprobe.h"
 
+#include "srest.h"
+
 #include <errno.h>
 #include <netinet/icmp6.h>
 #include <netinet/in.h>
@@ -26,6 +28,11 @@ static uint32_t xorshift(uint32_t *s)
     return *s = x;
 }
 
+static double probe_gap_ms(double min_gap_ms, double max_gap_ms, uint32_t *rng)
+{
+    return min_gap_ms + (max_gap_ms - min_gap_ms) * (xorshift(rng) / 4294967296.0);
+}
+
 static uint16_t csum(const void *data, size_t len)
 {
     const uint8_t *p = data;
@@ -43,8 +50,9 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
                 uint32_t seed, struct srprobe_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
-    if (n > (int)(sizeof(res->rtt_us) / sizeof(res->rtt_us[0])))
-        n = (int)(sizeof(res->rtt_us) / sizeof(res->rtt_us[0]));
+    const int max_probes = (int)(sizeof(res->rtt_us) / sizeof(res->rtt_us[0]));
+    if (n > max_probes)
+        n = max_probes;
     int v6 = dst->sa_family == AF_INET6;
     int raw = 0;
     int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, v6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP);
@@ -61,6 +69,10 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
     uint16_t ident = (uint16_t)(getpid() ^ seed);
     uint64_t sent_at[256] = { 0 };
     uint32_t rng = seed | 1;
+    /* sequential: n probes, then 5 more at a time (up to 2 n) while the fit of the waits is not yet
+     * clear (sr_probe_margin below SRPROBE_STOP_NATS): an unlucky draw of 30 from a uniform wait (e.g.
+     * all within 54 ms of an 80 ms cycle) looks like the period below; more probes settle it */
+    int n_max = 2 * n < max_probes ? 2 * n : max_probes;
     uint64_t next_send = mono_ns();
     uint64_t end = 0, waiting_since = 0;
     int seq = 0;
@@ -89,8 +101,13 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
         }
         if (seq < n && next_send == UINT64_MAX && now > waiting_since + 1000000000ULL)
             next_send = now; /* lost: move on */
-        if (seq == n && (now >= end || res->received == res->sent))
-            break;
+        if (seq == n && (now >= end || res->received == res->sent)) {
+            if (n >= n_max || res->received < 2 || sr_probe_margin(res->rtt_us, (size_t)res->received, NULL) >= SRPROBE_STOP_NATS)
+                break;
+            n = n + SRPROBE_STEP < n_max ? n + SRPROBE_STEP : n_max;
+            next_send = now + (uint64_t)(probe_gap_ms(min_gap_ms, max_gap_ms, &rng) * 1e6);
+            continue;
+        }
         uint64_t wake = seq < n ? (next_send == UINT64_MAX ? waiting_since + 1000000000ULL : next_send) : end;
         int timeout_ms = wake > now ? (int)((wake - now) / 1000000ULL) + 1 : 0;
         struct pollfd pfd = { .fd = fd, .events = POLLIN };
@@ -121,8 +138,7 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
                  * again (srsENB polls an emptied UE once, 20 ms after its last PUSCH: min_gap must
                  * exceed that), and a gap spread over max_gap - min_gap >= 80 ms puts the probes at
                  * every phase of any SR cycle. */
-                double gap = min_gap_ms + (max_gap_ms - min_gap_ms) * (xorshift(&rng) / 4294967296.0);
-                next_send = t + (uint64_t)(gap * 1e6);
+                next_send = t + (uint64_t)(probe_gap_ms(min_gap_ms, max_gap_ms, &rng) * 1e6);
             }
         }
     }
