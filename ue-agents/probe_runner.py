@@ -165,7 +165,7 @@ def _run(argv: list[str], netns: str | None, summary_path: Path, files: dict[str
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise CellabError(f"cellab-probe wrote no readable summary ({exc}); stderr: {stderr.strip()[-400:]}")
+        raise CellabError(f"cellab-probe wrote no readable summary ({exc}); stderr: {stderr.strip()[-400:]}") from exc
     artifacts = {k: p for k, p in files.items() if p.exists()}
     return ProbeResult(returncode=proc.returncode, summary=summary, summary_path=summary_path,
                        artifacts=artifacts, stderr=stderr)
