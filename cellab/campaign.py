@@ -15,10 +15,11 @@ import hashlib
 import itertools
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, read_yaml
 
@@ -39,6 +40,19 @@ class TransportParams(Strict):
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
     schedule: str = Field("static", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                           description="attenuation schedule played during the workload: static or a name in `schedules`")
+    module_params: dict[Literal[BPF_CCS], dict[str, float]] = Field(  # type: ignore[valid-type]
+        default_factory=dict,
+        description="server-module parameters for the run, e.g. {c2tcp: {target_ms: 30}}; unnamed ones keep the "
+                    "module's defaults (names and ranges: `cellab-modules list`)")
+
+    @field_validator("module_params")
+    @classmethod
+    def _param_names(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for module, params in value.items():
+            for name in params:
+                if not re.fullmatch(r"[a-z_]{1,32}", name):
+                    raise ValueError(f"{module}.{name}: a parameter name is lower-case letters and _")
+        return value
 
 
 PATH_PARAMS = ("trace", "trace_up")  # lab parameters naming files: relative to the campaign file

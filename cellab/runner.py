@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
-from cellab.errors import CellabError
+from cellab.errors import CellabError, InputError
 from cellab.metrics import RunContext, probe_run_metrics, run_metrics
 from cellab.schedules import Schedules
 from cellab.session import LabSession
@@ -71,6 +71,7 @@ class Runner:
             console=self.console, transient=False,
         ) as progress:
             task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
+            self._check_module_params(session, todo)
             for run in todo:
                 progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
                 status = self._run_with_retries(session, run)
@@ -79,6 +80,52 @@ class Runner:
                 if self.on_run_done:
                     self.on_run_done(run, status)
         return counts
+
+    def _check_module_params(self, session: LabSession, runs: list[PlannedRun]) -> None:
+        """Every module parameter the runs name exists and is in range, asked of the server agent's loader
+        before the first run (a typo fails the campaign at once, not run by run)."""
+        asked = {(m, p, v) for run in runs for m, ps in run.params.get("module_params", {}).items() for p, v in ps.items()}
+        if not asked:
+            return
+        listing = session.controller.request(session.roles["server"], "list_modules", {},
+                                             timeout_s=self.campaign.timeouts.request_s)
+        ranges = {m["name"]: m["param_ranges"] for m in listing["modules"]}
+        source = self.store.campaign_path()
+        for module, param, value in sorted(asked):
+            known = ranges.get(module, {})
+            if param not in known:
+                raise InputError(source, f"module_params.{module}.{param}", "unknown parameter", allowed=sorted(known))
+            low, high, unit = known[param]
+            if not low <= value <= high:
+                raise InputError(source, f"module_params.{module}.{param}", f"{value:g} is out of range",
+                                 allowed=[f"{low:g}..{high:g} {unit}"])
+
+    def _apply_modules(self, session: LabSession, run: PlannedRun) -> None:
+        """Register the run's BPF congestion control and every module it sets parameters of (once per campaign;
+        the server agent unloads them when the session ends), then give each registered module this run's
+        parameters: the ones the run names, the defaults (read when it was loaded) for the rest, so a value
+        one run set never leaks into the next."""
+        ctl, server, request_s = session.controller, session.roles["server"], self.campaign.timeouts.request_s
+        wanted: dict[str, dict[str, float]] = run.params.get("module_params", {})
+        cc = run.params["cc"]
+        needed = set(wanted) | ({cc} if cc in BPF_CCS else set())
+        for name in sorted(needed - session.loaded_modules):
+            ctl.request(server, "load_modules", {"names": [name]}, timeout_s=request_s)
+            session.loaded_modules.add(name)
+            listing = ctl.request(server, "list_modules", {}, timeout_s=request_s)
+            for module in listing["modules"]:
+                if module["name"] == name:
+                    loaded_values = {(name, p): v for p, v in module["params"].items()}
+                    session.module_values |= loaded_values
+                    session.module_defaults |= loaded_values
+        for (module, param), current in sorted(session.module_values.items()):
+            if module not in session.loaded_modules:
+                continue
+            value = wanted.get(module, {}).get(param, session.module_defaults[(module, param)])
+            if value != current:
+                ctl.request(server, "set_module_param", {"module": module, "param": param, "value": value},
+                            timeout_s=request_s)
+                session.module_values[(module, param)] = value
 
     def _run_with_retries(self, session: LabSession, run: PlannedRun) -> str:
         retry = self.campaign.retry
@@ -114,11 +161,7 @@ class Runner:
         attenuation = self._set_attenuation(session, run)
         server, ue = session.roles["server"], session.roles["ue"]
         tag = f"{run.run_id}-a{attempt}"
-        cc = run.params["cc"]
-        if cc in BPF_CCS and cc not in session.loaded_modules:
-            # Registered once per campaign; the server agent unloads it when the session ends.
-            ctl.request(server, "load_modules", {"names": [cc]}, timeout_s=timeouts.request_s)
-            session.loaded_modules.add(cc)
+        self._apply_modules(session, run)
         capture = "pcap" in self.campaign.measurements
         if capture:
             ctl.request(server, "capture_start", {"tag": f"{tag}-server", "tcp_port": WORKLOAD_PORTS[workload.tool]},
@@ -154,6 +197,7 @@ class Runner:
                     "ues": [u.__dict__ for u in session.topology.ues]},
             "agents": dict(session.agents),
             "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
+            "module_params": _module_params_now(session),
             "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "cell_clock_mark": cell_mark,
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: p.name for k, p in artifacts.items()},
@@ -185,6 +229,15 @@ class Runner:
                                            self._schedules.play_params(name),
                                            timeout_s=self.campaign.timeouts.request_s)
         return reply["log_file"]
+
+
+def _module_params_now(session: LabSession) -> dict[str, dict[str, float]]:
+    """The parameters of every module registered for the run, as the server agent was told them."""
+    now: dict[str, dict[str, float]] = {}
+    for (module, param), value in sorted(session.module_values.items()):
+        if module in session.loaded_modules:
+            now.setdefault(module, {})[param] = value
+    return now
 
 
 def _label(factors: dict[str, Any]) -> str:

@@ -76,6 +76,8 @@ class LabSession:
         self._local: dict[str, LocalAgent] = {}  # the ones this session started (embedded labs)
         self.roles: dict[str, str] = {}  # role -> agent name
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
+        self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now
+        self.module_defaults: dict[tuple[str, str], float] = {}  # (module, param) -> its value when loaded
         self._tmp: Path | None = None
         self._bridge: subprocess.Popen | None = None
         self._pty_link: Path | None = None
@@ -185,6 +187,8 @@ class LabSession:
                 self._configure_attenuator()
             if self.roles.get("server") in restarted:
                 self.loaded_modules.clear()  # a dead agent's safe state may not have run: reload to be sure
+                self.module_values.clear()
+                self.module_defaults.clear()
         return restarted
 
     def close(self) -> None:
