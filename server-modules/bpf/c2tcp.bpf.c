@@ -11,7 +11,20 @@
  * Setpoint_new = (RTT'_avg / RTT_avg) * Setpoint with RTT'_avg = Target - (Target - avg)/2 below
  * Target and avg - 2(avg - Target) above. As Setpoint = alpha * MINRTT, that is multiplicative:
  *   below: alpha *= (Target + avg) / (2 avg);   above: alpha *= (2 Target - avg) / avg;
- * both clamped to [1, 10]. We implement Eq. 10 because it is the rule the analysis relies on.
+ * both clamped to [alpha_min, 10]. We implement Eq. 10 because it is the rule the analysis relies on.
+ *
+ * Deviation, alpha_min (default 1.5; the paper's min_alpha is 1; `alpha_min 1` restores it). The paper
+ * assumes a flow with no queue of its own sees MINRTT. On an LTE uplink with SR-driven grants it does
+ * not: MINRTT (24 ms on the virtual cell, 25 PRB, SR 20 ms, core 10 ms) is measured while the ACK stream
+ * keeps the UE granted, but after the Bad action (cwnd = 1) the lone ACKs wait for an SR occasion and a
+ * grant, 26-51 ms (idle ping). With Setpoint = alpha * MINRTT below that, Bad sustains itself: every
+ * ACK after Interval/sqrt(N) resets cwnd to 1 again. Measured with the Tuner off: alpha 1.0 and 1.25
+ * give 0.54-0.65 Mbit/s (140-160 Bad events in 5 s), alpha 1.5-2.0 give 11-16 Mbit/s (7-11 Bad events),
+ * in every run. Eq. 10 reaches such alphas after a cycle whose average RTT is above Target
+ * (alpha *= (2 Target - avg)/avg), and the trap holds there: its per-ACK mean RTT is ~47.5 ms, just
+ * under Target 50 ms, so Eq. 10 raises alpha by only ~2.6 % per 0.5 s cycle (from 1.2 to 2.0 in 5 s,
+ * measured), while each Bad also recomputes ssthresh down to 2. The floor keeps the Tuner out of that
+ * region; it bounds how far Setpoint can fall below the path's own idle RTT, not the delay Target.
  */
 #include "cellab_cc.h"
 
@@ -22,6 +35,7 @@ char _license[] SEC("license") = "GPL";
 #define ALPHA_MAX (10u * ALPHA_ONE)     /* paper: max_alpha = 10 */
 #define TUNE_PERIOD_US_DEFAULT 500000u  /* paper Sec. IV: tuning cycle 0.5 s */
 #define ALPHA_INIT_DEFAULT (3u * ALPHA_ONE / 2) /* authors' v2 scripts: alpha = 1.5 (paper silent) */
+/* Deviation (issue 4): the loader's default alpha_min is 1.5, not the paper's 1; see the file comment. */
 #define INV_SQRT_STEPS 32               /* 1/sqrt(N) table; N is clamped to it */
 /* The authors' v2 Tuner (their Mahimahi scripts, which produced Table I): additive steps of
  * 0.5 x (avg/Target) down when avg > Target, 0.5 x (0.85 Target/avg) up when avg < 0.85 Target
@@ -57,6 +71,7 @@ struct c2tcp_conf {
 	__u32 alpha_init_fp;   /* initial alpha * 1024 */
 	__u32 tune_period_us;
 	__u32 tuner;           /* TUNER_EQ10 | TUNER_AUTHORS_V2 */
+	__u32 alpha_min_fp;    /* lower bound of alpha * 1024 (paper: 1; 0 = the paper's 1) */
 };
 
 struct c2tcp_target_key {
@@ -118,12 +133,20 @@ static __always_inline struct c2tcp_sk *state_of(struct sock *sk)
 	return bpf_sk_storage_get(&c2tcp_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 }
 
+static __always_inline __u32 alpha_floor(const struct c2tcp_conf *cf)
+{
+	__u32 lo = cf ? cf->alpha_min_fp : 0;
+
+	return lo < ALPHA_MIN ? ALPHA_MIN : (lo > ALPHA_MAX ? ALPHA_MAX : lo);
+}
+
 static __always_inline void state_init(struct sock *sk, struct c2tcp_sk *s)
 {
 	const struct c2tcp_conf *cf = get_conf();
 	__u32 alpha = cf && cf->alpha_init_fp ? cf->alpha_init_fp : ALPHA_INIT_DEFAULT;
+	__u32 lo = alpha_floor(cf);
 
-	s->alpha_fp = alpha < ALPHA_MIN ? ALPHA_MIN : (alpha > ALPHA_MAX ? ALPHA_MAX : alpha);
+	s->alpha_fp = alpha < lo ? lo : (alpha > ALPHA_MAX ? ALPHA_MAX : alpha);
 	s->min_rtt_us = ~0u;
 	s->first_time = 1;
 	s->n_backoffs = 1;
@@ -169,8 +192,8 @@ static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
 		} else if (avg > target) {
 			alpha = avg >= 2 * target ? 0 : alpha * (2 * target - avg) / avg;
 		}
-		if (alpha < ALPHA_MIN)
-			alpha = ALPHA_MIN;
+		if (alpha < alpha_floor(cf))
+			alpha = alpha_floor(cf);
 		if (alpha > ALPHA_MAX)
 			alpha = ALPHA_MAX;
 		s->alpha_fp = alpha;
