@@ -716,10 +716,11 @@ static void ul_tti(struct cell *c, struct ue *u, uint64_t t)
     int sr_occ = sr_occasion(u, t);
     if (sr_occ)
         u->r_flags |= TTILOG_SR_OCCASION;
-    /* PUSCH on grants due now */
+    /* PUSCH on grants due now, or overdue: a pause skips TTIs, and a grant left active forever would keep
+     * the UE from ever sending an SR again */
     for (int i = 0; i < CELL_UL_HARQ_PROCS; i++) {
         struct ul_grant *g = &u->grants[i];
-        if (g->active && g->pusch_tti == t) {
+        if (g->active && g->pusch_tti <= t) {
             g->active = 0;
             ul_transmit(c, u, t, g->bytes);
         }
