@@ -22,9 +22,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
-from cellab.errors import CellabError, InputError
+from cellab.errors import CellabError
 from cellab.metrics import RunContext, probe_run_metrics, run_metrics
 from cellab.schedules import Schedules
+from cellab.server.modules import check_param
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
 from cellab.workloads import WORKLOAD_PORTS, WORKLOADS, WorkloadTarget
@@ -92,13 +93,7 @@ class Runner:
         ranges = {m["name"]: m["param_ranges"] for m in listing["modules"]}
         source = self.store.campaign_path()
         for module, param, value in sorted(asked):
-            known = ranges.get(module, {})
-            if param not in known:
-                raise InputError(source, f"module_params.{module}.{param}", "unknown parameter", allowed=sorted(known))
-            low, high, unit = known[param]
-            if not low <= value <= high:
-                raise InputError(source, f"module_params.{module}.{param}", f"{value:g} is out of range",
-                                 allowed=[f"{low:g}..{high:g} {unit}"])
+            check_param(ranges.get(module, {}), param, value, source, f"module_params.{module}.{param}")
 
     def _apply_modules(self, session: LabSession, run: PlannedRun) -> None:
         """Register the run's BPF congestion control and every module it sets parameters of (once per campaign;

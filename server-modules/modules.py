@@ -158,6 +158,16 @@ def available_congestion_controls() -> list[str]:
     return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
 
 
+def check_param(ranges: dict[str, tuple[float, float, str]], param: str, value: float, source: str | Path,
+                field: str) -> None:
+    """One parameter against the loader's ranges (ModuleInfo.param_ranges, or list_modules' over the bus)."""
+    if param not in ranges:
+        raise InputError(source, field, "unknown parameter", allowed=sorted(ranges))
+    low, high, unit = ranges[param]
+    if not low <= value <= high:
+        raise InputError(source, field, f"{value} is out of range", allowed=[f"{low:g}..{high:g} {unit}"])
+
+
 def check_settings(settings: ModuleSettings, source: str = "modules") -> None:
     """Every parameter named in settings exists and is in range (no root needed, nothing loaded)."""
     known = describe()
@@ -166,13 +176,7 @@ def check_settings(settings: ModuleSettings, source: str = "modules") -> None:
             raise InputError(source, f"params.{name}", "parameters for a module that is neither loaded nor in load",
                              allowed=settings.load or ["(list it under load)"])
         for param, value in values.items():
-            ranges = known[name].param_ranges
-            if param not in ranges:
-                raise InputError(source, f"params.{name}.{param}", "unknown parameter", allowed=sorted(ranges))
-            low, high, unit = ranges[param]
-            if not low <= value <= high:
-                raise InputError(source, f"params.{name}.{param}", f"{value} is out of range",
-                                 allowed=[f"{low:g}..{high:g} {unit}"])
+            check_param(known[name].param_ranges, param, value, source, f"params.{name}.{param}")
     if any(n in TC_MODULES for n in settings.load):
         raise InputError(source, "load", "tc modules need an interface: load them with load(names, netns, dev)",
                          allowed=CC_MODULES)
