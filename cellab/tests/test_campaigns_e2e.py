@@ -70,9 +70,9 @@ def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_
         assert rtt["exll-rx"] < 0.6 * rtt["cubic"], rtt  # the per-module tests' claim holds in a campaign
         assert rtt["c2tcp"] < 0.6 * rtt["cubic"], rtt
         rate = {r["scheme"]: r["metrics"]["throughput_bps"] for r in rows if r["factors"]["sr_period_ms"] == period}
-        # C2TCP's throughput is not asserted here: its window resets sometimes hold it near 1 Mbit/s for seconds on
-        # this cell (open in issue 4); server-modules/tests/test_c2tcp.py holds it to >= 80% of Cubic's there.
         assert rate["exll-rx"] >= 0.8 * rate["cubic"], rate
+        # alpha_min keeps C2TCP out of the SR-uplink trap (server-modules/README.md): ~0.9x Cubic's rate measured
+        assert rate["c2tcp"] >= 0.7 * rate["cubic"], rate
 
 
 def test_lab_vs_commercial_with_drive_replay(require_root, netns_prefix, tmp_path):
