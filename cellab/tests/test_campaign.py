@@ -59,7 +59,7 @@ def test_sequential_order_is_factor_order(tmp_path):
 @pytest.mark.parametrize(
     "change, field, fragment",
     [
-        ("factors: {ccc: [cubic]}", "factors.ccc", "allowed: buffer_bytes, cc, rate_mbit"),
+        ("factors: {ccc: [cubic]}", "factors.ccc", "allowed: buffer_bytes, cc, module_params, rate_mbit"),
         ("factors: {cc: [cubik]}", "factors.cc[0]", "allowed: cubic, reno, bbr"),
         ("factors: {cc: []}", "factors.cc", "empty list"),
         ("factors: {buffer_bytes: [big]}", "factors.buffer_bytes[0]", "valid integer"),
