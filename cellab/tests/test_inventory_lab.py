@@ -86,4 +86,4 @@ def test_inventory_lab_rejects_radio_parameters(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cellab", "validate", str(tmp_path / "c.yaml")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2
-    assert "factors.n_prb: unknown parameter (allowed: cc, receiver, schedule)" in result.stderr
+    assert "factors.n_prb: unknown parameter (allowed: cc, module_params, receiver, schedule)" in result.stderr
