@@ -102,7 +102,6 @@ static int cmp_double(const void *a, const void *b)
 #define SR_FIT_BASE_STEP_MS 0.25
 #define SR_FIT_MIN_NATS 3.0    /* a period is named at 20:1 odds over the runner-up */
 #define SR_FIT_BACKED_NATS 1.0 /* or less, when the flow's SR-locked bursts back it */
-#define SR_FIT_HIGH_NATS 6.0
 
 const int sr_fit_periods_ms[SR_FIT_MODELS] = { 0, 5, 10, 20, 40, 80 };
 
@@ -164,7 +163,7 @@ static int fit_best(const double loglik[SR_FIT_MODELS], double *margin_nats)
     return best;
 }
 
-double sr_probe_margin(const double *rtt_us, size_t n, int *best_ms)
+double sr_probe_margin(const double *rtt_us, size_t n)
 {
     double loglik[SR_FIT_MODELS], margin = 0;
     double *ms = n ? sorted_ms_of(rtt_us, n) : NULL;
@@ -172,9 +171,7 @@ double sr_probe_margin(const double *rtt_us, size_t n, int *best_ms)
         return 0;
     sr_probe_fit(ms, n, loglik);
     free(ms);
-    int best = fit_best(loglik, &margin);
-    if (best_ms)
-        *best_ms = sr_fit_periods_ms[best];
+    fit_best(loglik, &margin);
     return margin;
 }
 

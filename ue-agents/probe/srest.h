@@ -34,6 +34,8 @@ struct sr_params {
 
 /* the probes' wait models: no wait, then the SR periods */
 #define SR_FIT_MODELS 6
+/* a lead (nats) this large over the runner-up is a "high" confidence fit; the probes stop there */
+#define SR_FIT_HIGH_NATS 6.0
 extern const int sr_fit_periods_ms[SR_FIT_MODELS];
 
 struct sr_verdict {
@@ -71,9 +73,9 @@ int sr_phase_select(const double r[5], double threshold);
  * tests. */
 void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS]);
 
-/* How far the best wait model leads the runner-up (nats) for these probe RTTs (µs, any order), and
- * its period (0: no wait) in *best_ms when not NULL; 0 without samples. */
-double sr_probe_margin(const double *rtt_us, size_t n, int *best_ms);
+/* How far the best wait model leads the runner-up (nats) for these probe RTTs (µs, any order); 0
+ * without samples. */
+double sr_probe_margin(const double *rtt_us, size_t n);
 
 /* Resultant length of (x mod period) on the circle; exposed for tests. */
 double sr_phase_resultant(const double *x_ms, size_t n, double period_ms);

@@ -70,7 +70,7 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
     uint64_t sent_at[256] = { 0 };
     uint32_t rng = seed | 1;
     /* sequential: n probes, then 5 more at a time (up to 2 n) while the fit of the waits is not yet
-     * clear (sr_probe_margin below SRPROBE_STOP_NATS): an unlucky draw of 30 from a uniform wait (e.g.
+     * clear (sr_probe_margin below SR_FIT_HIGH_NATS): an unlucky draw of 30 from a uniform wait (e.g.
      * all within 54 ms of an 80 ms cycle) looks like the period below; more probes settle it */
     int n_max = 2 * n < max_probes ? 2 * n : max_probes;
     uint64_t next_send = mono_ns();
@@ -102,7 +102,7 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
         if (seq < n && next_send == UINT64_MAX && now > waiting_since + 1000000000ULL)
             next_send = now; /* lost: move on */
         if (seq == n && (now >= end || res->received == res->sent)) {
-            if (n >= n_max || res->received < 2 || sr_probe_margin(res->rtt_us, (size_t)res->received, NULL) >= SRPROBE_STOP_NATS)
+            if (n >= n_max || res->received < 2 || sr_probe_margin(res->rtt_us, (size_t)res->received) >= SR_FIT_HIGH_NATS)
                 break;
             n = n + SRPROBE_STEP < n_max ? n + SRPROBE_STEP : n_max;
             next_send = now + (uint64_t)(probe_gap_ms(min_gap_ms, max_gap_ms, &rng) * 1e6);

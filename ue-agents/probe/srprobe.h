@@ -15,11 +15,10 @@ struct srprobe_result {
     const char *socket_kind; /* "icmp-dgram" | "icmp-raw" */
 };
 
-#define SRPROBE_STOP_NATS 6.0 /* stop probing once the best wait model leads by this */
 #define SRPROBE_STEP 5
 
 /* Blocking, one probe at a time, each a random min_gap..max_gap ms after the previous reply: n probes,
- * then SRPROBE_STEP more at a time up to 2 n (and 256) while the wait fit is unclear; bounded by
+ * then SRPROBE_STEP more at a time up to 2 n (and 256) until the wait fit leads by SR_FIT_HIGH_NATS; bounded by
  * 2 n * (max_gap_ms + 1 s). 0 on success (even with losses), -1 when no ICMP
  * socket could be opened (err says why). */
 int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min_gap_ms, double max_gap_ms,
