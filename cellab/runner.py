@@ -113,9 +113,7 @@ class Runner:
                     loaded_values = {(name, p): v for p, v in module["params"].items()}
                     session.module_values |= loaded_values
                     session.module_defaults |= loaded_values
-        for (module, param), current in sorted(session.module_values.items()):
-            if module not in session.loaded_modules:
-                continue
+        for (module, param), current in sorted(session.module_values.items()):  # holds registered modules only
             value = wanted.get(module, {}).get(param, session.module_defaults[(module, param)])
             if value != current:
                 ctl.request(server, "set_module_param", {"module": module, "param": param, "value": value},
@@ -230,8 +228,7 @@ def _module_params_now(session: LabSession) -> dict[str, dict[str, float]]:
     """The parameters of every module registered for the run, as the server agent was told them."""
     now: dict[str, dict[str, float]] = {}
     for (module, param), value in sorted(session.module_values.items()):
-        if module in session.loaded_modules:
-            now.setdefault(module, {})[param] = value
+        now.setdefault(module, {})[param] = value
     return now
 
 

@@ -76,7 +76,7 @@ class LabSession:
         self._local: dict[str, LocalAgent] = {}  # the ones this session started (embedded labs)
         self.roles: dict[str, str] = {}  # role -> agent name
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
-        self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now
+        self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now, registered ones
         self.module_defaults: dict[tuple[str, str], float] = {}  # (module, param) -> its value when loaded
         self._tmp: Path | None = None
         self._bridge: subprocess.Popen | None = None
