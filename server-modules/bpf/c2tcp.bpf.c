@@ -133,20 +133,21 @@ static __always_inline struct c2tcp_sk *state_of(struct sock *sk)
 	return bpf_sk_storage_get(&c2tcp_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 }
 
-static __always_inline __u32 alpha_floor(const struct c2tcp_conf *cf)
+/* alpha within [alpha_min, ALPHA_MAX]; alpha_min itself within the paper's [1, 10] */
+static __always_inline __u32 clamp_alpha(__u64 alpha, const struct c2tcp_conf *cf)
 {
 	__u32 lo = cf ? cf->alpha_min_fp : 0;
 
-	return lo < ALPHA_MIN ? ALPHA_MIN : (lo > ALPHA_MAX ? ALPHA_MAX : lo);
+	lo = lo < ALPHA_MIN ? ALPHA_MIN : (lo > ALPHA_MAX ? ALPHA_MAX : lo);
+	return alpha < lo ? lo : (alpha > ALPHA_MAX ? ALPHA_MAX : (__u32)alpha);
 }
 
 static __always_inline void state_init(struct sock *sk, struct c2tcp_sk *s)
 {
 	const struct c2tcp_conf *cf = get_conf();
 	__u32 alpha = cf && cf->alpha_init_fp ? cf->alpha_init_fp : ALPHA_INIT_DEFAULT;
-	__u32 lo = alpha_floor(cf);
 
-	s->alpha_fp = alpha < lo ? lo : (alpha > ALPHA_MAX ? ALPHA_MAX : alpha);
+	s->alpha_fp = clamp_alpha(alpha, cf);
 	s->min_rtt_us = ~0u;
 	s->first_time = 1;
 	s->n_backoffs = 1;
@@ -192,10 +193,7 @@ static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
 		} else if (avg > target) {
 			alpha = avg >= 2 * target ? 0 : alpha * (2 * target - avg) / avg;
 		}
-		if (alpha < alpha_floor(cf))
-			alpha = alpha_floor(cf);
-		if (alpha > ALPHA_MAX)
-			alpha = ALPHA_MAX;
+		alpha = clamp_alpha(alpha, cf);
 		s->alpha_fp = alpha;
 		stat_add(ST_TUNER_UPDATES, 1);
 		stat_set(ST_LAST_ALPHA_FP, alpha);
