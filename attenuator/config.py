@@ -35,6 +35,10 @@ MODEL_TRANSPORTS: dict[str, tuple[str, ...]] = {
     "virtual": ("zmq",),
 }
 
+# Shortest update spacing a model tolerates unless options.min_interval_s says otherwise: the 11713C
+# switches mechanical relays (wear, milliseconds of bounce), so schedules faster than 1 Hz are refused.
+MODEL_MIN_INTERVAL_S: dict[str, float] = {"keysight-11713c": 1.0}
+
 
 class AttenuatorConfig(BaseModel):
     """One programmable attenuator of a lab. Channels are numbered 1..channels."""
@@ -74,6 +78,10 @@ class AttenuatorConfig(BaseModel):
 
     def option(self, key: str, default: object) -> object:
         return self.options.get(key, default)
+
+    @property
+    def min_interval_s(self) -> float:
+        return float(self.option("min_interval_s", MODEL_MIN_INTERVAL_S.get(self.model, 0.0)))  # type: ignore[arg-type]
 
 
 def load_config(path: str | Path, name: str | None = None) -> AttenuatorConfig:

@@ -73,7 +73,7 @@ class SafetyLimits(BaseModel):
             max_db=config.max_db,
             step_db=config.step_db,
             max_slew_db_per_s=config.max_slew_db_per_s,
-            min_interval_s=max(min_interval_s, float(config.option("min_interval_s", 0.0))),  # type: ignore[arg-type]
+            min_interval_s=max(min_interval_s, config.min_interval_s),
         )
 
 

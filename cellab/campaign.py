@@ -65,7 +65,8 @@ class ScheduleSpec(Strict):
     drive_log: str | None = Field(None, description="RSRP over time (CSV t_s,rsrp_dbm or the Android agent's JSONL)")
     calibration: str = Field("auto", description="calibration JSON, or auto: sweep the lab's attenuator once")
     smoothing_s: float = Field(0.0, ge=0, le=600)
-    channel: int = Field(1, ge=1, le=64)
+    channel: int | None = Field(None, ge=1, le=64,
+                                description="drive log: the attenuator channel it plays on; default: the first UE's")
 
     @model_validator(mode="after")
     def _one_source(self) -> ScheduleSpec:
@@ -170,7 +171,23 @@ def lab_params_model(lab: str, source: str | Path) -> type[BaseModel] | None:
             raise InputError(source, "lab", str(exc)) from exc
     if not lab.endswith((".yaml", ".yml")):
         raise InputError(source, "lab", f"unknown lab {lab!r}", list(EMBEDDED_LABS) + ["<lab inventory>.yaml"])
-    return None
+    return _inventory_params_model(lab)
+
+
+def _inventory_params_model(lab: str) -> type[BaseModel] | None:
+    """A lab inventory's own parameters: the attenuation in front of its UE, when it names an attenuator
+    (radio parameters arrive with the eNB and core agents)."""
+    from cellab.lab_attenuator import lab_attenuator
+
+    attenuator = lab_attenuator(lab)
+    if attenuator is None:
+        return None
+    limits = attenuator.config
+    return create_model(
+        "InventoryParams", __base__=Strict,
+        attenuation_db=(float | None, Field(None, ge=limits.min_db, le=limits.max_db,
+                                            description=f"attenuation on {limits.name} channel "
+                                                        f"{attenuator.ue_channels[0]} for the run; null: unchanged")))
 
 
 def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
@@ -265,12 +282,37 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
             errors.append(InputError(source, field, f"unknown schedule {value!r}", allowed_schedules))
     for name in set(campaign.factors) & set(campaign.fixed):
         errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
+    if campaign.schedules:
+        _check_schedules(campaign, source, errors)
     if errors:
         raise InputErrors(errors)
     for field, name, value in _assignments(campaign):
         _check_value(model, source, field, name, value, errors)
     if errors:
         raise InputErrors(errors)
+
+
+def _check_schedules(campaign: Campaign, source: str | Path, errors: list[InputError]) -> None:
+    """Schedules need the lab's attenuator; files must keep its safety limits (rejected here, naming the row,
+    not at the run); `calibration: auto` sweeps the emulated cell, so hardware needs a calibration file."""
+    from cellab.attenuator.schedule import SafetyLimits, check, load
+    from cellab.lab_attenuator import lab_attenuator
+
+    attenuator = lab_attenuator(campaign.lab)
+    for name, spec in campaign.schedules.items():
+        if attenuator is None:
+            errors.append(InputError(source, f"schedules.{name}", f"lab {campaign.lab} has no attenuator in front of "
+                                     "its UE (a lab inventory names one in devices.ues[0].attenuator)"))
+            continue
+        if spec.drive_log is not None and spec.calibration == "auto" and campaign.lab != "virtual":
+            errors.append(InputError(source, f"schedules.{name}.calibration", "auto sweeps the emulated cell's RSRP; "
+                                     "on hardware give a calibration file (cellab atten calibrate)",
+                                     ["<calibration>.json"]))
+        if spec.file is not None:
+            try:
+                check(load(spec.file), SafetyLimits.from_config(attenuator.config))
+            except InputError as exc:
+                errors.append(InputError(source, f"schedules.{name}.file", exc.render()))
 
 
 def _check_value(model: type[BaseModel], source: str | Path, field: str, name: str, value: Any,

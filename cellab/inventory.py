@@ -105,6 +105,13 @@ class Inventory(Strict):
             if a.host not in hosts:
                 raise ValueError(f"agent {a.name}: host {a.host!r} is not in hosts ({', '.join(sorted(hosts))})")
         attenuators = {a.name: a for a in self.devices.attenuators}
+        roles = {a.name: a.role for a in self.agents}
+        for entry in self.devices.attenuators:
+            # srsENB's cell_gain is set by the eNB agent itself; every other attenuator has an agent of its own
+            wanted = "enb" if entry.model == "srsenb-cell-gain" else "attenuator"
+            if entry.agent in roles and roles[entry.agent] != wanted:
+                raise ValueError(f"attenuator {entry.name}: agent {entry.agent!r} has role {roles[entry.agent]!r}, "
+                                 f"not {wanted!r}")
         groups = (self.devices.enb, self.devices.core, self.devices.attenuators, self.devices.ues,
                   self.devices.servers)
         for entry in (e for group in groups for e in group):
@@ -119,6 +126,14 @@ class Inventory(Strict):
 
     def agent(self, role: str) -> AgentEntry | None:
         return next((a for a in self.agents if a.role == role), None)
+
+    def ue_attenuator(self, index: int) -> tuple[AttenuatorEntry, int] | None:
+        """The attenuator and channel in front of the index-th UE, when the inventory names one."""
+        if index >= len(self.devices.ues) or self.devices.ues[index].attenuator is None:
+            return None
+        wired = self.devices.ues[index].attenuator
+        entry = next(a for a in self.devices.attenuators if a.name == wired.attenuator)
+        return entry, wired.channel
 
 
 def load_inventory(path: str | Path) -> Inventory:

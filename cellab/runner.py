@@ -199,13 +199,21 @@ class Runner:
         return metrics
 
     def _set_attenuation(self, session: LabSession, run: PlannedRun) -> dict[int, float]:
+        """The run's attenuation_db (one value, or one per UE) on the channels in front of the UEs."""
         applied: dict[int, float] = {}
-        if "attenuator" in session.roles and "attenuation_db" in run.params:
-            values = run.params["attenuation_db"]
-            for channel, value in enumerate(values if isinstance(values, list) else [values], start=1):
-                reply = session.controller.request(session.roles["attenuator"], "set", {"channel": channel, "db": value},
-                                                   timeout_s=self.campaign.timeouts.request_s)
-                applied[channel] = reply["applied_db"]
+        values = run.params.get("attenuation_db")
+        if session.attenuator is None or values is None:
+            return applied
+        channels = session.attenuator.ue_channels
+        values = values if isinstance(values, list) else [values]
+        if len(values) == 1:
+            values = values * len(channels)
+        # the session's attenuator covers the UEs it runs agents for, which may be fewer than the cell has
+        for channel, value in zip(channels, values, strict=False):
+            reply = session.controller.request(
+                session.roles["attenuator"], "set", {"attenuator": session.attenuator.name, "channel": channel,
+                                                     "db": value}, timeout_s=self.campaign.timeouts.request_s)
+            applied[channel] = reply["applied_db"]
         return applied
 
     def _start_schedule(self, session: LabSession, run: PlannedRun) -> str | None:
@@ -213,11 +221,12 @@ class Runner:
         name = run.params.get("schedule", "static")
         if name == "static":
             return None
-        if "attenuator" not in session.roles:
+        if session.attenuator is None:  # validation refuses this; a lab whose inventory changed since could not
             raise CellabError(f"schedule {name!r}: this lab has no attenuator agent")
         if self._schedules is None:
             self._schedules = Schedules(self.campaign, self.store.root, session.controller,
-                                        session.roles["attenuator"], session.topology.extra.get("ctl"))
+                                        session.roles["attenuator"], session.attenuator,
+                                        session.topology.extra.get("ctl"))
         reply = session.controller.request(session.roles["attenuator"], "play_schedule",
                                            self._schedules.play_params(name),
                                            timeout_s=self.campaign.timeouts.request_s)

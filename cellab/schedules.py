@@ -15,6 +15,7 @@ from typing import Any
 from cellab.bus import Controller
 from cellab.campaign import Campaign, ScheduleSpec
 from cellab.errors import CellabError, InputError
+from cellab.lab_attenuator import LabAttenuator
 from cellab.store import write_atomic
 
 CALIBRATION_SWEEP = {"start_db": 0.0, "stop_db": 70.0, "step_db": 5.0, "settle_s": 0.3, "samples": 2}
@@ -22,12 +23,13 @@ CALIBRATION_TIMEOUT_S = 120.0
 
 
 class Schedules:
-    def __init__(self, campaign: Campaign, result_dir: Path, ctl: Controller, attenuator_agent: str | None,
-                 cell_ctl: str | None):
+    def __init__(self, campaign: Campaign, result_dir: Path, ctl: Controller, agent: str,
+                 attenuator: LabAttenuator, cell_ctl: str | None):
         self.campaign = campaign
         self.result_dir = result_dir
         self.ctl = ctl
-        self.agent = attenuator_agent
+        self.agent = agent
+        self.attenuator = attenuator
         self.cell_ctl = cell_ctl
         self._play_params: dict[str, dict[str, Any]] = {}
 
@@ -43,9 +45,10 @@ class Schedules:
                 except OSError as exc:
                     raise InputError(source, "file", f"cannot read {path}: {exc.strerror}") from None
                 key = "schedule_csv" if path.suffix == ".csv" else "schedule_yaml"
-                self._play_params[name] = {key: text, "name": name}
+                self._play_params[name] = {key: text, "name": name, "attenuator": self.attenuator.name}
             else:
-                self._play_params[name] = {"schedule_csv": self._replay(name, spec), "name": name}
+                self._play_params[name] = {"schedule_csv": self._replay(name, spec), "name": name,
+                                           "attenuator": self.attenuator.name}
         return self._play_params[name]
 
     def _replay(self, name: str, spec: ScheduleSpec) -> str:
@@ -56,27 +59,23 @@ class Schedules:
         assert spec.drive_log is not None
         fmt = ANDROID_SIGNAL_LOG if spec.drive_log.endswith(".jsonl") else None
         log = load_drive_log(spec.drive_log, fmt)
-        info = self._device_info()
+        channel = spec.channel or self.attenuator.ue_channels[0]
+        info = self.ctl.request(self.agent, "info", {"attenuator": self.attenuator.name}, timeout_s=10)
         if spec.calibration == "auto":
-            calibration = self._auto_calibration(spec.channel)
+            calibration = self._auto_calibration(channel)
         else:
             try:
                 calibration = Calibration.model_validate_json(Path(spec.calibration).read_text())
             except (OSError, ValueError) as exc:
                 raise InputError(f"schedules.{name}", "calibration", f"{spec.calibration}: not a calibration "
                                  f"file: {exc}", ["auto", "<calibration>.json"]) from None
-        result = replay(log, calibration, ReplayOptions(channel=spec.channel, min_db=info["min_db"],
+        result = replay(log, calibration, ReplayOptions(channel=channel, min_db=info["min_db"],
                                                          max_db=info["max_db"], step_db=info["step_db"],
                                                          smoothing_s=spec.smoothing_s))
         text = to_csv(result.schedule)
         write_atomic(self.result_dir / f"schedule-{name}.csv", text)
         write_atomic(self.result_dir / f"schedule-{name}.replay.json", result.report.model_dump_json(indent=2))
         return text
-
-    def _device_info(self) -> dict[str, Any]:
-        if self.agent is None:
-            raise CellabError("a schedule needs an attenuator, and this lab has none")
-        return self.ctl.request(self.agent, "info", {}, timeout_s=10)
 
     def _auto_calibration(self, channel: int) -> Any:
         from cellab.attenuator.calibration import Calibration
@@ -87,13 +86,13 @@ class Schedules:
         if self.cell_ctl is None:
             raise CellabError("calibration: auto sweeps the emulated cell's RSRP; on hardware give a calibration "
                               "file (cellab atten calibrate)")
-        assert self.agent is not None
         self.ctl.request(self.agent, "calibrate", {
-            "channel": channel, "shield_box": "virtual", "ue": "ue0", "earfcn": 3350, "cell_ctl": self.cell_ctl,
+            "attenuator": self.attenuator.name, "channel": channel, "shield_box": "virtual", "ue": "ue0", "earfcn": 3350, "cell_ctl": self.cell_ctl,
             **CALIBRATION_SWEEP}, timeout_s=10)
         deadline = time.monotonic() + CALIBRATION_TIMEOUT_S
         while time.monotonic() < deadline:
-            status = self.ctl.request(self.agent, "status", {}, timeout_s=10)["attenuators"][0]
+            status = self.ctl.request(self.agent, "status", {"attenuator": self.attenuator.name},
+                                      timeout_s=10)["attenuators"][0]
             if not status["calibrating"]:
                 if status["calibration_error"] or status["calibration"] is None:
                     raise CellabError(f"calibration failed: {status['calibration_error'] or 'no result'}")

@@ -17,11 +17,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cellab.attenuator.agent import WIRE_FORBIDDEN_OPTIONS
 from cellab.bus import Controller
+from cellab.bus.errors import OperationError
 from cellab.bus.keys import generate_keypair
 from cellab.errors import CellabError
-from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 from cellab.inventory import Inventory, load_inventory
+from cellab.lab_attenuator import LabAttenuator, inventory_attenuator, lab_attenuator
+from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 from cellab.labs.base import EmbeddedLab, Host, Topology
 
 AGENT_START_TIMEOUT_S = 20.0
@@ -38,8 +41,8 @@ class LocalAgent:
 
 
 class InventoryLab:
-    """A real lab's counterpart of EmbeddedLab: nothing to build; radio parameters reach the eNB agent
-    (its own issue), so a campaign on an inventory accepts only transport parameters for now."""
+    """A real lab's counterpart of EmbeddedLab: nothing to build. Its attenuator is driven by the session's
+    attenuator agent; radio parameters will reach the eNB agent (its own issue)."""
 
     def __init__(self, inventory: Inventory):
         self.inventory = inventory
@@ -78,6 +81,7 @@ class LabSession:
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
         self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now, registered ones
         self.module_defaults: dict[tuple[str, str], float] = {}  # (module, param) -> its value when loaded
+        self.attenuator: LabAttenuator | None = None  # in front of the UEs, driven by roles["attenuator"]
         self._tmp: Path | None = None
         self._bridge: subprocess.Popen | None = None
         self._pty_link: Path | None = None
@@ -110,14 +114,36 @@ class LabSession:
             if roles[entry.agent] != role:
                 raise CellabError(f"{self.lab_name}: {where}: agent {entry.agent!r} has role {roles[entry.agent]!r}, "
                                   f"not {role!r}")
+        self.attenuator = inventory_attenuator(inventory)
         self.lab = InventoryLab(inventory)
         self.topology = Topology(server=Host(servers[0].name, "", servers[0].address), ues=(Host(ues[0].name, "", ""),))
         ctl = inventory.controller
         self.controller = Controller(ctl.bind, telemetry_endpoint=ctl.telemetry_bind, secret_key_file=ctl.secret_key,
                                      allowed_agent_keys=[a.public_key for a in inventory.agents])
         self.roles = {"server": servers[0].agent, "ue": ues[0].agent}
+        if self.attenuator is not None:
+            assert self.attenuator.agent is not None
+            self.roles["attenuator"] = self.attenuator.agent
         self.agents = {name: roles[name] for name in self.roles.values()}
         self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
+        if self.attenuator is not None:
+            self._configure_inventory_attenuator(self.attenuator)
+
+    def _configure_inventory_attenuator(self, attenuator: LabAttenuator) -> None:
+        """The inventory is the one description of the device: send it to the agent, unless it names code
+        to load (an SDK or VISA library), which only the agent host's own config may do; then the agent
+        must already hold the entry."""
+        agent, name = self.roles["attenuator"], attenuator.name
+        if WIRE_FORBIDDEN_OPTIONS & set(attenuator.config.options):
+            try:
+                self.controller.request(agent, "info", {"attenuator": name}, timeout_s=15)
+            except OperationError as exc:
+                raise CellabError(f"{self.lab_name}: attenuator {name}: its options "
+                                  f"({', '.join(sorted(WIRE_FORBIDDEN_OPTIONS))}) are read from agent {agent}'s own "
+                                  f"config (CELLAB_ATTENUATOR_CONFIG), and the agent answered: {exc}") from None
+        else:
+            self.controller.request(agent, "configure", {"attenuators": [attenuator.config.model_dump(mode="json")]},
+                                    timeout_s=15)
 
     def _open_embedded(self) -> None:
         lab_cls = embedded_lab_class(self.lab_name)
@@ -130,6 +156,7 @@ class LabSession:
             # go through the real serial driver (and its quantization and readback checks).
             self._start_attenuator_bridge(self.topology.extra["ctl"])
             plan.append(("atten", "attenuator", None))
+            self.attenuator = lab_attenuator(self.lab_name)
         keys = self._tmp / "keys"
         ctl_public, ctl_secret = generate_keypair(keys, "controller")
         agent_keys = {name: generate_keypair(keys, name) for name, _, _ in plan}
@@ -163,9 +190,8 @@ class LabSession:
             raise CellabError(f"the virtual attenuator bridge did not start: {(self._tmp / 'bridge.log').read_text()[-400:]}")
 
     def _configure_attenuator(self) -> None:
-        from cellab.attenuator.bridge import virtual_lab_attenuator
-
-        config = virtual_lab_attenuator(self._pty_link, ues=1)
+        assert self.attenuator is not None
+        config = self.attenuator.config.model_copy(update={"address": str(self._pty_link)})
         self.controller.request(self.roles["attenuator"], "configure",
                                 {"attenuators": [config.model_dump(mode="json")]}, timeout_s=15)
 

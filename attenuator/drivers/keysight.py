@@ -33,7 +33,7 @@ def split_total(total_db: float, x_model: str, y_model: str) -> tuple[float, flo
 class Keysight11713C(Attenuator):
     def __init__(self, config: AttenuatorConfig):
         super().__init__(config)
-        self.min_interval_s = float(config.option("min_interval_s", 1.0))  # type: ignore[arg-type]
+        self.min_interval_s = config.min_interval_s
         self._inst = None
         self._models: dict[tuple[int, str], str] = {}
 

@@ -132,7 +132,11 @@ workload: {tool: probe, duration_s: 3}
 """
 
 
+WALK = "segments: [{kind: ramp, from_db: 10, to_db: 40, duration_s: 5}]\n"
+
+
 def test_bundle_factors_set_their_parameters_and_label_the_run(tmp_path):
+    (tmp_path / "walk.yaml").write_text(WALK)
     runs = plan(load_campaign(write(tmp_path, BUNDLES)))
     assert len(runs) == 4
     by_label = {(r.factors["scheme"], r.factors["channel"]): r.params for r in runs}
@@ -151,6 +155,7 @@ def test_bad_bundle_names_its_level(tmp_path, change, field, fragment):
     replacement = {"    mobile: {schedule: walk}": "    mobile: {schedule: run}",
                    "    exll-rx: {cc: cubic, receiver: exll}": "    exll-rx: {cc: cubic, rcv: exll}",
                    "    cubic: {cc: cubic}": "    cubic: {cc: cubik}"}[change]
+    (tmp_path / "walk.yaml").write_text(WALK)
     path = write(tmp_path, BUNDLES.replace(change, replacement))
     with pytest.raises((InputError, InputErrors)) as info:
         load_campaign(path)
@@ -205,3 +210,19 @@ def test_example_campaigns_validate(name):
         write_samples(root / "data")
     runs = plan(load_campaign(root / f"{name}.yaml"))
     assert runs and all(r.params["cc"] for r in runs)
+
+
+@pytest.mark.parametrize("lab, schedule, field, fragment", [
+    ("wired", "segments: [{kind: hold, db: 10, duration_s: 1}]", "schedules.walk",
+     "lab wired has no attenuator in front of its UE"),
+    ("virtual", "segments: [{kind: hold, db: 10, duration_s: 1}, {kind: hold, db: 99, duration_s: 1}]",
+     "schedules.walk.file", "segment 2 (hold).db: 99.0 dB at t=1.0 s is outside the safety limits [0.0, 95.0] dB"),
+    ("virtual", "channels: [2]\nsegments: [{kind: hold, db: 10, duration_s: 1}]", "schedules.walk.file",
+     "no channel 2 on this attenuator (allowed: 1)"),
+])
+def test_schedule_files_are_checked_against_the_labs_attenuator(tmp_path, lab, schedule, field, fragment):
+    (tmp_path / "walk.yaml").write_text(schedule + "\n")
+    path = write(tmp_path, f"name: s\nlab: {lab}\nfixed: {{schedule: walk}}\nschedules: {{walk: {{file: walk.yaml}}}}\n")
+    with pytest.raises(InputErrors) as info:
+        load_campaign(path)
+    assert f"{field}: " in str(info.value) and fragment in str(info.value), str(info.value)

@@ -235,24 +235,24 @@ def test_virtual_lab_attenuation_goes_through_the_serial_driver(require_root, ne
 
 
 def test_a_schedule_refused_at_start_stops_the_capture(require_root, netns_prefix, tmp_path):
-    # The wired lab has no attenuator: the schedule fails at its start, after the server capture began.
-    # Each attempt must fail for that reason (not "a capture is already running" left by the first).
-    schedule = tmp_path / "walk.yaml"
-    schedule.write_text("segments: [{kind: hold, db: 10, duration_s: 1}]\n")
+    # A drive log is read when its schedule is first played (validation only resolves its path): a broken
+    # one fails at the schedule's start, after the server capture began. Each attempt must fail for that
+    # reason (not "a capture is already running" left by the first).
+    (tmp_path / "drive.csv").write_text("time,speed\n0,12\n")
     path = tmp_path / "s.yaml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(textwrap.dedent("""
         name: sched
-        lab: wired
-        fixed: {{rate_mbit: 10, buffer_bytes: 60000, schedule: walk}}
-        schedules: {{walk: {{file: {schedule}}}}}
-        workload: {{duration_s: 1, ping_interval_ms: null}}
+        lab: virtual
+        fixed: {schedule: drive}
+        schedules: {drive: {drive_log: drive.csv}}
+        workload: {duration_s: 1, ping_interval_ms: null}
         measurements: [throughput, pcap]
-        timeouts: {{run_s: 60, request_s: 6}}
-        retry: {{max_attempts: 2, backoff_s: 0.1}}
+        timeouts: {run_s: 60, request_s: 6}
+        retry: {max_attempts: 2, backoff_s: 0.1}
     """))
     out = tmp_path / "out"
     result = cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
     assert result.returncode == 1, result.stdout + result.stderr
     ((_, status, attempts, _, error),) = rows(only_folder(out))
     assert status == "failed" and attempts == 2
-    assert "this lab has no attenuator agent" in error, error
+    assert "drive.csv" in error and "capture" not in error, error

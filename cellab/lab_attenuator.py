@@ -1,0 +1,53 @@
+"""The attenuator in front of a lab's UEs: what campaign validation checks schedules and attenuation
+values against, and what the session and runner drive through the attenuator agent.
+
+Virtual lab: the Mini-Circuits serial emulator bridged to the emulated cell (one channel per UE),
+driven by an attenuator agent the session starts. A lab inventory: the attenuator and channel its
+first UE names (`devices.ues[0].attenuator`), driven by the agent the inventory lists for it.
+The wired lab has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cellab.attenuator.config import AttenuatorConfig
+
+if TYPE_CHECKING:
+    from cellab.inventory import Inventory
+
+
+@dataclass(frozen=True)
+class LabAttenuator:
+    config: AttenuatorConfig  # limits, step and slew the schedules must respect
+    ue_channels: tuple[int, ...]  # the channel in front of UE i
+    agent: str | None = None  # inventory: the agent that drives it (embedded labs start their own)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def lab_attenuator(lab: str) -> LabAttenuator | None:
+    """The attenuator of an embedded lab kind or a lab inventory file (None when the lab has none)."""
+    from cellab.labs import EMBEDDED_LABS
+
+    if lab == "virtual":
+        from cellab.attenuator.bridge import virtual_lab_attenuator
+
+        # The serial device path is the session's; limits and step are what validation needs.
+        return LabAttenuator(virtual_lab_attenuator("", ues=1), (1,))
+    if lab in EMBEDDED_LABS:
+        return None
+    from cellab.inventory import load_inventory
+
+    return inventory_attenuator(load_inventory(lab))
+
+
+def inventory_attenuator(inventory: Inventory) -> LabAttenuator | None:
+    found = inventory.ue_attenuator(0)
+    if found is None:
+        return None
+    entry, channel = found
+    return LabAttenuator(AttenuatorConfig(**entry.model_dump(exclude={"agent"})), (channel,), entry.agent)
