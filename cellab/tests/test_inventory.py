@@ -54,6 +54,8 @@ def test_valid_inventory_resolves_key_paths(tmp_path):
         ("min_db: 10, max_db: 95", "min_db: 95, max_db: 10", "min_db (95.0) must be below max_db"),
         ("flavour: open5gs", "flavour: free5gc", "allowed: open5gs, nextepc, srsepc"),
         ("agent: atten1}", "agent: nobody}", "agent 'nobody' is not in agents"),
+        ("{name: atten1, role: attenuator", "{name: atten1, role: ue",
+         "attenuator box1: agent 'atten1' has role 'ue', not 'attenuator'"),
     ],
 )
 def test_bad_inventory(tmp_path, old, new, message):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+import yaml
 
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
 from cellab.bus.keys import generate_keypair
@@ -38,22 +39,8 @@ def start_agent(tmp_path, name: str, role: str, netns: str | None, port: int, te
 
 
 def test_campaign_runs_on_agents_listed_in_an_inventory(require_root, netns_prefix, tmp_path):
-    keys = tmp_path / "keys"
-    for name in ("controller", "server1", "ue1"):
-        generate_keypair(keys, name)
     port, telemetry_port = free_port(), free_port()
-    (tmp_path / "lab.yaml").write_text(textwrap.dedent(f"""
-        name: bench-lab
-        controller: {{bind: "tcp://127.0.0.1:{port}", telemetry_bind: "tcp://127.0.0.1:{telemetry_port}",
-                      secret_key: keys/controller.key_secret}}
-        hosts: [{{name: edge, address: 127.0.0.1}}, {{name: laptop, address: 127.0.0.1}}]
-        agents:
-          - {{name: server1, role: server, host: edge, public_key: keys/server1.key}}
-          - {{name: ue1, role: ue, host: laptop, public_key: keys/ue1.key}}
-        devices:
-          servers: [{{name: edge, agent: server1, address: 10.90.1.1}}]
-          ues: [{{name: laptop, kind: virtual, agent: ue1}}]
-    """))
+    write_lab(tmp_path, port, telemetry_port)
     (tmp_path / "campaign.yaml").write_text(textwrap.dedent("""
         name: on-inventory
         lab: lab.yaml
@@ -100,28 +87,30 @@ def test_inventory_lab_rejects_radio_parameters(tmp_path):
     assert "factors.n_prb: unknown parameter (allowed: cc, module_params, receiver, schedule)" in result.stderr
 
 
-ATTENUATED_LAB = """
-name: box-lab
-controller: {{bind: "tcp://127.0.0.1:{port}", telemetry_bind: "tcp://127.0.0.1:{telemetry_port}",
-              secret_key: keys/controller.key_secret}}
-hosts: [{{name: edge, address: 127.0.0.1}}, {{name: laptop, address: 127.0.0.1}}]
-agents:
-  - {{name: server1, role: server, host: edge, public_key: keys/server1.key}}
-  - {{name: ue1, role: ue, host: laptop, public_key: keys/ue1.key}}
-  - {{name: atten1, role: attenuator, host: laptop, public_key: keys/atten1.key}}
-devices:
-  attenuators:
-    - {{name: box1, model: minicircuits-rc4dat, transport: http, address: "{url}", channels: 4,
-       min_db: 10, max_db: 60, step_db: 0.25, agent: atten1}}
-  servers: [{{name: edge, agent: server1, address: 10.90.1.1}}]
-  ues: [{{name: phone, kind: virtual, agent: ue1, attenuator: {{attenuator: box1, channel: 3}}}}]
-"""
-
-
-def write_attenuated_lab(tmp_path, port: int = 7700, telemetry_port: int = 7701, url: str = "http://127.0.0.1:1") -> None:
-    for name in ("controller", "server1", "ue1", "atten1"):
+def write_lab(tmp_path, port: int = 7700, telemetry_port: int = 7701, attenuator_url: str | None = None) -> None:
+    """An inventory of a server and a UE host, and with attenuator_url a Mini-Circuits RC4DAT whose
+    channel 3 is in front of the UE; key pairs for every agent in tmp_path/keys."""
+    agents = {"server1": ("server", "edge"), "ue1": ("ue", "laptop")} | (
+        {"atten1": ("attenuator", "laptop")} if attenuator_url else {})
+    for name in ["controller", *agents]:
         generate_keypair(tmp_path / "keys", name)
-    (tmp_path / "lab.yaml").write_text(ATTENUATED_LAB.format(port=port, telemetry_port=telemetry_port, url=url))
+    ue = {"name": "phone", "kind": "virtual", "agent": "ue1"}
+    devices: dict = {"servers": [{"name": "edge", "agent": "server1", "address": "10.90.1.1"}], "ues": [ue]}
+    if attenuator_url:
+        devices["attenuators"] = [{"name": "box1", "model": "minicircuits-rc4dat", "transport": "http",
+                                   "address": attenuator_url, "channels": 4, "min_db": 10, "max_db": 60,
+                                   "step_db": 0.25, "agent": "atten1"}]
+        ue["attenuator"] = {"attenuator": "box1", "channel": 3}
+    inventory = {
+        "name": "test-lab",
+        "controller": {"bind": f"tcp://127.0.0.1:{port}", "telemetry_bind": f"tcp://127.0.0.1:{telemetry_port}",
+                       "secret_key": "keys/controller.key_secret"},
+        "hosts": [{"name": "edge", "address": "127.0.0.1"}, {"name": "laptop", "address": "127.0.0.1"}],
+        "agents": [{"name": name, "role": role, "host": host, "public_key": f"keys/{name}.key"}
+                   for name, (role, host) in agents.items()],
+        "devices": devices,
+    }
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(inventory))
 
 
 def test_inventory_attenuator_sets_each_runs_value_and_plays_schedules_on_the_ues_channel(
@@ -132,7 +121,7 @@ def test_inventory_attenuator_sets_each_runs_value_and_plays_schedules_on_the_ue
     lab = WiredLab(netns_prefix, rate_mbit=10, buffer_bytes=60_000)
     agents = []
     with device.serve_http() as http:
-        write_attenuated_lab(tmp_path, port, telemetry_port, http.url)
+        write_lab(tmp_path, port, telemetry_port, http.url)
         (tmp_path / "walk.yaml").write_text("channels: [3]\nupdate_interval_s: 0.25\n"
                                             "segments: [{kind: hold, db: 30, duration_s: 0.5}, "
                                             "{kind: ramp, from_db: 30, to_db: 40, duration_s: 1}]\n")
@@ -181,14 +170,14 @@ def test_inventory_attenuator_sets_each_runs_value_and_plays_schedules_on_the_ue
 
 
 def test_inventory_attenuation_is_checked_against_its_limits(tmp_path):
-    write_attenuated_lab(tmp_path)
+    write_lab(tmp_path, attenuator_url="http://127.0.0.1:1")
     (tmp_path / "c.yaml").write_text("name: c\nlab: lab.yaml\nfactors: {attenuation_db: [20, 70]}\n")
     with pytest.raises(InputErrors, match=r"factors.attenuation_db\[1\]: .*less than or equal to 60"):
         load_campaign(tmp_path / "c.yaml")
 
 
 def test_inventory_drive_replay_needs_a_calibration_file(tmp_path):
-    write_attenuated_lab(tmp_path)
+    write_lab(tmp_path, attenuator_url="http://127.0.0.1:1")
     (tmp_path / "c.yaml").write_text("name: c\nlab: lab.yaml\nfixed: {schedule: drive}\n"
                                      "schedules: {drive: {drive_log: drive.csv}}\n")
     with pytest.raises(InputErrors, match=r"schedules.drive.calibration: auto sweeps the emulated cell's RSRP"):
