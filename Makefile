@@ -14,7 +14,9 @@ APT_PACKAGES := python3-venv clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 	pkg-config iperf3 iputils-ping procps tshark tcpdump iproute2 ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
 	qemu-user-static chromium
 
-# Each C program's rules live in its room and add their outputs to BUILD_TARGETS.
+# Each C program's rules live in its room and add their outputs to BUILD_TARGETS; C sources the
+# programs share (a JSON writer, the TCP option walk) are core, in cellab/csrc.
+CSRC_DIR := cellab/csrc
 BUILD_TARGETS :=
 -include emulator/rules.mk
 -include server-modules/rules.mk

@@ -1,4 +1,5 @@
 #include "decode.h"
+#include "tcpopt.h"
 
 #include <pcap/pcap.h>
 #include <string.h>
@@ -65,28 +66,18 @@ static int link_ethertype(int linktype, const uint8_t *frame, uint32_t caplen, u
 
 static void parse_tcp_options(const uint8_t *opt, uint32_t len, struct segment *out)
 {
-    uint32_t i = 0;
-    while (i < len) {
-        uint8_t kind = opt[i];
-        if (kind == 0)
-            break;
-        if (kind == 1) {
-            i++;
-            continue;
-        }
-        if (i + 1 >= len || opt[i + 1] < 2 || i + opt[i + 1] > len)
-            break;
-        uint8_t olen = opt[i + 1];
-        if (kind == 4) {
+    struct tcp_option o;
+    size_t pos = 0;
+    while (tcp_option_next(opt, len, &pos, &o)) {
+        if (o.kind == 4) {
             out->sack_permitted = 1;
-        } else if (kind == 5) {
-            for (uint32_t b = i + 2; b + 8 <= (uint32_t)i + olen && out->n_sack < SACK_MAX_BLOCKS; b += 8) {
-                out->sack_left[out->n_sack] = be32(opt + b);
-                out->sack_right[out->n_sack] = be32(opt + b + 4);
+        } else if (o.kind == 5) {
+            for (uint32_t b = 0; b + 8 <= (uint32_t)o.len - 2 && out->n_sack < SACK_MAX_BLOCKS; b += 8) {
+                out->sack_left[out->n_sack] = be32(o.data + b);
+                out->sack_right[out->n_sack] = be32(o.data + b + 4);
                 out->n_sack++;
             }
         }
-        i += olen;
     }
 }
 

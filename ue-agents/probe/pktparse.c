@@ -1,4 +1,5 @@
 #include "pktparse.h"
+#include "tcpopt.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -9,29 +10,17 @@ static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t
 
 static void parse_options(const uint8_t *opt, size_t len, struct tcp_segment *out)
 {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t kind = opt[i];
-        if (kind == 0)
-            break;
-        if (kind == 1) {
-            i++;
-            continue;
-        }
-        if (i + 1 >= len)
-            break;
-        uint8_t olen = opt[i + 1];
-        if (olen < 2 || i + olen > len)
-            break;
-        if (kind == 8 && olen == 10) {
+    struct tcp_option o;
+    size_t pos = 0;
+    while (tcp_option_next(opt, len, &pos, &o)) {
+        if (o.kind == 8 && o.len == 10) {
             out->has_ts = 1;
-            out->tsval = rd32(opt + i + 2);
-            out->tsecr = rd32(opt + i + 6);
-        } else if (kind == 3 && olen == 3) {
+            out->tsval = rd32(o.data);
+            out->tsecr = rd32(o.data + 4);
+        } else if (o.kind == 3 && o.len == 3) {
             out->wscale_present = 1;
-            out->wscale = opt[i + 2];
+            out->wscale = o.data[0];
         }
-        i += olen;
     }
 }
 

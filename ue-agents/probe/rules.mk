@@ -3,16 +3,16 @@
 # `analyze --events` and everything else work).
 PROBE_DIR := ue-agents/probe
 PROBE_SRCS := $(addprefix $(PROBE_DIR)/,main.c fetch.c analyze.c selftest.c pipeline.c exll.c dfcsd.c srest.c \
-	rttmatch.c pktparse.c capture.c srprobe.c flowproto.c jsonw.c util.c)
-PROBE_HDRS := $(wildcard $(PROBE_DIR)/*.h)
+	rttmatch.c pktparse.c capture.c srprobe.c flowproto.c util.c) $(CSRC_DIR)/jsonw.c
+PROBE_HDRS := $(wildcard $(PROBE_DIR)/*.h $(CSRC_DIR)/*.h)
 PROBE_AARCH64_CC ?= aarch64-linux-gnu-gcc
 
 $(BIN)/cellab-probe: $(PROBE_SRCS) $(PROBE_HDRS) $(PROBE_DIR)/rules.mk
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS_COMMON) -DHAVE_PCAP -o $@ $(PROBE_SRCS) -lpcap -lm
+	$(CC) $(CFLAGS_COMMON) -I$(CSRC_DIR) -DHAVE_PCAP -o $@ $(PROBE_SRCS) -lpcap -lm
 
 $(BIN)/cellab-probe-aarch64: $(PROBE_SRCS) $(PROBE_HDRS) $(PROBE_DIR)/rules.mk
 	@mkdir -p $(BIN)
-	$(PROBE_AARCH64_CC) $(CFLAGS_COMMON) -static -o $@ $(PROBE_SRCS) -lm
+	$(PROBE_AARCH64_CC) $(CFLAGS_COMMON) -I$(CSRC_DIR) -static -o $@ $(PROBE_SRCS) -lm
 
 BUILD_TARGETS += $(BIN)/cellab-probe $(BIN)/cellab-probe-aarch64

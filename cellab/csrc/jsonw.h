@@ -1,4 +1,5 @@
-/* A tiny streaming JSON writer: enough for the probe's summary, with commas handled for the caller. */
+/* A tiny streaming JSON writer for the C programs (cellab-flowstat, cellab-probe): the caller names keys
+ * and values, the writer places commas and nesting; closing the top level ends the line. */
 #ifndef CELLAB_JSONW_H
 #define CELLAB_JSONW_H
 

@@ -65,7 +65,7 @@ void jw_num(struct jsonw *w, const char *key, double val)
 {
     item(w, key);
     if (isfinite(val))
-        fprintf(w->out, "%.6g", val);
+        fprintf(w->out, "%.15g", val);  /* epoch seconds keep their microseconds */
     else
         fputs("null", w->out);
 }
