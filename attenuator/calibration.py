@@ -14,13 +14,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel, Field
 
 from cellab.errors import CellabError, InputError
 from cellab.labs.cellctl import CellControl
 
-from .driver import Attenuator, quantize_db
+from .config import AttenuatorConfig
+from .driver import quantize_db
 
 ReadRsrp = Callable[[], float]
 
@@ -101,8 +103,16 @@ def fit(
     )
 
 
+class SweepTarget(Protocol):
+    """What a sweep needs of an attenuator: a driver here, or one driven through its agent."""
+
+    config: AttenuatorConfig
+
+    def set(self, channel: int, db: float) -> float: ...
+
+
 def sweep(
-    attenuator: Attenuator,
+    attenuator: SweepTarget,
     channel: int,
     read_rsrp: ReadRsrp,
     start_db: float,

@@ -305,9 +305,9 @@ def _check_schedules(campaign: Campaign, source: str | Path, errors: list[InputE
                                      "its UE (a lab inventory names one in devices.ues[0].attenuator)"))
             continue
         if spec.drive_log is not None and spec.calibration == "auto" and campaign.lab != "virtual":
-            errors.append(InputError(source, f"schedules.{name}.calibration", "auto sweeps the emulated cell's RSRP; "
-                                     "on hardware give a calibration file (cellab atten calibrate)",
-                                     ["<calibration>.json"]))
+            errors.append(InputError(source, f"schedules.{name}.calibration", "auto sweeps while the UE agent reports "
+                                     "RSRP, which only the virtual lab's UE does until the Android agent arrives; "
+                                     "give a calibration file", ["<calibration>.json"]))
         if spec.file is not None:
             try:
                 check(load(spec.file), SafetyLimits.from_config(attenuator.config))

@@ -126,6 +126,9 @@ def agent(
     telemetry: str | None = typer.Option(None, help="controller telemetry endpoint"),
     netns: str | None = typer.Option(None, help="run workloads inside this network namespace"),
     artifact_dir: Path = typer.Option(Path("/var/tmp/cellab-artifacts"), help="where artifacts are kept"),
+    cell_ctl: str | None = typer.Option(None, help="ue role in the virtual lab: the emulated cell's control "
+                                                   "endpoint, where the agent reads its signal"),
+    cell_ue: int = typer.Option(0, min=0, help="ue role with --cell-ctl: this UE's index in the cell"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
     if role not in AGENT_ROLES:
@@ -135,7 +138,11 @@ def agent(
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise CellabError(f"role {role} is not available in this installation: {exc}") from exc
-    kwargs = {"netns": netns} if netns else {}
+    kwargs: dict = {"netns": netns} if netns else {}
+    if cell_ctl is not None:
+        if role != "ue":
+            raise CellabError(f"--cell-ctl is for the ue role, not {role}")
+        kwargs |= {"cell_ctl": cell_ctl, "cell_ue": cell_ue}
     instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
                    controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
     signal.signal(signal.SIGTERM, lambda *_: instance.stop())

@@ -225,8 +225,7 @@ class Runner:
             raise CellabError(f"schedule {name!r}: this lab has no attenuator agent")
         if self._schedules is None:
             self._schedules = Schedules(self.campaign, self.store.root, session.controller,
-                                        session.roles["attenuator"], session.attenuator,
-                                        session.topology.extra.get("ctl"))
+                                        session.roles["attenuator"], session.attenuator, session.roles["ue"])
         reply = session.controller.request(session.roles["attenuator"], "play_schedule",
                                            self._schedules.play_params(name),
                                            timeout_s=self.campaign.timeouts.request_s)

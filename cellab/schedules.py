@@ -1,36 +1,38 @@
 """A campaign's attenuation schedules, ready for the attenuator agent's `play_schedule`.
 
 A schedule is a file (YAML segments or CSV points), or a drive-test log (RSRP over time) turned into
-one: calibrate the lab's attenuator (once per campaign, kept in the result folder so a resumed
-campaign reuses it), then map each RSRP to the attenuation that gives it (attenuator/mobility.py).
+one: calibrate the lab's attenuator (a sweep through the attenuator agent while the UE agent reports
+RSRP, once per campaign, kept in the result folder so a resumed campaign reuses it), then map each
+RSRP to the attenuation that gives it (attenuator/mobility.py).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Any
 
+from cellab.attenuator.config import AttenuatorConfig
 from cellab.bus import Controller
 from cellab.campaign import Campaign, ScheduleSpec
 from cellab.errors import CellabError, InputError
 from cellab.lab_attenuator import LabAttenuator
 from cellab.store import write_atomic
 
-CALIBRATION_SWEEP = {"start_db": 0.0, "stop_db": 70.0, "step_db": 5.0, "settle_s": 0.3, "samples": 2}
-CALIBRATION_TIMEOUT_S = 120.0
+CALIBRATION_SWEEP_DB = (0.0, 70.0, 5.0)  # start, stop, step (within the attenuator's limits)
+CALIBRATION_SETTLE_S = 0.3  # the emulated UE's RSRP follows within a TTI; a phone needs seconds (its own setting)
+CALIBRATION_SAMPLES = 2
+VIRTUAL_CELL_EARFCN = 3350  # the carrier a fit is stored under; hardware EARFCNs come with the eNB profile
 
 
 class Schedules:
     def __init__(self, campaign: Campaign, result_dir: Path, ctl: Controller, agent: str,
-                 attenuator: LabAttenuator, cell_ctl: str | None):
+                 attenuator: LabAttenuator, ue_agent: str):
         self.campaign = campaign
         self.result_dir = result_dir
         self.ctl = ctl
-        self.agent = agent
+        self.agent = agent  # the attenuator's
         self.attenuator = attenuator
-        self.cell_ctl = cell_ctl
+        self.ue_agent = ue_agent  # reports RSRP for the calibration sweep
         self._play_params: dict[str, dict[str, Any]] = {}
 
     def play_params(self, name: str) -> dict[str, Any]:
@@ -78,25 +80,36 @@ class Schedules:
         return text
 
     def _auto_calibration(self, channel: int) -> Any:
-        from cellab.attenuator.calibration import Calibration
+        """Sweep the attenuator through its agent while the UE agent reports RSRP (`signal`), fit, and keep
+        the fit in the result folder (a resumed campaign reuses it)."""
+        from cellab.attenuator.calibration import Calibration, CalibrationError, fit, sweep
 
         cached = self.result_dir / "calibration.json"
         if cached.exists():
             return Calibration.model_validate_json(cached.read_text())
-        if self.cell_ctl is None:
-            raise CellabError("calibration: auto sweeps the emulated cell's RSRP; on hardware give a calibration "
-                              "file (cellab atten calibrate)")
-        self.ctl.request(self.agent, "calibrate", {
-            "attenuator": self.attenuator.name, "channel": channel, "shield_box": "virtual", "ue": "ue0", "earfcn": 3350, "cell_ctl": self.cell_ctl,
-            **CALIBRATION_SWEEP}, timeout_s=10)
-        deadline = time.monotonic() + CALIBRATION_TIMEOUT_S
-        while time.monotonic() < deadline:
-            status = self.ctl.request(self.agent, "status", {"attenuator": self.attenuator.name},
-                                      timeout_s=10)["attenuators"][0]
-            if not status["calibrating"]:
-                if status["calibration_error"] or status["calibration"] is None:
-                    raise CellabError(f"calibration failed: {status['calibration_error'] or 'no result'}")
-                write_atomic(cached, json.dumps(status["calibration"], indent=2))
-                return Calibration.model_validate(status["calibration"])
-            time.sleep(0.5)
-        raise CellabError(f"calibration did not finish within {CALIBRATION_TIMEOUT_S:.0f} s")
+        config = self.attenuator.config
+        start_db, stop_db = max(config.min_db, CALIBRATION_SWEEP_DB[0]), min(config.max_db, CALIBRATION_SWEEP_DB[1])
+        try:
+            points = sweep(_AttenuatorOverBus(self.ctl, self.agent, config), channel, self._read_rsrp, start_db,
+                           stop_db, CALIBRATION_SWEEP_DB[2], settle_s=CALIBRATION_SETTLE_S,
+                           samples=CALIBRATION_SAMPLES)
+            calibration = fit(points, shield_box=config.name, ue=self.ue_agent, earfcn=VIRTUAL_CELL_EARFCN)
+        except CalibrationError as exc:
+            raise CellabError(f"calibration failed: {exc}") from None
+        write_atomic(cached, calibration.model_dump_json(indent=2))
+        return calibration
+
+    def _read_rsrp(self) -> float:
+        return float(self.ctl.request(self.ue_agent, "signal", {}, timeout_s=10)["rsrp_dbm"])
+
+
+class _AttenuatorOverBus:
+    """What a calibration sweep needs of an attenuator (its config and `set`), done by its agent."""
+
+    def __init__(self, ctl: Controller, agent: str, config: AttenuatorConfig):
+        self.ctl, self.agent, self.config = ctl, agent, config
+
+    def set(self, channel: int, db: float) -> float:
+        reply = self.ctl.request(self.agent, "set", {"attenuator": self.config.name, "channel": channel, "db": db},
+                                 timeout_s=10)
+        return float(reply["applied_db"])

@@ -170,6 +170,8 @@ class LabSession:
                     "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
                     "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
+            if role == "ue" and "ctl" in self.topology.extra:
+                args += ["--cell-ctl", self.topology.extra["ctl"], "--cell-ue", "0"]  # its radio: the cell
             self._local[name] = LocalAgent(name, role, ns or "", args=args)
             self.agents[name] = role
             self.roles[role] = name

@@ -32,13 +32,46 @@ class Iperf3ClientParams(BaseModel):
         return str(ipaddress.IPv4Address(value))
 
 
+class SignalReading(BaseModel):
+    """What the UE's modem reports of the serving cell (an Android agent: its telephony signal strength)."""
+
+    model_config = ConfigDict(extra="forbid")
+    rsrp_dbm: float
+    sinr_db: float | None = None
+    cqi: int | None = None
+    source: str
+
+
 class VirtualUEAgent(ProbeOps, Agent):
+    """Role "ue" without a phone. In the virtual lab its radio is the emulated cell (`cell_ctl`, its UE
+    index `cell_ue`), which is where `signal` reads RSRP, as a phone's modem would report it."""
+
     role = "ue"
 
-    def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, netns: str | None = None, cell_ctl: str | None = None, cell_ue: int = 0,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.netns = netns
+        self.cell_ctl, self.cell_ue = cell_ctl, cell_ue
         self._children: list[ManagedProcess] = []
+
+    @operation(concurrent=True)
+    def signal(self) -> SignalReading:
+        """RSRP (and SINR, CQI) of this UE now: the calibration sweep reads it at each attenuation."""
+        if self.cell_ctl is None:
+            raise OperationFailed("this UE has no radio to read: a virtual UE reports signal only in the virtual lab")
+        from cellab.labs.cellctl import CellControl, CellControlError
+
+        try:
+            with CellControl(self.cell_ctl) as cell:
+                ues = cell.stats().get("ues", [])
+        except CellControlError as exc:
+            raise OperationFailed(f"the emulated cell did not answer: {exc}") from None
+        ue = next((u for u in ues if isinstance(u, dict) and u.get("ue") == self.cell_ue), None)
+        if ue is None or not isinstance(ue.get("rsrp_dbm"), (int, float)):
+            raise OperationFailed(f"the emulated cell reports no UE {self.cell_ue}")
+        return SignalReading(rsrp_dbm=ue["rsrp_dbm"], sinr_db=ue.get("sinr_db"), cqi=ue.get("cqi"),
+                             source="emulated cell")
 
     @operation
     def iperf3_client(self, params: Iperf3ClientParams) -> dict[str, Any]:

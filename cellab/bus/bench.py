@@ -3,8 +3,9 @@ plain pyzmq REQ/REP (no CURVE, no envelope, no validation) measured in the same 
 
 Every server runs in its own process (as an agent does on its own host), the clients in this one; the
 variants are measured in alternating blocks of round trips so that all see the same load on a shared
-machine. A third variant, raw pyzmq ROUTER/DEALER with CURVE and the same JSON envelope but no bus
-code, shows how much of the gap is CURVE and the envelope rather than the bus itself.
+machine. Two more variants split the gap: pyzmq REQ/REP with CURVE (what encryption alone costs, the
+baseline for what the bus adds on top of pyzmq with the same security), and raw pyzmq ROUTER/DEALER
+with CURVE and the same JSON envelope but no bus code.
 Prints one line per measurement: value, baseline, ratio, target.
 """
 
@@ -43,6 +44,17 @@ def _serve_rep(endpoint: str) -> None:
         rep.send(rep.recv())
 
 
+def _serve_rep_curve(endpoint: str, server_key: str) -> None:
+    """Baseline server with CURVE: echo every request on a REP socket that holds the client's key pair."""
+    ctx = zmq.Context()
+    rep = ctx.socket(zmq.REP)
+    rep.curve_serverkey = server_key.encode()
+    rep.curve_publickey, rep.curve_secretkey = zmq.curve_keypair()
+    rep.connect(endpoint)
+    while True:
+        rep.send(rep.recv())
+
+
 def _serve_raw_dealer(endpoint: str, server_key: str) -> None:
     """Floor server: a DEALER with CURVE that answers each request header with a reply header."""
     ctx = zmq.Context()
@@ -70,7 +82,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
-    """Round-trip times (s) per variant: 'bus', 'baseline', 'floor'."""
+    """Round-trip times (s) per variant: 'bus', 'baseline', 'baseline_curve', 'floor'."""
     from cellab.bus.controller import Controller
     from cellab.bus.keys import generate_keypair
 
@@ -86,6 +98,12 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
         req.rcvtimeo = req.sndtimeo = 5000
         req_port = req.bind_to_random_port("tcp://127.0.0.1")
         server_public, server_secret = zmq.curve_keypair()
+        req_curve = ctx.socket(zmq.REQ)
+        req_curve.linger = 0
+        req_curve.rcvtimeo = req_curve.sndtimeo = 5000
+        req_curve.curve_server = True
+        req_curve.curve_publickey, req_curve.curve_secretkey = server_public, server_secret
+        req_curve_port = req_curve.bind_to_random_port("tcp://127.0.0.1")
         router = ctx.socket(zmq.ROUTER)
         router.linger = 0
         router.rcvtimeo = 5000
@@ -95,6 +113,8 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
         try:
             me = [sys.executable, "-m", "cellab.bus.bench"]
             procs.append(subprocess.Popen(me + ["--serve-rep", f"tcp://127.0.0.1:{req_port}"]))
+            procs.append(subprocess.Popen(me + ["--serve-rep-curve", f"tcp://127.0.0.1:{req_curve_port}",
+                                                server_public.decode()]))
             procs.append(subprocess.Popen(me + ["--serve-raw-dealer", f"tcp://127.0.0.1:{router_port}",
                                                 server_public.decode()]))
             procs.append(subprocess.Popen(
@@ -111,6 +131,10 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
                 req.send(payload)
                 req.recv()
 
+            def baseline_curve() -> None:
+                req_curve.send(payload)
+                req_curve.recv()
+
             def bus() -> None:
                 if controller.request("bench1", "echo", params, timeout_s=5.0)["text"] != PAYLOAD:
                     raise RuntimeError("echo returned something else")
@@ -124,7 +148,8 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
                 if json.loads(reply_header)["id"] != floor_id[0] or json.loads(reply)["text"] != PAYLOAD:
                     raise RuntimeError("floor server answered something else")
 
-            variants: dict[str, Callable[[], None]] = {"baseline": baseline, "bus": bus, "floor": floor}
+            variants: dict[str, Callable[[], None]] = {"baseline": baseline, "baseline_curve": baseline_curve,
+                                                       "bus": bus, "floor": floor}
             samples: dict[str, list[float]] = {name: [] for name in variants}
             perf = time.perf_counter
             for block_no in range((N_WARMUP + n_round_trips) // BLOCK):
@@ -139,6 +164,7 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
             for proc in procs:
                 _stop(proc)
             req.close()
+            req_curve.close()
             router.close()
             ctx.term()
             controller.close()
@@ -146,25 +172,32 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
 
 def main() -> None:
     samples = measure()
-    base, bus, floor = samples["baseline"], samples["bus"], samples["floor"]
-    base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
+    bus = samples["bus"]
     bus_p50, bus_p99 = statistics.median(bus), _percentile(bus, 0.99)
-    floor_p50, floor_p99 = statistics.median(floor), _percentile(floor, 0.99)
     n = len(bus)
-    print(f"bus request/reply p50 (CURVE, {n} round trips): {bus_p50 * 1e3:.3f} ms; "
-          f"baseline REQ/REP p50 {base_p50 * 1e3:.3f} ms; ratio {bus_p50 / base_p50:.2f}; target (none)")
-    print(f"bus request/reply p99 (CURVE, {n} round trips): {bus_p99 * 1e3:.3f} ms; "
-          f"baseline REQ/REP p99 {base_p99 * 1e3:.3f} ms; ratio {bus_p99 / base_p99:.2f}; "
-          f"target p99 <= {TARGET_P99_S * 1e3:g} ms and ratio <= {TARGET_RATIO:g}")
+    rows = [("baseline", "plain REQ/REP", f"target p99 <= {TARGET_P99_S * 1e3:g} ms and ratio <= {TARGET_RATIO:g}"),
+            ("baseline_curve", "REQ/REP with CURVE", "(the same security: what the bus adds to pyzmq)")]
+    for key, label, target in rows:
+        base = samples[key]
+        base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
+        print(f"bus request/reply p50 (CURVE, {n} round trips): {bus_p50 * 1e3:.3f} ms; "
+              f"baseline {label} p50 {base_p50 * 1e3:.3f} ms; ratio {bus_p50 / base_p50:.2f}")
+        print(f"bus request/reply p99 (CURVE, {n} round trips): {bus_p99 * 1e3:.3f} ms; "
+              f"baseline {label} p99 {base_p99 * 1e3:.3f} ms; ratio {bus_p99 / base_p99:.2f}; {target}")
+    base = samples["baseline"]
+    base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
+    floor = samples["floor"]
+    floor_p50, floor_p99 = statistics.median(floor), _percentile(floor, 0.99)
     print(f"floor: raw pyzmq ROUTER/DEALER with CURVE and the JSON envelope, no bus code, p50 "
-          f"{floor_p50 * 1e3:.3f} ms, p99 {floor_p99 * 1e3:.3f} ms; baseline p50 {base_p50 * 1e3:.3f} ms, "
-          f"p99 {base_p99 * 1e3:.3f} ms; ratio p50 {floor_p50 / base_p50:.2f}, p99 {floor_p99 / base_p99:.2f}; "
-          f"target (reference only)")
+          f"{floor_p50 * 1e3:.3f} ms, p99 {floor_p99 * 1e3:.3f} ms; against plain REQ/REP ratio p50 "
+          f"{floor_p50 / base_p50:.2f}, p99 {floor_p99 / base_p99:.2f}; target (reference only)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--serve-rep":
         _serve_rep(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--serve-rep-curve":
+        _serve_rep_curve(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "--serve-raw-dealer":
         _serve_raw_dealer(sys.argv[2], sys.argv[3])
     else:

@@ -97,6 +97,7 @@ timeouts: {{run_s: 90, request_s: 20}}
     rows = {r["factors"]["network"]: r for r in summaries(folder)}
     calibration = json.loads((folder / "calibration.json").read_text())
     assert calibration["b_db_per_db"] == pytest.approx(1.0, abs=0.05)  # the cell's RSRP falls dB for dB
+    assert calibration["ue"] == "ue0"  # the UE agent reported RSRP at each step of the sweep
     schedule = (folder / "schedule-drive.csv").read_text().splitlines()
     assert len(schedule) > 10
     lab, com = rows["lab"]["full"], rows["commercial"]["full"]
