@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -27,11 +28,15 @@ def test_plays_on_absolute_deadlines_and_logs_everything(mc_serial_config: Atten
     published: list[tuple[str, dict]] = []
     drv = create(mc_serial_config)
     log = tmp_path / "att.jsonl"
+    policy = os.sched_getscheduler(0)
     try:
         res = Player(drv, sched, log_path=log, publish=lambda t, d: published.append((t, d))).run()
     finally:
         drv.close()
     assert res.status == "completed", res.error
+    # real-time priority while playing when the host allows it, and the calling thread's policy back after
+    assert _lines(log)[0]["realtime"] == (os.geteuid() == 0)
+    assert os.sched_getscheduler(0) == policy
     assert res.applied == res.planned == 11
     rows = [r for r in _lines(log) if "planned_s" in r]
     assert [r["planned_s"] for r in rows] == pytest.approx([0.05 * k for k in range(11)])
