@@ -180,5 +180,5 @@ def test_inventory_drive_replay_needs_a_calibration_file(tmp_path):
     write_lab(tmp_path, attenuator_url="http://127.0.0.1:1")
     (tmp_path / "c.yaml").write_text("name: c\nlab: lab.yaml\nfixed: {schedule: drive}\n"
                                      "schedules: {drive: {drive_log: drive.csv}}\n")
-    with pytest.raises(InputErrors, match=r"schedules.drive.calibration: auto sweeps the emulated cell's RSRP"):
+    with pytest.raises(InputErrors, match=r"schedules.drive.calibration: auto sweeps while the UE agent reports RSRP"):
         load_campaign(tmp_path / "c.yaml")
