@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -20,6 +22,7 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 # role -> "module:Class"; each room owns its agent.
+AGENT_STOP_GRACE_S = 30.0  # after SIGTERM/SIGINT: safe state and goodbye, or the process exits anyway
 AGENT_ROLES = {
     "server": "cellab.server.agent:ServerAgent",
     "ue": "cellab.ue.virtual_ue:VirtualUEAgent",
@@ -145,8 +148,17 @@ def agent(
         kwargs |= {"cell_ctl": cell_ctl, "cell_ue": cell_ue}
     instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
                    controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
-    signal.signal(signal.SIGTERM, lambda *_: instance.stop())
-    signal.signal(signal.SIGINT, lambda *_: instance.stop())
+
+    def stop(*_: object) -> None:
+        # A stop that cannot finish (an operation that never returns, a pool that will not drain) must not
+        # keep the agent alive after its controller is gone: the process ends by itself after the grace time.
+        watchdog = threading.Timer(AGENT_STOP_GRACE_S, os._exit, args=(1,))
+        watchdog.daemon = True
+        watchdog.start()
+        instance.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     instance.serve_forever()
 
 
