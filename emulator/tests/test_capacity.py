@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 from cellab.emulator.ttilog import read_ttilog
-from netlab import iperf3_download, ping_rtts_ms
+from netlab import iperf3_download, on_time, ping_rtts_ms
 
 # TS 36.213 Table 7.1.7.2.1-1, I_TBS 26 (CQI 15 -> MCS 28): bits per TTI
 TBS_ITBS26 = {6: 4392, 25: 18336, 50: 36696, 100: 75376}
@@ -91,10 +91,14 @@ def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, tmp_path):
         time.sleep(2.0)  # Cubic has filled the queue by now
         loaded["rtt"] = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=20, interval_s=0.05)
 
-    t = threading.Thread(target=pinger)
-    t.start()
-    result = iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, seconds=4)
-    t.join()
+    def loaded_download() -> dict:
+        t = threading.Thread(target=pinger)
+        t.start()
+        result = iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, seconds=4)
+        t.join()
+        return result
+
+    result = on_time(lab, loaded_download)
     rate_bps = result["end"]["sum_received"]["bits_per_second"]
     rec = read_ttilog(lab.collect(tmp_path)["cell_tti_log"]).ue(0)
     assert rec["dl_queue_bytes"].max() >= 0.9 * queue_bytes  # Cubic filled it
