@@ -151,11 +151,7 @@ def cell_rsrp_reader(endpoint: str, ue_index: int, timeout_s: float = 2.0) -> Re
     ctl = CellControl(endpoint, int(timeout_s * 1000))
 
     def read() -> float:
-        reply = ctl.stats()
-        for ue in reply.get("ues", []):
-            if isinstance(ue, dict) and ue.get("ue") == ue_index and isinstance(ue.get("rsrp_dbm"), (int, float)):
-                return float(ue["rsrp_dbm"])
-        raise CalibrationError(f"cell {endpoint}: stats has no rsrp_dbm for ue {ue_index}")
+        return float(ctl.ue_stats(ue_index)["rsrp_dbm"])
 
     return read
 

@@ -64,12 +64,9 @@ class VirtualUEAgent(ProbeOps, Agent):
 
         try:
             with CellControl(self.cell_ctl) as cell:
-                ues = cell.stats().get("ues", [])
+                ue = cell.ue_stats(self.cell_ue)
         except CellControlError as exc:
-            raise OperationFailed(f"the emulated cell did not answer: {exc}") from None
-        ue = next((u for u in ues if isinstance(u, dict) and u.get("ue") == self.cell_ue), None)
-        if ue is None or not isinstance(ue.get("rsrp_dbm"), (int, float)):
-            raise OperationFailed(f"the emulated cell reports no UE {self.cell_ue}")
+            raise OperationFailed(str(exc)) from None
         return SignalReading(rsrp_dbm=ue["rsrp_dbm"], sinr_db=ue.get("sinr_db"), cqi=ue.get("cqi"),
                              source="emulated cell")
 

@@ -78,6 +78,13 @@ class CellControl:
     def stats(self) -> dict[str, Any]:
         return self.request("stats")
 
+    def ue_stats(self, ue: int) -> dict[str, Any]:
+        """One UE's entry of `stats` (attenuation, RSRP, SINR, CQI, queues, ...), with a numeric rsrp_dbm."""
+        for entry in self.stats().get("ues", []):
+            if isinstance(entry, dict) and entry.get("ue") == ue and isinstance(entry.get("rsrp_dbm"), (int, float)):
+                return entry
+        raise CellControlError(f"cell at {self.endpoint}: stats has no rsrp_dbm for ue {ue}")
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close(0)
