@@ -104,13 +104,14 @@ class Runner:
         wanted: dict[str, dict[str, float]] = run.params.get("module_params", {})
         cc = run.params["cc"]
         needed = set(wanted) | ({cc} if cc in BPF_CCS else set())
-        for name in sorted(needed - session.loaded_modules):
+        new = sorted(needed - session.loaded_modules)
+        for name in new:
             ctl.request(server, "load_modules", {"names": [name]}, timeout_s=request_s)
             session.loaded_modules.add(name)
-            listing = ctl.request(server, "list_modules", {}, timeout_s=request_s)
-            for module in listing["modules"]:
-                if module["name"] == name:
-                    loaded_values = {(name, p): v for p, v in module["params"].items()}
+        if new:  # their defaults, as loaded: one listing for all of them
+            for module in ctl.request(server, "list_modules", {}, timeout_s=request_s)["modules"]:
+                if module["name"] in new:
+                    loaded_values = {(module["name"], p): v for p, v in module["params"].items()}
                     session.module_values |= loaded_values
                     session.module_defaults |= loaded_values
         for (module, param), current in sorted(session.module_values.items()):  # holds registered modules only
