@@ -3,10 +3,10 @@
 Deadlines are t0 + t_s (never "sleep the interval"), so lateness does not add up over a long
 schedule. The playing thread asks for SCHED_FIFO (root or CAP_SYS_NICE): a wake-up at a deadline then
 does not queue behind ordinary work, which on a busy 2-core host cut the p99 lateness from about 5 ms
-to under 1 ms. Without the privilege it sleeps until ~1 ms before a deadline and then yields in
-short sleeps, which keeps the error near the scheduler's wake-up latency without spinning a core. Any error (device refusal,
-disconnect) stops playback, puts every channel in its safe state and marks the run failed; lines
-already logged stay on disk (each line is flushed as it is written).
+to under 1 ms. Without the privilege it sleeps until ~1 ms before a deadline and then yields in short
+sleeps, which keeps the error near the scheduler's wake-up latency without spinning a core. Any error
+(device refusal, disconnect) stops playback, puts every channel in its safe state and marks the run
+failed; lines already logged stay on disk (each line is flushed as it is written).
 """
 
 from __future__ import annotations

@@ -294,7 +294,7 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
 
 def _check_schedules(campaign: Campaign, source: str | Path, errors: list[InputError]) -> None:
     """Schedules need the lab's attenuator; files must keep its safety limits (rejected here, naming the row,
-    not at the run); `calibration: auto` sweeps the emulated cell, so hardware needs a calibration file."""
+    not at the run); `calibration: auto` needs a UE agent that reports RSRP, today only the virtual lab's."""
     from cellab.attenuator.schedule import SafetyLimits, check, load
     from cellab.lab_attenuator import lab_attenuator
 

@@ -21,8 +21,8 @@ app = typer.Typer(help="cellab: hardware-in-the-loop LTE lab toolkit (the virtua
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
-# role -> "module:Class"; each room owns its agent.
 AGENT_STOP_GRACE_S = 30.0  # after SIGTERM/SIGINT: safe state and goodbye, or the process exits anyway
+# role -> "module:Class"; each room owns its agent.
 AGENT_ROLES = {
     "server": "cellab.server.agent:ServerAgent",
     "ue": "cellab.ue.virtual_ue:VirtualUEAgent",
