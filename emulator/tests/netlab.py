@@ -136,7 +136,10 @@ def bunch_start_spacing_ms(times_s: np.ndarray, join_ms: float) -> np.ndarray:
     return np.diff(starts)
 
 
-LATE_TTI_LIMIT = 50  # TTIs the cell may miss in one measurement before the host, not the model, is in question
+# TTIs the cell may process late (> 0.5 ms past their deadline) in one measurement before the host, not the
+# model, is in question. Measured in CI runs of these tests: 50-123 in runs whose RTTs matched the model, 312
+# and 622 in runs where a stall's catch-up put RTTs below the model's floor (10.3 ms against 19 ms).
+LATE_TTI_LIMIT = 200
 
 
 def on_time(lab, measure):
