@@ -591,6 +591,8 @@ static void dl_schedule(struct cell *c, uint64_t t)
         struct radio_alloc a = radio_dl_alloc(u->cqi_used, c->p.n_prb, n, sf);
         while (n < avail && (uint64_t)a.tbs_bits < pending_bits) /* fewest PRBs that carry the queue */
             a = radio_dl_alloc(u->cqi_used, c->p.n_prb, ++n, sf);
+        if ((uint64_t)a.tbs_bits < pending_bits) /* the queue outgrows the PRBs: the largest TB they allow */
+            a = radio_dl_best_alloc(u->cqi_used, c->p.n_prb, avail, sf, &n);
         if (a.tbs_bits < 8)
             continue;
         uint64_t carry = (uint64_t)a.tbs_bits / 8;
@@ -792,7 +794,7 @@ static uint32_t dl_capacity_bytes(const struct cell *c, const struct ue *u, uint
     else if (c->have_trace)
         bits = u->r_tbs_bits;
     else if (u->cqi_used > 0)
-        bits = (uint64_t)radio_dl_alloc(u->cqi_used, c->p.n_prb, c->p.n_prb, (int)(t % 10)).tbs_bits;
+        bits = (uint64_t)radio_dl_best_alloc(u->cqi_used, c->p.n_prb, c->p.n_prb, (int)(t % 10), NULL).tbs_bits;
     return bits / 8 > UINT16_MAX ? UINT16_MAX : (uint32_t)(bits / 8);
 }
 

@@ -61,6 +61,20 @@ struct radio_alloc radio_dl_alloc(int cqi, int cell_prb, int n_prb, int sf)
     return a;
 }
 
+struct radio_alloc radio_dl_best_alloc(int cqi, int cell_prb, int max_prb, int sf, int *n_prb_out)
+{
+    struct radio_alloc best = {0, 0, 0};
+    int best_n = 0;
+    for (int n = max_prb; n >= 1; n--) {
+        struct radio_alloc a = radio_dl_alloc(cqi, cell_prb, n, sf);
+        if (a.tbs_bits >= best.tbs_bits && a.tbs_bits > 0)
+            best = a, best_n = n;
+    }
+    if (n_prb_out)
+        *n_prb_out = best_n;
+    return best;
+}
+
 /* SNR at 10% BLER for a code of this efficiency: linear interpolation over the CQI table's points. */
 static double snr10_for_efficiency(double eff)
 {

@@ -32,6 +32,9 @@ int radio_cqi(double sinr_db);
 int radio_pdsch_re(int cell_prb, int n_prb, int sf);
 /* Largest MCS whose code rate fits the CQI's efficiency on the REs at hand (as an eNB's link adaptation). */
 struct radio_alloc radio_dl_alloc(int cqi, int cell_prb, int n_prb, int sf);
+/* The allocation of at most max_prb PRBs carrying the largest TB (fewest PRBs on a tie). Not always
+ * max_prb: the MCS steps of TS 36.213 Table 7.1.7.2.1-1 let a few PRBs fewer clear the next MCS. */
+struct radio_alloc radio_dl_best_alloc(int cqi, int cell_prb, int max_prb, int sf, int *n_prb_out);
 /* Probability that a TB of this size on these REs fails at this SINR. */
 double radio_bler(double sinr_db, int tbs_bits, int n_re);
 int radio_ul_tbs_bits(int ul_mcs, int n_prb);

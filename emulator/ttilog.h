@@ -43,7 +43,7 @@ struct __attribute__((packed)) ttilog_rec {
     uint8_t harq_retx;           /* HARQ retransmissions sent */
     uint8_t flags;               /* enum ttilog_flags */
     int16_t sinr_db_x100;        /* true SINR this TTI */
-    uint16_t dl_capacity_bytes;  /* ground truth: TB bytes with every PRB at this CQI (trace: the trace's),
+    uint16_t dl_capacity_bytes;  /* ground truth: the largest TB, in bytes, of the whole cell at this CQI (trace: the trace's),
                                     0 when paused, out of range or unlimited; saturates at 65535 */
 };
 

@@ -134,26 +134,3 @@ def bunch_start_spacing_ms(times_s: np.ndarray, join_ms: float) -> np.ndarray:
         return np.array([])
     starts = t[np.r_[True, np.diff(t) >= join_ms]]
     return np.diff(starts)
-
-
-# TTIs the cell may process late (> 0.5 ms past their deadline) in one measurement before the host, not the
-# model, is in question. Measured in CI runs of these tests: 50-123 in runs whose RTTs matched the model, 312
-# and 622 in runs where a stall's catch-up put RTTs below the model's floor (10.3 ms against 19 ms).
-LATE_TTI_LIMIT = 200
-
-
-def on_time(lab, measure):
-    """measure(), taken again once when the cell reports that the host stalled it (late TTIs, resyncs) during
-    the first try: such a measurement is of the host, and the cell says so itself. Fails if both were."""
-    import pytest
-
-    for _ in range(2):
-        with lab.control() as ctl:
-            before = ctl.stats()["late_ttis"]
-        result = measure()
-        with lab.control() as ctl:
-            late = ctl.stats()["late_ttis"] - before
-        if late <= LATE_TTI_LIMIT:
-            return result
-        print(f"the host stalled the cell: {late} late TTIs during the measurement; measuring again")
-    pytest.fail(f"the host stalled the cell in both tries ({late} late TTIs in the second): nothing measured of the model")

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 from cellab.emulator.ttilog import read_ttilog
-from netlab import iperf3_download, on_time, ping_rtts_ms
+from netlab import iperf3_download, ping_rtts_ms
 
 # TS 36.213 Table 7.1.7.2.1-1, I_TBS 26 (CQI 15 -> MCS 28): bits per TTI
 TBS_ITBS26 = {6: 4392, 25: 18336, 50: 36696, 100: 75376}
@@ -28,7 +28,7 @@ def test_saturating_download_respects_tbs_table(vlab, n_prb, tmp_path):
     assert rec["cqi"].max() == 15
     assert rec["dl_tbs_bits"].max() <= TBS_ITBS26[n_prb]  # never above the table, any TTI
     busy = rec[rec["dl_queue_bytes"] > 0]
-    # the logged capacity is the full-cell TB at the CQI used: a saturated TTI's new TB never exceeds it
+    # the logged capacity is the largest TB of the whole cell at the CQI used: no new TB exceeds it
     new_tb = rec[(rec["mcs"] != 255) & (rec["harq_retx"] == 0)]
     assert (new_tb["dl_tbs_bits"].astype(np.int64) <= new_tb["dl_capacity_bytes"].astype(np.int64) * 8 + 7).all()
     assert int(rec["dl_capacity_bytes"].max()) * 8 <= TBS_ITBS26[n_prb]  # int: u16 x 8 would wrap
@@ -80,7 +80,7 @@ def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_
     assert cqi[(tti >= steps["up"] + limit) & (tti < steps["up"] + limit + 5)].min() == 15
 
 
-def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, tmp_path):
+def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, on_time, tmp_path):
     queue_bytes = 150_000
     # SCHED_FIFO cell: the saturating download and its pinger share the 2 cores with it, and the test is of the model
     lab = vlab(n_prb=25, rlc_queue_bytes=queue_bytes, core_delay_ms=5.0, realtime=True)

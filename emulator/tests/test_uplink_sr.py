@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from netlab import (Capture, on_time, bunch_start_spacing_ms, burst_gaps_ms, in_ns, iperf3_download, ping_rtts_ms,
+from netlab import (Capture, bunch_start_spacing_ms, burst_gaps_ms, in_ns, iperf3_download, ping_rtts_ms,
                     udp_ping_rtts_ms)
 
 # ../shared/data/srsran-sample/README.md: ping from the UE to the SGi address through a real srsRAN 4G
@@ -31,7 +31,7 @@ PING_GAP_S = (0.110, 0.170)
 
 
 @pytest.mark.parametrize("period_ms", [5, 10, 20, 40, 80])
-def test_ping_rtt_spread_matches_srsran(vlab, period_ms):
+def test_ping_rtt_spread_matches_srsran(vlab, on_time, period_ms):
     # The cell runs SCHED_FIFO here: the comparison is of the model, and a stall of the cell on a busy host
     # would otherwise show up as one huge RTT in a max-based statistic.
     lab = vlab(n_prb=25, sr_period_ms=period_ms, core_delay_ms=CORE_DELAY_MS, core_jitter_ms=CORE_JITTER_MS,
