@@ -29,6 +29,12 @@ from cellab.server.modules import check_param
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
 from cellab.workloads import WORKLOAD_PORTS, WORKLOADS, WorkloadTarget
+
+
+class LabTimingError(CellabError):
+    """The embedded lab's emulation fell behind real time during the run."""
+
+
 RUN_ERRORS = (CellabError, AgentLost, AgentTimeout, OperationError, OSError)
 
 
@@ -177,6 +183,7 @@ class Runner:
                                                               run_dir / "attenuation.jsonl")
         if capture:
             artifacts["pcap"] = ctl.fetch_artifact(server, f"{tag}-server.pcap", run_dir / "server.pcap")
+        timing = session.lab.timing_faults()
         artifacts |= session.lab.collect(run_dir)
         if workload.tool == "probe":
             context = RunContext(t0_s=t0, duration_s=workload.duration_s, offsets_s=role_offsets,
@@ -196,8 +203,21 @@ class Runner:
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: p.name for k, p in artifacts.items()},
             "software": software_versions(),
+            "lab_timing": timing,
         })
+        self._check_timing(timing)
         return metrics
+
+    def _check_timing(self, timing: dict[str, int]) -> None:
+        """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
+        limit = self.campaign.retry.max_late_tti_fraction
+        if limit is None or not timing.get("ttis"):
+            return
+        late, resyncs = timing["late_ttis"], timing["resyncs"]
+        if resyncs or late > limit * timing["ttis"]:
+            raise LabTimingError(
+                f"the host stalled the virtual cell: {late} of {timing['ttis']} TTIs late, {resyncs} clock resyncs "
+                f"(retry.max_late_tti_fraction {limit}); the run measured the host, not the model")
 
     def _set_attenuation(self, session: LabSession, run: PlannedRun) -> dict[int, float]:
         """The run's attenuation_db (one value, or one per UE) on the channels in front of the UEs."""

@@ -53,6 +53,9 @@ class InventoryLab:
     def clock_mark(self) -> dict[str, float]:
         return {}
 
+    def timing_faults(self) -> dict[str, int]:
+        return {}
+
     def collect(self, run_dir: Path) -> dict[str, Path]:
         path = run_dir / "lab-inventory.json"
         path.write_text(self.inventory.model_dump_json(indent=2))

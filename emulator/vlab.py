@@ -139,6 +139,12 @@ class VirtualLab(EmbeddedLab):
             tti = ctl.stats()["tti"]
         return {"tti": float(tti), "t_s": (sent + time.time()) / 2}
 
+    def timing_faults(self) -> dict[str, int]:
+        """The cell restarts at every configure, so its counters are the run's."""
+        with self.control(1000) as ctl:
+            stats = ctl.stats()
+        return {"ttis": int(stats["tti"]), "late_ttis": int(stats["late_ttis"]), "resyncs": int(stats["resyncs"])}
+
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)

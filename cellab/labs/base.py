@@ -48,6 +48,11 @@ class EmbeddedLab(abc.ABC):
         on the workload's timeline; {} when the lab keeps no clock of its own."""
         return {}
 
+    def timing_faults(self) -> dict[str, int]:
+        """How far the lab's emulation fell behind real time since the run's configure (virtual: the cell's
+        TTIs and its late TTIs and resyncs); {} when nothing in the lab keeps model time."""
+        return {}
+
     @abc.abstractmethod
     def collect(self, run_dir: Path) -> dict[str, Path]:
         """Copy this run's lab-side artifacts (e.g. the emulator's TTI log) into run_dir; name -> path."""

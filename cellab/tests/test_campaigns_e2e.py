@@ -93,6 +93,7 @@ fixed: {{cc: cubic, n_prb: 50, core_delay_ms: 10}}
 workload: {{tool: probe, duration_s: 6}}
 measurements: [throughput, rtt, pcap]
 timeouts: {{run_s: 90, request_s: 20}}
+retry: {{max_attempts: 2, backoff_s: 1}}
 """, netns_prefix)
     rows = {r["factors"]["network"]: r for r in summaries(folder)}
     calibration = json.loads((folder / "calibration.json").read_text())

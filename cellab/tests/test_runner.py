@@ -158,6 +158,7 @@ factors:
 fixed: {n_prb: 25, sr_period_ms: 20, core_delay_ms: 10}
 workload: {duration_s: 3, ping_interval_ms: 100}
 timeouts: {run_s: 60, request_s: 15}
+retry: {max_attempts: 2, backoff_s: 1}
 """
 
 
@@ -213,6 +214,7 @@ factors:
 fixed: {n_prb: 25, core_delay_ms: 10}
 workload: {duration_s: 3, ping_interval_ms: 100}
 timeouts: {run_s: 60, request_s: 15}
+retry: {max_attempts: 2, backoff_s: 1}
 """
 
 
@@ -256,3 +258,56 @@ def test_a_schedule_refused_at_start_stops_the_capture(require_root, netns_prefi
     ((_, status, attempts, _, error),) = rows(only_folder(out))
     assert status == "failed" and attempts == 2
     assert "drive.csv" in error and "capture" not in error, error
+
+
+def _cell_pid(prefix: str) -> int | None:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"cellab-cell") and any(a.startswith(f"{prefix}-".encode()) for a in cmd):
+                return int(pid)
+    return None
+
+
+def test_a_run_the_host_stalled_fails_naming_the_stall_and_is_retried(require_root, netns_prefix, tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""
+        name: stall
+        lab: virtual
+        fixed: {n_prb: 25, core_delay_ms: 10}
+        workload: {duration_s: 3, ping_interval_ms: 100}
+        timeouts: {run_s: 60, request_s: 15}
+        retry: {max_attempts: 2, backoff_s: 0.1}
+    """))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(path), "--out", str(out), "--prefix",
+                             netns_prefix, "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first attempt's workload is under way
+            time.sleep(0.2)
+            folders = list(out.iterdir()) if out.exists() else []
+            if folders and (folders[0] / "results.sqlite").exists() and rows(folders[0])[0][1] == "running":
+                break
+        time.sleep(1.5)
+        cell = _cell_pid(netns_prefix)
+        assert cell, "cellab-cell not found"
+        os.kill(cell, signal.SIGSTOP)  # what a host that deschedules the VM does to the cell
+        time.sleep(0.4)
+        os.kill(cell, signal.SIGCONT)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, output
+    said = " ".join(output.split())  # rich folds long lines
+    assert "the host stalled the virtual cell" in said and "1 clock resyncs" in said, output
+    folder = only_folder(out)
+    ((run_id, status, attempts, _, _),) = rows(folder)
+    assert status == "ok" and attempts == 2
+    timing = json.loads((folder / "runs" / run_id / "manifest.json").read_text())["lab_timing"]
+    assert timing["resyncs"] == 0 and timing["ttis"] > 3000 and timing["late_ttis"] <= 0.04 * timing["ttis"], timing

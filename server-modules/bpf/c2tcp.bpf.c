@@ -226,10 +226,13 @@ static __always_inline void act_good(struct tcp_sock *tp, __u32 setpoint_us, __u
  * keeps ssthresh. On the SR-granted uplink such a flow's few ACKs wait for SR occasions, so its RTT
  * says nothing about a queue of its own, and recomputing from its small cwnd would drive ssthresh to 2,
  * leaving the flow to climb back linearly (one collapsed flow in a CI run: 0.57 Mbit/s, 148 Bad events,
- * at alpha 1.5-1.9). The paper's first Bad at the operating point is unchanged. */
+ * at alpha 1.5-1.9). The paper's first Bad at the operating point is unchanged, and so is a Bad in the
+ * initial slow start: ssthresh is still infinite there, and it sets one. */
+#define C2TCP_INFINITE_SSTHRESH 0x7fffffffu  /* include/net/tcp.h TCP_INFINITE_SSTHRESH: no reduction yet */
+
 static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
 {
-	if (tp->snd_cwnd >= tp->snd_ssthresh)
+	if (tp->snd_cwnd >= tp->snd_ssthresh || tp->snd_ssthresh >= C2TCP_INFINITE_SSTHRESH)
 		tp->snd_ssthresh = cubictcp_recalc_ssthresh(sk);
 	tp->snd_cwnd = 1;
 	tp->snd_cwnd_cnt = 0;

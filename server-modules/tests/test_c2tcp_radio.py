@@ -17,37 +17,45 @@ C2TCP_FLOWS = 3
 
 
 @pytest.fixture
-def cell(require_root, netns_prefix):
+def lab(require_root, netns_prefix):
     from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
 
     lab = VirtualLab(prefix=netns_prefix, params=CELL)
     try:
-        yield lab.up()
+        lab.up()
+        yield lab
     finally:
         lab.down()
 
 
-def timed(topo, sender, cc):
-    return experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=FLOW_MS, timeout_s=30)
+def test_c2tcp_does_not_collapse_on_the_sr_uplink(lab, on_time, host_clean, tmp_path):
+    topo = lab.topology()
 
+    def timed(cc):
+        """One flow, with the Bad events it alone caused; measured again if the host stalled the cell (a
+        stall's delay spike is a real Bad condition to C2TCP, but of the host, not of the cell)."""
+        def measure():
+            before = modules.stats("c2tcp")["bad_events"]
+            flow = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=FLOW_MS, timeout_s=30)
+            return flow, modules.stats("c2tcp")["bad_events"] - before
+        return on_time(lab, measure)
 
-def test_c2tcp_does_not_collapse_on_the_sr_uplink(cell, host_clean, tmp_path):
-    with experiment.loaded(["c2tcp"]), experiment.sender_in(cell, tmp_path / "logs", sample_ms=20) as sender:
+    with experiment.loaded(["c2tcp"]), experiment.sender_in(topo, tmp_path / "logs", sample_ms=20) as sender:
         params = modules.describe()["c2tcp"].params
-        cubic = timed(cell, sender, "cubic")
-        flows = [timed(cell, sender, "c2tcp") for _ in range(C2TCP_FLOWS)]
+        cubic, _ = timed("cubic")
+        runs = [timed("c2tcp") for _ in range(C2TCP_FLOWS)]
         # the trap itself, entered on purpose: alpha 1 (Setpoint = MINRTT) starves a flow on this cell
         # under the paper's floor; the default floor lifts the initial alpha to 1.5
         modules.set_param("c2tcp", "alpha_init", 1)
-        flows.append(timed(cell, sender, "c2tcp"))
-        stats = modules.stats("c2tcp")
+        runs.append(timed("c2tcp"))
     rtt_cubic = cubic.mean_rtt_ms(WARMUP_MS)
     report = (f"cubic {cubic.throughput_bps / 1e6:.2f} Mbit/s {rtt_cubic:.0f} ms; c2tcp "
-              + ", ".join(f"{f.throughput_bps / 1e6:.2f} Mbit/s {f.mean_rtt_ms(WARMUP_MS):.0f} ms" for f in flows)
-              + f"; {stats}; {params}")
+              + ", ".join(f"{f.throughput_bps / 1e6:.2f} Mbit/s {f.mean_rtt_ms(WARMUP_MS):.0f} ms {bad} Bad"
+                          for f, bad in runs)
+              + f"; {params}")
     assert params["alpha_min"] == 1.5, report
-    for f in flows:
+    for f, bad in runs:
         assert f.throughput_bps >= 0.6 * cubic.throughput_bps, report
         assert f.mean_rtt_ms(WARMUP_MS) <= 0.5 * rtt_cubic, report
-    # a collapsed flow resets cwnd ~30 times a second (140-160 Bad events in 5 s); a healthy one ~2
-    assert stats["bad_events"] < 15 * len(flows), report
+        # a collapsed flow resets cwnd ~30 times a second (140-160 Bad events in 5 s); a healthy one ~2
+        assert bad < 15, report
