@@ -109,40 +109,53 @@ def test_kill_9_controller_then_resume(require_root, netns_prefix, tmp_path):
     assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
 
 
-def test_agent_killed_mid_run_is_reported_and_the_retry_succeeds(require_root, netns_prefix, tmp_path):
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(campaign(tmp_path, duration=4, attempts=2)),
-                             "--out", str(out), "--prefix", netns_prefix, "--no-report"],
+def _pid_of(match) -> int | None:
+    """The pid of the first process whose argv (a list of bytes) satisfies match."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if match(argv):
+                return int(pid)
+    return None
+
+
+def run_disturbed(campaign_path: Path, out: Path, prefix: str, disturb) -> tuple[subprocess.Popen, str]:
+    """`cellab run` with disturb() called 1.5 s into the first run's first attempt; the run's output."""
+    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(campaign_path), "--out", str(out),
+                             "--prefix", prefix, "--no-report"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        marker = f"--netns {netns_prefix}-ue0"
         deadline = time.monotonic() + 60
-        victim = None
-        while time.monotonic() < deadline and victim is None:
+        while time.monotonic() < deadline:
             time.sleep(0.2)
             folders = list(out.iterdir()) if out.exists() else []
-            if not folders or not (folders[0] / "results.sqlite").exists():
-                continue
-            if [r[1] for r in rows(folders[0])][0] != "running":
-                continue
-            time.sleep(1.5)  # mid-request: the UE agent is running its transfer
-            for pid in os.listdir("/proc"):
-                if pid.isdigit():
-                    try:
-                        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                    except OSError:
-                        continue
-                    if "cellab agent" in cmd.replace("-m cellab agent", "cellab agent") and marker in cmd:
-                        victim = int(pid)
-        assert victim, "UE agent process not found"
-        os.kill(victim, signal.SIGKILL)
+            if folders and (folders[0] / "results.sqlite").exists() and rows(folders[0])[0][1] == "running":
+                break
+        time.sleep(1.5)  # mid-request: the workload is under way
+        disturb()
         output, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    return proc, output
+
+
+def test_agent_killed_mid_run_is_reported_and_the_retry_succeeds(require_root, netns_prefix, tmp_path):
+    def kill_ue_agent() -> None:
+        marker = f"--netns {netns_prefix}-ue0"
+        victim = _pid_of(lambda argv: b"cellab" in b" ".join(argv) and b"agent" in argv
+                         and marker.encode() in b" ".join(argv))
+        assert victim, "UE agent process not found"
+        os.kill(victim, signal.SIGKILL)
+
+    proc, output = run_disturbed(campaign(tmp_path, duration=4, attempts=2), tmp_path / "out", netns_prefix,
+                                 kill_ue_agent)
     assert proc.returncode == 0, output
     assert "ue0" in output and "attempt 1/2 failed" in output
-    folder = only_folder(out)
+    folder = only_folder(tmp_path / "out")
     first = rows(folder)[0]
     assert first[1] == "ok" and first[2] == 2
 
@@ -260,18 +273,6 @@ def test_a_schedule_refused_at_start_stops_the_capture(require_root, netns_prefi
     assert "drive.csv" in error and "capture" not in error, error
 
 
-def _cell_pid(prefix: str) -> int | None:
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd and cmd[0].endswith(b"cellab-cell") and any(a.startswith(f"{prefix}-".encode()) for a in cmd):
-                return int(pid)
-    return None
-
-
 def test_a_run_the_host_stalled_fails_naming_the_stall_and_is_retried(require_root, netns_prefix, tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(textwrap.dedent("""
@@ -282,27 +283,16 @@ def test_a_run_the_host_stalled_fails_naming_the_stall_and_is_retried(require_ro
         timeouts: {run_s: 60, request_s: 15}
         retry: {max_attempts: 2, backoff_s: 0.1}
     """))
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(path), "--out", str(out), "--prefix",
-                             netns_prefix, "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the first attempt's workload is under way
-            time.sleep(0.2)
-            folders = list(out.iterdir()) if out.exists() else []
-            if folders and (folders[0] / "results.sqlite").exists() and rows(folders[0])[0][1] == "running":
-                break
-        time.sleep(1.5)
-        cell = _cell_pid(netns_prefix)
+    def stall_cell() -> None:  # what a host that deschedules the VM does to the cell
+        cell = _pid_of(lambda argv: argv[0].endswith(b"cellab-cell")
+                       and any(a.startswith(f"{netns_prefix}-".encode()) for a in argv))
         assert cell, "cellab-cell not found"
-        os.kill(cell, signal.SIGSTOP)  # what a host that deschedules the VM does to the cell
+        os.kill(cell, signal.SIGSTOP)
         time.sleep(0.4)
         os.kill(cell, signal.SIGCONT)
-        output, _ = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+
+    out = tmp_path / "out"
+    proc, output = run_disturbed(path, out, netns_prefix, stall_cell)
     assert proc.returncode == 0, output
     said = " ".join(output.split())  # rich folds long lines
     assert "the host stalled the virtual cell" in said and "1 clock resyncs" in said, output
