@@ -191,6 +191,9 @@ class Runner:
             metrics = probe_run_metrics(artifacts, context)
         else:
             metrics = run_metrics(artifacts)
+        if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
+            metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
+            metrics["clock_resyncs"] = timing["resyncs"]
         write_json(run_dir / "manifest.json", {
             "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
             "factors": run.factors, "params": run.params, "workload": workload.model_dump(),

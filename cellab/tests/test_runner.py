@@ -301,3 +301,9 @@ def test_a_run_the_host_stalled_fails_naming_the_stall_and_is_retried(require_ro
     assert status == "ok" and attempts == 2
     timing = json.loads((folder / "runs" / run_id / "manifest.json").read_text())["lab_timing"]
     assert timing["resyncs"] == 0 and timing["ttis"] > 3000 and timing["late_ttis"] <= 0.04 * timing["ttis"], timing
+    metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
+    assert metrics["late_tti_pct"] == pytest.approx(100 * timing["late_ttis"] / timing["ttis"])
+    assert metrics["clock_resyncs"] == 0
+    report = cellab("report", str(folder))
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "late TTIs (%)" in (folder / "report.html").read_text()
