@@ -3,6 +3,7 @@ benchmark and the bus tests (echo, a bounded sleep, a counter of executed operat
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 
@@ -33,10 +34,13 @@ class FailParams(BaseModel):
     fatal: bool = False
 
 
+_EXECUTED_KEPT = 1000
+
+
 class DemoOps:
     """Operations mixed into DemoAgent (the pattern every room follows)."""
 
-    executed: list[str]
+    executed: collections.deque[str]
 
     @operation
     def echo(self, params: EchoParams) -> dict:
@@ -71,7 +75,7 @@ class DemoAgent(DemoOps, Agent):
     role = "demo"
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        self.executed = []
+        self.executed = collections.deque(maxlen=_EXECUTED_KEPT)  # the benchmark sends thousands
         self.safe_states = 0
         super().__init__(*args, **kwargs)
 

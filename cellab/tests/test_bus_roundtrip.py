@@ -26,7 +26,7 @@ def test_round_trip_over_curve(tmp_path: Path) -> None:
         assert {"ping", "clock", "describe", "list_artifacts", "read_artifact", "echo", "sleep"} <= set(ops)
         assert ops["echo"]["params_schema"]["properties"]["count"]["maximum"] == 1000
         assert ops["sleep_concurrent"]["concurrent"] is True
-        assert agents["ue1"].executed == ["echo", "echo"]
+        assert list(agents["ue1"].executed) == ["echo", "echo"]
 
 
 def test_invalid_params_name_the_field(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_invalid_params_name_the_field(tmp_path: Path) -> None:
         with pytest.raises(OperationError) as err:
             controller.request("ue1", "echo", {"text": "x", "colour": "red"})
         assert err.value.field == "params.colour"
-        assert agents["ue1"].executed == []  # type: ignore[attr-defined]
+        assert list(agents["ue1"].executed) == []  # type: ignore[attr-defined]
 
 
 def test_invalid_params_missing_and_typed(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_invalid_params_missing_and_typed(tmp_path: Path) -> None:
             controller.request("ue1", "rm_rf", {"path": "/"})
         assert err.value.field == "op" and err.value.kind == "unknown_op"
         assert "echo" in (err.value.allowed or []) and "rm_rf" not in (err.value.allowed or [])
-        assert agents["ue1"].executed == []  # nothing invalid ever ran
+        assert list(agents["ue1"].executed) == []  # nothing invalid ever ran
 
 
 def test_operation_failures(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_serial_ops_run_in_arrival_order(tmp_path: Path) -> None:
         threads[-1].start()
         for t in threads:
             t.join()
-        assert agents["ue1"].executed == ["sleep", "sleep", "sleep", "echo"]  # type: ignore[attr-defined]
+        assert list(agents["ue1"].executed) == ["sleep", "sleep", "sleep", "echo"]  # type: ignore[attr-defined]
 
 
 def test_deadline_expiry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -174,7 +174,7 @@ def test_deadline_expiry(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
             controller.request("ue1", "echo", {"text": "late"}, timeout_s=0.2)
         time.sleep(0.8)
         assert controller.request("ue1", "echo", {"text": "fresh"}, timeout_s=2) == {"text": "fresh"}
-        assert agents["ue1"].executed == ["sleep", "echo"]  # type: ignore[attr-defined]
+        assert list(agents["ue1"].executed) == ["sleep", "echo"]  # type: ignore[attr-defined]
         assert any(getattr(r, "event", "") == "deadline_dropped" for r in caplog.records)
 
 

@@ -90,7 +90,7 @@ def test_impostor_controller_gets_nothing_executed(tmp_path: Path, caplog: pytes
         with pytest.raises(AgentLost):
             impostor.request("ue1", "echo", {"text": "pwned"}, timeout_s=1.0)
         assert "ue1" not in impostor.agents()
-        assert agent.executed == []
+        assert list(agent.executed) == []
         assert _wait_for(lambda: bool(_records(caplog, "controller_rejected")), 2.0)
         record = _records(caplog, "controller_rejected")[0]
         assert record.fingerprint == fingerprint(load_public_key(keys.controller_public))  # type: ignore[attr-defined]
