@@ -42,7 +42,7 @@ def measure_on_time(lab, measure):
     and the cell says so itself. Fails if both were."""
     from cellab.campaign import Retry
 
-    late_fraction = Retry().max_late_tti_fraction  # the runner's rule for virtual-lab runs
+    rule = Retry()  # the runner's rule for virtual-lab runs, with the campaign default
 
     def counts() -> tuple[int, int, int]:
         with lab.control() as ctl:
@@ -53,7 +53,7 @@ def measure_on_time(lab, measure):
         before = counts()
         result = measure()
         ttis, late, resyncs = (a - b for a, b in zip(counts(), before, strict=True))
-        if late <= late_fraction * ttis and resyncs == 0:
+        if not rule.host_stalled(ttis, late, resyncs):
             return result
         print(f"the host stalled the cell: {late} of {ttis} TTIs late, {resyncs} resyncs; measuring again")
     pytest.fail(f"the host stalled the cell in both tries ({late} of {ttis} TTIs late, {resyncs} resyncs in the "

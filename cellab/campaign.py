@@ -134,6 +134,11 @@ class Retry(Strict):
                     "clock after a stall, measured the host, not the model: it fails (and is retried); null: keep "
                     "every run")
 
+    def host_stalled(self, ttis: int, late_ttis: int, resyncs: int) -> bool:
+        """The rule above, for the runner and for tests that measure through the cell."""
+        limit = self.max_late_tti_fraction
+        return limit is not None and ttis > 0 and (resyncs > 0 or late_ttis > limit * ttis)
+
 
 MEASUREMENTS = ("throughput", "rtt", "tcp_info", "pcap")  # pcap: the server captures its side
 

@@ -213,14 +213,13 @@ class Runner:
 
     def _check_timing(self, timing: dict[str, int]) -> None:
         """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
-        limit = self.campaign.retry.max_late_tti_fraction
-        if limit is None or not timing.get("ttis"):
+        retry = self.campaign.retry
+        if not timing or not retry.host_stalled(timing["ttis"], timing["late_ttis"], timing["resyncs"]):
             return
-        late, resyncs = timing["late_ttis"], timing["resyncs"]
-        if resyncs or late > limit * timing["ttis"]:
-            raise LabTimingError(
-                f"the host stalled the virtual cell: {late} of {timing['ttis']} TTIs late, {resyncs} clock resyncs "
-                f"(retry.max_late_tti_fraction {limit}); the run measured the host, not the model")
+        raise LabTimingError(
+            f"the host stalled the virtual cell: {timing['late_ttis']} of {timing['ttis']} TTIs late, "
+            f"{timing['resyncs']} clock resyncs (retry.max_late_tti_fraction {retry.max_late_tti_fraction}); "
+            "the run measured the host, not the model")
 
     def _set_attenuation(self, session: LabSession, run: PlannedRun) -> dict[int, float]:
         """The run's attenuation_db (one value, or one per UE) on the channels in front of the UEs."""
