@@ -125,3 +125,39 @@ def test_uplink_survives_pause_and_resume_under_load(vlab):
         busy.wait()
     rtt = ping_rtts_ms(topo.ues[0].netns, topo.server.address, 10, 0.12)
     assert len(rtt) >= 9, rtt  # the uplink still moves
+
+
+def test_a_stalled_cell_never_beats_its_model_delay(vlab):
+    """A host that stops the cell can only make packets late. A packet read when the cell wakes past a TTI's
+    deadline belongs to the first TTI not yet run; stamped with the overdue one it would skip the stall and
+    arrive sooner than the model allows (seen: a 15.3 ms ping RTT on a cell whose floor is 17.3 ms)."""
+    import os
+    import signal
+    import threading
+
+    lab = vlab(n_prb=25, sr_period_ms=5, core_delay_ms=20.0)  # a fixed, long floor: compression stands out
+    topo = lab.topology()
+    floor_ms = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 40, 0.03, 0.05, seed=1).min()
+    cell_pid = lab.status()["cell_pid"]
+    done = threading.Event()
+
+    def stall_the_cell() -> None:
+        rng = random.Random(3)
+        while not done.is_set():
+            os.kill(cell_pid, signal.SIGSTOP)
+            time.sleep(rng.uniform(0.003, 0.008))
+            os.kill(cell_pid, signal.SIGCONT)
+            time.sleep(rng.uniform(0.005, 0.02))
+
+    staller = threading.Thread(target=stall_the_cell, daemon=True)
+    staller.start()
+    try:
+        rtt = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 60, 0.03, 0.05, seed=2)
+    finally:
+        done.set()
+        staller.join()
+        os.kill(cell_pid, signal.SIGCONT)
+    print(f"floor {floor_ms:.1f} ms; stalled: min {rtt.min():.1f} mean {rtt.mean():.1f} ms, "
+          f"{int((rtt < floor_ms - 0.5).sum())} of {len(rtt)} below the floor")
+    assert len(rtt) >= 55
+    assert rtt.min() >= floor_ms - 0.5, (rtt.min(), floor_ms)
