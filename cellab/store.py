@@ -82,12 +82,26 @@ class ResultStore:
         store = cls(root)
         write_atomic(root / "campaign.yaml", campaign_text)
         write_json(root / "plan.json", [r.model_dump() for r in runs])
-        with store._db() as db:
-            db.executemany(
-                "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
-                [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in runs],
-            )
+        store._create_db(runs)
         return store
+
+    def _create_db(self, runs: list[PlannedRun]) -> None:
+        """The database with its schema and every planned run, renamed into place whole: a reader (the
+        report, a watcher) or a crash never finds a results.sqlite without its table."""
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{self.db_path.name}.")
+        os.close(fd)
+        try:
+            with closing(sqlite3.connect(tmp)) as db:
+                db.executescript(_SCHEMA)
+                with db:
+                    db.executemany(
+                        "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
+                        [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in runs],
+                    )
+            os.replace(tmp, self.db_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def open(cls, root: Path) -> ResultStore:

@@ -45,6 +45,21 @@ def test_restart_of_a_run_clears_its_partial_folder_and_counts_attempts(tmp_path
         assert db.execute("SELECT attempts, COUNT(*) FROM runs").fetchone() == (2, 1)
 
 
+def test_the_database_appears_whole_or_not_at_all(tmp_path):
+    """A watcher (or a crash) must never find a results.sqlite without its table: a failure while filling
+    it leaves no database and no temporary file."""
+    store = ResultStore.create(tmp_path, "c", "", runs(3))
+    with sqlite3.connect(store.db_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (3,)
+    twice = runs(2) + runs(1)  # r0 twice: the insert fails half-way
+    with pytest.raises(sqlite3.IntegrityError):
+        ResultStore.create(tmp_path / "bad", "c", "", twice)
+    (folder,) = (tmp_path / "bad").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["campaign.yaml", "plan.json"]
+    with pytest.raises(CellabError, match="results.sqlite missing"):
+        ResultStore.open(folder)
+
+
 def test_open_rejects_non_campaign_folder(tmp_path):
     with pytest.raises(CellabError, match="not a campaign result folder"):
         ResultStore.open(tmp_path)
