@@ -54,9 +54,12 @@ build: $(BUILD_TARGETS)
 test: setup
 	$(PY) -m pytest -q
 
+# both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup
-	$(VENV)/bin/cellab run runs/demo/sr-validation.yaml
-	$(VENV)/bin/cellab run runs/demo/cc-shootout.yaml
+	@status=0; \
+	$(VENV)/bin/cellab run runs/demo/sr-validation.yaml || status=1; \
+	$(VENV)/bin/cellab run runs/demo/cc-shootout.yaml || status=1; \
+	exit $$status
 
 bench: setup
 	$(PY) -m cellab.bench $(BENCH)

@@ -126,8 +126,8 @@ class Timeouts(Strict):
 class Retry(Strict):
     max_attempts: int = Field(1, ge=1, le=10)
     backoff_s: float = Field(2.0, ge=0, le=600)
-    # 4 %: CI measurements whose RTTs matched the model had up to 1.8 % of their TTIs late; those a stall's
-    # catch-up put below the model's RTT floor had 4.5 % and more
+    # 4 %: CI measurements whose RTTs matched the model had up to 1.8 % of their TTIs late; those a host stall
+    # disturbed had 4.5 % and more (a quiet host: 0.2-1.8 % in the demo's runs)
     max_late_tti_fraction: float | None = Field(
         0.04, ge=0, le=1,
         description="virtual lab: a run whose cell processed more of its TTIs late (> 0.5 ms), or resynced its "
