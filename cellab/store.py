@@ -86,22 +86,16 @@ class ResultStore:
         return store
 
     def _create_db(self, runs: list[PlannedRun]) -> None:
-        """The database with its schema and every planned run, renamed into place whole: a reader (the
-        report, a watcher) or a crash never finds a results.sqlite without its table."""
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{self.db_path.name}.")
-        os.close(fd)
-        try:
-            with closing(sqlite3.connect(tmp)) as db:
-                db.executescript(_SCHEMA)
-                with db:
-                    db.executemany(
-                        "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
-                        [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in runs],
-                    )
-            os.replace(tmp, self.db_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """The database with its schema and every planned run, built in memory and written whole: a reader
+        (the report, a watcher) or a crash never finds a results.sqlite without its table."""
+        with closing(sqlite3.connect(":memory:")) as db:
+            db.executescript(_SCHEMA)
+            with db:
+                db.executemany(
+                    "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
+                    [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in runs],
+                )
+            write_atomic(self.db_path, db.serialize())
 
     @classmethod
     def open(cls, root: Path) -> ResultStore:

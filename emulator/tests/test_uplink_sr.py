@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -131,10 +134,6 @@ def test_a_stalled_cell_never_beats_its_model_delay(vlab):
     """A host that stops the cell can only make packets late. A packet read when the cell wakes past a TTI's
     deadline belongs to the first TTI not yet run; stamped with the overdue one it would skip the stall and
     arrive sooner than the model allows (seen: a 15.3 ms ping RTT on a cell whose floor is 17.3 ms)."""
-    import os
-    import signal
-    import threading
-
     lab = vlab(n_prb=25, sr_period_ms=5, core_delay_ms=20.0)  # a fixed, long floor: compression stands out
     topo = lab.topology()
     floor_ms = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 40, 0.03, 0.05, seed=1).min()
