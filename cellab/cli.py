@@ -22,21 +22,22 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 AGENT_STOP_GRACE_S = 30.0  # after SIGTERM/SIGINT: safe state and goodbye, or the process exits anyway
-# role -> "module:Class"; each room owns its agent.
-AGENT_ROLES = {
-    "server": "cellab.server.agent:ServerAgent",
-    "ue": "cellab.ue.virtual_ue:VirtualUEAgent",
-    "attenuator": "cellab.attenuator.agent:AttenuatorAgent",
-}
+# the kind an agent of a role is when --kind is not given
+DEFAULT_AGENT_KIND = {"server": "linux", "ue": "virtual", "attenuator": "any", "enb": "srsran", "core": "epc"}
 
 
-def _mount_optional(module: str, attr: str, name: str, help_text: str) -> None:
-    """Rooms that ship a sub-command (vlab, modules, atten) plug in here when installed."""
-    try:
-        sub = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
-        return
-    app.add_typer(sub, name=name, help=help_text)
+def _mount_rooms() -> None:
+    """Rooms that ship a sub-command register it (entry point group `cellab.commands`); one that is not
+    installed, or broken, leaves the rest of the command line working."""
+    from cellab.contracts.registry import registered
+
+    for name, target in sorted(registered("cellab.commands").items()):
+        module, attr = target.split(":")
+        try:
+            sub = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        app.add_typer(sub, name=name, help=(sub.info.help or f"the {name} commands"))
 
 
 @app.command()
@@ -121,7 +122,8 @@ def report_cmd(result_dir: Path) -> None:
 
 @app.command()
 def agent(
-    role: str = typer.Option(..., help="server | ue | attenuator"),
+    role: str = typer.Option(..., help="server | ue | attenuator | enb | core"),
+    kind: str | None = typer.Option(None, help="the role's implementation (ue: virtual | android; default per role)"),
     name: str = typer.Option(..., help="agent name (its routing identity)"),
     controller: str = typer.Option(..., help="controller endpoint, e.g. tcp://10.0.0.1:7700"),
     key: Path = typer.Option(..., help="this agent's CURVE secret key file"),
@@ -134,13 +136,11 @@ def agent(
     cell_ue: int = typer.Option(0, min=0, help="ue role with --cell-ctl: this UE's index in the cell"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
-    if role not in AGENT_ROLES:
-        raise CellabError(f"--role {role!r} is not a known role (allowed: {', '.join(AGENT_ROLES)})")
-    module_name, class_name = AGENT_ROLES[role].split(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise CellabError(f"role {role} is not available in this installation: {exc}") from exc
+    from cellab.contracts.registry import agent_class
+
+    if role not in DEFAULT_AGENT_KIND:
+        raise CellabError(f"--role {role!r} is not a known role (allowed: {', '.join(DEFAULT_AGENT_KIND)})")
+    cls = agent_class(role, kind or DEFAULT_AGENT_KIND[role])
     kwargs: dict = {"netns": netns} if netns else {}
     if cell_ctl is not None:
         if role != "ue":
@@ -205,11 +205,14 @@ def doctor() -> None:
         raise typer.Exit(1)
 
 
-_mount_optional("cellab.bus.cli", "keys_app", "keys", "Make CURVE key pairs (secret files 0600).")
-_mount_optional("cellab.emulator.cli", "vlab_app", "vlab", "Bring the virtual lab up, down, or show it.")
-_mount_optional("cellab.attenuator.cli", "atten_app", "atten", "Attenuators: set/get, schedules, replay, emulators.")
-_mount_optional("cellab.server.cli", "modules_app", "modules", "BPF congestion-control modules and the sender.")
-_mount_optional("cellab.ue.probe_cli", "probe_app", "probe", "The receiver probe: fetch, analyze captures, selftest.")
+def _mount_keys() -> None:
+    from cellab.bus.cli import keys_app
+
+    app.add_typer(keys_app, name="keys", help="Make CURVE key pairs (secret files 0600).")
+
+
+_mount_keys()
+_mount_rooms()
 
 
 def main() -> None:

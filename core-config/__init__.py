@@ -1,1 +1,1 @@
-"""cellab.core: Open5GS / NextEPC / srsEPC configs, subscriber provisioning and the core agent (own issue)."""
+"""cellab.epc: Open5GS / NextEPC / srsEPC configs, subscriber provisioning and the core agent."""

@@ -25,7 +25,9 @@ STUCK_AGENT = textwrap.dedent("""
             threading.Event().wait()  # never returns
             return {}
 
-    cli.AGENT_ROLES["stuck"] = "__main__:StuckAgent"
+    from cellab.contracts import registry
+    cli.DEFAULT_AGENT_KIND["stuck"] = "test"
+    registry.agent_class = lambda role, kind: StuckAgent
     cli.AGENT_STOP_GRACE_S = 2.0
     sys.argv = ["cellab", "agent", "--role", "stuck", *sys.argv[1:]]
     cli.app()
