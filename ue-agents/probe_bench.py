@@ -25,7 +25,9 @@ from typing import Any, Self
 from cellab.paths import find_program
 from cellab.proc import ManagedProcess
 
-from .probe_runner import FetchRequest, ProbeFlow, run_fetch
+from cellab.contracts.ue import FetchRequest, ProbeFlow
+
+from .probe_runner import run_fetch
 
 PERIODS_MS = [5, 10, 20, 40, 80]
 ATTENUATIONS_DB = [20.0, 45.0, 55.0]  # SINR 40 (capped, CQI 15), ~18 dB, ~8 dB in the cell's radio model

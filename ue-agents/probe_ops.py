@@ -14,22 +14,15 @@ import signal
 import subprocess
 import threading
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.bus import OperationFailed, operation
+from cellab.contracts.ue import TAG_PATTERN, FetchRequest, FetchResult, ProbeFetchParams
 from cellab.errors import CellabError
 
-from .probe_runner import AnalyzeRequest, FetchRequest, ProbeResult, run_analyze, run_fetch
+from .probe_runner import AnalyzeRequest, ProbeResult, run_analyze, run_fetch
 
-TAG_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-
-
-class ProbeFetchParams(FetchRequest):
-    """A fetch request plus the artifact name prefix."""
-
-    tag: str = Field("probe", pattern=TAG_PATTERN, description="artifact name prefix")
 
 
 class AnalyzePcapParams(BaseModel):
@@ -47,9 +40,9 @@ class AnalyzePcapParams(BaseModel):
         return value
 
 
-def _result(result: ProbeResult, artifact_dir: Path) -> dict[str, Any]:
+def _result(result: ProbeResult, artifact_dir: Path) -> FetchResult:
     names = sorted(str(p.relative_to(artifact_dir)) for p in result.artifacts.values())
-    return {"status": result.status, "artifacts": names, "summary": result.summary}
+    return FetchResult(status=result.status, artifacts=names, summary=result.summary)
 
 
 class ProbeOps:
@@ -72,7 +65,7 @@ class ProbeOps:
                 procs.discard(proc)
 
     @operation
-    def fetch(self, params: ProbeFetchParams) -> dict[str, Any]:
+    def fetch(self, params: ProbeFetchParams) -> FetchResult:
         """Run cellab-probe fetch in this UE; returns its summary and the artifact names.
 
         A run that got no data at all (unreachable server, refused flow) fails with the probe's
@@ -92,7 +85,7 @@ class ProbeOps:
         return _result(result, self.artifact_dir)
 
     @operation
-    def analyze_pcap(self, params: AnalyzePcapParams) -> dict[str, Any]:
+    def analyze_pcap(self, params: AnalyzePcapParams) -> FetchResult:
         """The probe's estimators on a capture already in the artifact directory."""
         root = self.artifact_dir.resolve()
         path = (root / params.name).resolve()

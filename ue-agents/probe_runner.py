@@ -8,73 +8,20 @@ partial measurements. Bad *requests* (a person's typo) raise InputError before a
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from cellab.contracts.ue import FetchRequest
 from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.paths import find_program
 from cellab.proc import argv_in
 
 PROBE_PROGRAM = "cellab-probe"
-CC_PATTERN = r"^[a-z0-9_]{1,16}$"
-
-
-class ProbeFlow(BaseModel):
-    """One flow the probe asks the sender for: N bytes or T seconds, started start_ms after the first."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    size_bytes: int | None = Field(None, ge=1, le=1 << 40)
-    duration_s: float | None = Field(None, gt=0, le=3600)
-    start_ms: int = Field(0, ge=0, le=3_600_000)
-    cc: str | None = Field(None, pattern=CC_PATTERN, description="sender congestion control for this flow")
-    tag: int = Field(0, ge=0, le=(1 << 63) - 1)
-
-    @model_validator(mode="after")
-    def _one_amount(self) -> ProbeFlow:
-        if (self.size_bytes is None) == (self.duration_s is None):
-            raise ValueError("give exactly one of size_bytes or duration_s")
-        return self
-
-    def spec(self) -> str:
-        parts = [f"bytes={self.size_bytes}" if self.size_bytes is not None else f"seconds={self.duration_s:g}",
-                 f"start_ms={self.start_ms}", f"tag={self.tag}"]
-        if self.cc:
-            parts.append(f"cc={self.cc}")
-        return ",".join(parts)
-
-
-class FetchRequest(BaseModel):
-    """What `cellab-probe fetch` is asked to do (typed, validated: agents never run a string from the wire)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    server: str = Field(description="sender's IP address")
-    port: int = Field(5301, ge=1, le=65535)
-    flows: list[ProbeFlow] = Field(min_length=1, max_length=32)
-    control: Literal["none", "exll", "dfcsd"] = "none"
-    capture: Literal["auto", "packet", "socket"] = "auto"
-    interface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
-    timeout_s: float = Field(60.0, gt=0, le=86400)
-    connect_timeout_s: float = Field(5.0, gt=0, le=600)
-    rcvbuf_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30)
-    packet_log: bool = Field(True, description="write the per-packet event log")
-    ms_log: bool = Field(False, description="write the per-millisecond log")
-    exll_alpha_pkts: float | None = Field(None, gt=0, le=100_000)
-    exll_gamma: float | None = Field(None, gt=0, le=1)
-    dfcsd_beta_pkts: float | None = Field(None, gt=0, le=100_000)
-    sr_probes: int = Field(0, ge=0, le=256, description="idle-uplink ICMP probes before the flows (SR period)")
-
-    @field_validator("server")
-    @classmethod
-    def _ip(cls, value: str) -> str:
-        return str(ipaddress.ip_address(value))
 
 
 class AnalyzeRequest(BaseModel):

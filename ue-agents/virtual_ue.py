@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import ipaddress
 import shutil
 import subprocess
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.bus import Agent, OperationFailed, operation
+from cellab.contracts import implements
+from cellab.contracts.ue import UE_CONTRACT, Iperf3ClientParams, Iperf3ClientResult, SignalReading
 from cellab.proc import ManagedProcess
 from cellab.ue.probe_ops import ProbeOps
 
 
-class Iperf3ClientParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    server: str = Field(description="server IPv4 address")
-    port: int = Field(5201, ge=1024, le=65535)
-    direction: Literal["download", "upload"] = "download"
-    duration_s: float = Field(10.0, gt=0, le=3600)
-    flows: int = Field(1, ge=1, le=16)
-    cc: str = Field("cubic", pattern=r"^[a-z0-9_]{1,15}$", description="sender's congestion control")
-    ping_interval_ms: float | None = Field(200.0, ge=10, le=10_000)
-    tag: str = Field("run", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
-
-    @field_validator("server")
-    @classmethod
-    def _ipv4(cls, value: str) -> str:
-        return str(ipaddress.IPv4Address(value))
-
-
-class SignalReading(BaseModel):
-    """What the UE's modem reports of the serving cell (an Android agent: its telephony signal strength)."""
-
-    model_config = ConfigDict(extra="forbid")
-    rsrp_dbm: float
-    sinr_db: float | None = None
-    cqi: int | None = None
-    source: str
-
-
+@implements(UE_CONTRACT)
 class VirtualUEAgent(ProbeOps, Agent):
     """Role "ue" without a phone. In the virtual lab its radio is the emulated cell (`cell_ctl`, its UE
     index `cell_ue`), which is where `signal` reads RSRP, as a phone's modem would report it."""
@@ -71,7 +45,7 @@ class VirtualUEAgent(ProbeOps, Agent):
                              source="emulated cell")
 
     @operation
-    def iperf3_client(self, params: Iperf3ClientParams) -> dict[str, Any]:
+    def iperf3_client(self, params: Iperf3ClientParams) -> Iperf3ClientResult:
         """One transfer with a concurrent ping; artifacts: <tag>-iperf3.json, <tag>-ping.txt."""
         if shutil.which("iperf3") is None:
             raise OperationFailed("iperf3 is not installed on this host")
@@ -103,7 +77,7 @@ class VirtualUEAgent(ProbeOps, Agent):
             tail = iperf_path.read_text(errors="replace")[-400:]
             raise OperationFailed(f"iperf3 exited with {code}: {tail.strip()}")
         artifacts = [iperf_path.name] + ([ping_path.name] if pinger else [])
-        return {"artifacts": artifacts, "elapsed_s": time.monotonic() - started}
+        return Iperf3ClientResult(artifacts=artifacts, elapsed_s=time.monotonic() - started)
 
     def safe_state(self) -> None:
         for child in self._children:

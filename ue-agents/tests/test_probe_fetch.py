@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cellab.ue.probe_runner import FetchRequest, ProbeFlow, fetch_argv, run_fetch, validate_fetch
+from cellab.contracts.ue import FetchRequest, ProbeFlow
+from cellab.ue.probe_runner import fetch_argv, run_fetch, validate_fetch
 
 from cellab.errors import InputErrors
 from cellab.paths import BUILD_BIN, PROJECT_ROOT

@@ -1,0 +1,130 @@
+"""The ue role: a UE that runs the receiving end of a workload and reports its radio.
+
+Implemented by the virtual UE (a namespace of the virtual lab) and the Android UE (a phone over adb);
+the implementation is chosen by the UE's kind in the inventory (entry points `ue.virtual`, `ue.android`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+
+CC_PATTERN = r"^[a-z0-9_]{1,16}$"
+TAG_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class ProbeFlow(Model):
+    """One flow the probe asks the sender for: N bytes or T seconds, started start_ms after the first."""
+
+    size_bytes: int | None = Field(None, ge=1, le=1 << 40)
+    duration_s: float | None = Field(None, gt=0, le=3600)
+    start_ms: int = Field(0, ge=0, le=3_600_000)
+    cc: str | None = Field(None, pattern=CC_PATTERN, description="sender congestion control for this flow")
+    tag: int = Field(0, ge=0, le=(1 << 63) - 1)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> ProbeFlow:
+        if (self.size_bytes is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of size_bytes or duration_s")
+        return self
+
+    def spec(self) -> str:
+        parts = [f"bytes={self.size_bytes}" if self.size_bytes is not None else f"seconds={self.duration_s:g}",
+                 f"start_ms={self.start_ms}", f"tag={self.tag}"]
+        if self.cc:
+            parts.append(f"cc={self.cc}")
+        return ",".join(parts)
+
+
+class FetchRequest(Model):
+    """What `cellab-probe fetch` is asked to do (typed, validated: agents never run a string from the wire)."""
+
+    server: str = Field(description="sender's IP address")
+    port: int = Field(5301, ge=1, le=65535)
+    flows: list[ProbeFlow] = Field(min_length=1, max_length=32)
+    control: Literal["none", "exll", "dfcsd"] = "none"
+    capture: Literal["auto", "packet", "socket"] = "auto"
+    interface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    timeout_s: float = Field(60.0, gt=0, le=86400)
+    connect_timeout_s: float = Field(5.0, gt=0, le=600)
+    rcvbuf_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30)
+    packet_log: bool = Field(True, description="write the per-packet event log")
+    ms_log: bool = Field(False, description="write the per-millisecond log")
+    exll_alpha_pkts: float | None = Field(None, gt=0, le=100_000)
+    exll_gamma: float | None = Field(None, gt=0, le=1)
+    dfcsd_beta_pkts: float | None = Field(None, gt=0, le=100_000)
+    sr_probes: int = Field(0, ge=0, le=256, description="idle-uplink ICMP probes before the flows (SR period)")
+
+    @field_validator("server")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        return str(ipaddress.ip_address(value))
+
+
+class ProbeFetchParams(FetchRequest):
+    """A fetch request plus the artifact name prefix."""
+
+    tag: str = Field("probe", pattern=TAG_PATTERN, description="artifact name prefix")
+
+
+class FetchResult(Model):
+    status: Literal["ok", "partial", "error"]
+    artifacts: list[str] = Field(description="artifact names, relative to the agent's artifact directory")
+    summary: dict[str, Any] = Field(description="the probe's JSON summary")
+
+
+class Iperf3ClientParams(Model):
+    server: str = Field(description="server IPv4 address")
+    port: int = Field(5201, ge=1024, le=65535)
+    direction: Literal["download", "upload"] = "download"
+    duration_s: float = Field(10.0, gt=0, le=3600)
+    flows: int = Field(1, ge=1, le=16)
+    cc: str = Field("cubic", pattern=r"^[a-z0-9_]{1,15}$", description="sender's congestion control")
+    ping_interval_ms: float | None = Field(200.0, ge=10, le=10_000)
+    tag: str = Field("run", pattern=TAG_PATTERN, description="artifact name prefix")
+
+    @field_validator("server")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        return str(ipaddress.IPv4Address(value))
+
+
+class Iperf3ClientResult(Model):
+    artifacts: list[str]
+    elapsed_s: float
+
+
+class SignalReading(Model):
+    """What the UE's modem reports of the serving cell (a phone: its telephony signal strength)."""
+
+    rsrp_dbm: float
+    sinr_db: float | None = None
+    rsrq_db: float | None = None
+    cqi: int | None = None
+    earfcn: int | None = None
+    pci: int | None = None
+    source: str
+
+
+FETCH = Op("fetch", ProbeFetchParams, FetchResult, "run the receiver probe (timed or sized flows, receiver control)")
+IPERF3_CLIENT = Op("iperf3_client", Iperf3ClientParams, Iperf3ClientResult, "one iperf3 transfer with a concurrent ping")
+SIGNAL = Op("signal", Empty, SignalReading, "the serving cell's signal now")
+
+UE_CONTRACT = Contract("ue", (FETCH, IPERF3_CLIENT, SIGNAL), telemetry={"signal": SignalReading})
+
+
+class UEClient(RoleClient):
+    contract = UE_CONTRACT
+
+    def fetch(self, params: ProbeFetchParams, timeout_s: float | None = None) -> FetchResult:
+        return self.call(FETCH, params, timeout_s)
+
+    def iperf3_client(self, params: Iperf3ClientParams, timeout_s: float | None = None) -> Iperf3ClientResult:
+        return self.call(IPERF3_CLIENT, params, timeout_s)
+
+    def signal(self, timeout_s: float | None = None) -> SignalReading:
+        return self.call(SIGNAL, None, timeout_s)
