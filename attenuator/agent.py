@@ -12,69 +12,40 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus import Agent, OperationFailed, operation
+from cellab.contracts import implements
+from cellab.contracts.attenuator import (
+    ATTENUATOR_CONTRACT,
+    WIRE_FORBIDDEN_OPTIONS,
+    ConfigureParams,
+    ConfigureResult,
+    PlayParams,
+    PlayStarted,
+    SetParams,
+    SetResult,
+    StopParams,
+    Target,
+)
 from cellab.errors import CellabError
 
 from .calibration import Calibration, CalibrationStore, FitPolicy, cell_rsrp_reader, fit, sweep
 from .config import AttenuatorConfig, load_config
 from .driver import Attenuator, DeviceInfo, create
 from .player import Player, PlayResult
-from .schedule import Point, Schedule, parse_csv, parse_yaml
+from .schedule import Schedule, parse_csv, parse_yaml
 
-MAX_SCHEDULE_TEXT = 8_000_000  # bytes of CSV/YAML accepted over the bus
-WIRE_FORBIDDEN_OPTIONS = {"library", "visa_backend"}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ConfigureParams(_Strict):
-    attenuators: list[AttenuatorConfig] = Field(min_length=1)
-
-
-class Target(_Strict):
-    attenuator: str | None = Field(None, description="inventory name; may be omitted when the agent has one")
-
-
-class SetParams(Target):
-    channel: int = Field(ge=1, le=64)
-    db: float = Field(allow_inf_nan=False)
-
-
-class SetResult(_Strict):
-    attenuator: str
-    channel: int
-    applied_db: float
-
-
 class GetParams(Target):
     channel: int = Field(ge=1, le=64)
-
-
-class PlayParams(Target):
-    schedule_csv: str | None = Field(None, max_length=MAX_SCHEDULE_TEXT)
-    schedule_yaml: str | None = Field(None, max_length=MAX_SCHEDULE_TEXT)
-    points: list[Point] | None = Field(None, max_length=2_000_000)
-    name: str = Field("schedule", pattern=r"^[A-Za-z0-9_.-]{1,80}$", description="used in the log file name")
-    log_format: Literal["jsonl", "csv"] = "jsonl"
-    safe_on_finish: bool = False
-
-
-class PlayStarted(_Strict):
-    attenuator: str
-    points: int
-    duration_s: float
-    clipped: int
-    log_file: str
-
-
-class StopParams(Target):
-    pass
 
 
 class CalibrateParams(Target):
@@ -172,7 +143,7 @@ class AttenuatorOps:
 
     # ----- operations -----
     @operation
-    def configure(self, params: ConfigureParams) -> dict:
+    def configure(self, params: ConfigureParams) -> ConfigureResult:
         for i, cfg in enumerate(params.attenuators):
             wired = sorted(WIRE_FORBIDDEN_OPTIONS & set(cfg.options))
             if wired:
@@ -183,7 +154,7 @@ class AttenuatorOps:
             if self._busy(slot):
                 raise OperationFailed(f"attenuator {slot.config.name} is busy: stop_schedule first")
         self.add_attenuators(params.attenuators)
-        return {"attenuators": sorted(self._slots())}
+        return ConfigureResult(attenuators=sorted(self._slots()))
 
     @operation
     def set(self, params: SetParams) -> SetResult:
@@ -323,6 +294,7 @@ class AttenuatorOps:
         return out
 
 
+@implements(ATTENUATOR_CONTRACT)
 class AttenuatorAgent(AttenuatorOps, Agent):
     """Role "attenuator". Attenuators come from `attenuators=` or `attenuator_config=` (YAML path,
     also $CELLAB_ATTENUATOR_CONFIG), or later from the controller's `configure` operation."""

@@ -15,9 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-from pydantic import BaseModel
 
 from cellab.errors import CellabError, InputError
+
+from cellab.contracts.attenuator import DeviceInfo
 
 from .config import AttenuatorConfig
 
@@ -34,18 +35,6 @@ class LinkClosed(AttenuatorError):
 
 class LimitError(AttenuatorError):
     """A requested value lies outside the lab's safety limits."""
-
-
-class DeviceInfo(BaseModel):
-    model: str
-    serial: str
-    firmware: str = ""
-    channels: int
-    min_db: float
-    max_db: float
-    step_db: float
-    # Shortest interval between updates the device tolerates (mechanical relays wear out).
-    min_interval_s: float = 0.0
 
 
 def quantize_db(value_db: float, step_db: float) -> float:

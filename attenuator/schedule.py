@@ -15,19 +15,12 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cellab.contracts.attenuator import Point
 from cellab.errors import InputError, from_validation_error
 
 from .driver import quantize_db
 
 MAX_POINTS = 2_000_000  # a schedule that expands past this is a mistake, not an experiment
-
-
-class Point(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    t_s: float
-    channel: int
-    db: float
-    source: str = ""  # "row 7" or "segment 2 (ramp)"
 
 
 class ClipReport(BaseModel):

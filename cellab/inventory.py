@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cellab.attenuator.config import AttenuatorConfig
+from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.errors import InputError, from_validation_error, read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")

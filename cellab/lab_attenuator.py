@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cellab.attenuator.config import AttenuatorConfig
+from cellab.contracts.attenuator import AttenuatorConfig
 
 if TYPE_CHECKING:
     from cellab.inventory import Inventory

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cellab.attenuator.config import AttenuatorConfig
+from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.bus import Controller
 from cellab.campaign import Campaign, ScheduleSpec
 from cellab.errors import CellabError, InputError

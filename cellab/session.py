@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cellab.attenuator.agent import WIRE_FORBIDDEN_OPTIONS
+from cellab.contracts.attenuator import WIRE_FORBIDDEN_OPTIONS
 from cellab.bus import Controller
 from cellab.bus.errors import OperationError
 from cellab.bus.keys import generate_keypair

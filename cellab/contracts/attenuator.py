@@ -1,0 +1,206 @@
+"""The attenuator role: the inventory entry of one programmable attenuator, and the operations of the
+attenuator agent that drives it (set, info, schedules played in the background, safe state).
+
+The entry (what exists and where) is the lab inventory's; the agent (how to talk to it) is the attenuator
+room's, registered as `attenuator.any`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cellab.contracts.base import Contract, Model as ContractModel, Op, RoleClient
+
+Model = Literal[
+    "minicircuits-rudat",
+    "minicircuits-rcdat",
+    "minicircuits-rc4dat",
+    "jfw-50pa",
+    "jfw-50ba",
+    "adaura",
+    "vaunix-lda",
+    "keysight-11713c",
+    "srsenb-cell-gain",
+    "virtual",
+]
+Transport = Literal["serial", "telnet", "http", "usb-hid", "visa", "zmq", "enb-agent", "sdk"]
+
+# Which transports each model speaks (anchors.md §3); the factory refuses other pairs.
+MODEL_TRANSPORTS: dict[str, tuple[str, ...]] = {
+    "minicircuits-rudat": ("serial", "usb-hid", "http", "telnet"),
+    "minicircuits-rcdat": ("serial", "usb-hid", "http", "telnet"),
+    "minicircuits-rc4dat": ("usb-hid", "http", "telnet", "serial"),
+    "jfw-50pa": ("telnet", "serial"),
+    "jfw-50ba": ("telnet", "serial"),
+    "adaura": ("serial", "telnet", "http"),
+    "vaunix-lda": ("sdk",),
+    "keysight-11713c": ("visa",),
+    "srsenb-cell-gain": ("enb-agent",),
+    "virtual": ("zmq",),
+}
+
+# Shortest update spacing a model tolerates unless options.min_interval_s says otherwise: the 11713C
+# switches mechanical relays (wear, milliseconds of bounce), so schedules faster than 1 Hz are refused.
+MODEL_MIN_INTERVAL_S: dict[str, float] = {"keysight-11713c": 1.0}
+
+
+class AttenuatorConfig(BaseModel):
+    """One programmable attenuator of a lab. Channels are numbered 1..channels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="inventory name, e.g. 'box1-atten'")
+    model: Model
+    transport: Transport
+    address: str = Field("", description="device path, host:port, URL, VISA resource or ZeroMQ endpoint")
+    channels: int = Field(1, ge=1, le=64)
+    min_db: float = Field(0.0, ge=0.0, description="lab safety floor: protects phone and USRP receivers")
+    max_db: float = Field(gt=0.0, description="lab ceiling (≤ the device range)")
+    step_db: float = Field(0.25, gt=0.0, le=10.0, description="device step; values are quantized to it")
+    max_slew_db_per_s: float | None = Field(None, gt=0.0, description="largest allowed change rate")
+    safe_db: float | None = Field(None, description="value on error/disconnect/exit; default max_db")
+    timeout_s: float = Field(2.0, gt=0.0, le=60.0)
+    verify_readback: bool = True
+    options: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="backend-specific settings (baudrate, cell_id, library, ...)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> AttenuatorConfig:
+        allowed = MODEL_TRANSPORTS[self.model]
+        if self.transport not in allowed:
+            raise ValueError(f"transport {self.transport!r} is not available for {self.model} (allowed: {', '.join(allowed)})")
+        if self.min_db >= self.max_db:
+            raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
+        if self.safe_db is not None and not self.min_db <= self.safe_db <= self.max_db:
+            raise ValueError(f"safe_db ({self.safe_db}) must lie within [min_db, max_db] = [{self.min_db}, {self.max_db}]")
+        return self
+
+    @property
+    def safe_value_db(self) -> float:
+        return self.max_db if self.safe_db is None else self.safe_db
+
+    def option(self, key: str, default: object) -> object:
+        return self.options.get(key, default)
+
+    @property
+    def min_interval_s(self) -> float:
+        return float(self.option("min_interval_s", MODEL_MIN_INTERVAL_S.get(self.model, 0.0)))  # type: ignore[arg-type]
+
+
+
+MAX_SCHEDULE_TEXT = 8_000_000  # bytes of CSV/YAML accepted over the bus
+# options that name code to load (an SDK or VISA library): only the agent host's own config may set them
+WIRE_FORBIDDEN_OPTIONS = frozenset({"library", "visa_backend"})
+
+
+class Point(BaseModel):
+    """One planned attenuation: at t_s after the schedule starts, channel goes to db."""
+
+    model_config = ConfigDict(frozen=True)
+    t_s: float
+    channel: int
+    db: float
+    source: str = ""  # "row 7" or "segment 2 (ramp)"
+
+
+class ConfigureParams(ContractModel):
+    attenuators: list[AttenuatorConfig] = Field(min_length=1)
+
+
+class ConfigureResult(ContractModel):
+    attenuators: list[str]
+
+
+class Target(ContractModel):
+    attenuator: str | None = Field(None, description="inventory name; may be omitted when the agent has one")
+
+
+class SetParams(Target):
+    channel: int = Field(ge=1, le=64)
+    db: float = Field(allow_inf_nan=False)
+
+
+class SetResult(ContractModel):
+    attenuator: str
+    channel: int
+    applied_db: float
+
+
+class DeviceInfo(BaseModel):
+    model: str
+    serial: str
+    firmware: str = ""
+    channels: int
+    min_db: float
+    max_db: float
+    step_db: float
+    # Shortest interval between updates the device tolerates (mechanical relays wear out).
+    min_interval_s: float = 0.0
+
+
+class PlayParams(Target):
+    schedule_csv: str | None = Field(None, max_length=MAX_SCHEDULE_TEXT)
+    schedule_yaml: str | None = Field(None, max_length=MAX_SCHEDULE_TEXT)
+    points: list[Point] | None = Field(None, max_length=2_000_000)
+    name: str = Field("schedule", pattern=r"^[A-Za-z0-9_.-]{1,80}$", description="used in the log file name")
+    log_format: Literal["jsonl", "csv"] = "jsonl"
+    safe_on_finish: bool = False
+
+
+class PlayStarted(ContractModel):
+    attenuator: str
+    points: int
+    duration_s: float
+    clipped: int
+    log_file: str
+
+
+class StopParams(Target):
+    pass
+
+
+class Applied(ContractModel):
+    """Telemetry `applied`: one value the device took."""
+
+    attenuator: str
+    channel: int
+    db: float
+    t: float = Field(description="wall-clock time of the agent")
+
+
+CONFIGURE = Op("configure", ConfigureParams, ConfigureResult, "take the inventory's entries")
+SET = Op("set", SetParams, SetResult, "one channel to one value now")
+INFO = Op("info", Target, DeviceInfo, "the device's identity and range")
+PLAY_SCHEDULE = Op("play_schedule", PlayParams, PlayStarted, "play a schedule in the background")
+class ScheduleStatus(BaseModel):
+    """What stop_schedule reports; the agent adds its player's result and calibration state."""
+
+    model_config = ConfigDict(extra="allow")
+    attenuator: str
+    playing: bool
+
+
+STOP_SCHEDULE = Op("stop_schedule", StopParams, ScheduleStatus, "stop playing; the channel keeps its value")
+ATTENUATOR_CONTRACT = Contract("attenuator", (CONFIGURE, SET, INFO, PLAY_SCHEDULE, STOP_SCHEDULE),
+                               telemetry={"applied": Applied})
+
+
+class AttenuatorClient(RoleClient):
+    contract = ATTENUATOR_CONTRACT
+
+    def configure(self, attenuators: list[AttenuatorConfig], timeout_s: float | None = None) -> ConfigureResult:
+        return self.call(CONFIGURE, ConfigureParams(attenuators=attenuators), timeout_s)
+
+    def set(self, attenuator: str, channel: int, db: float, timeout_s: float | None = None) -> SetResult:
+        return self.call(SET, SetParams(attenuator=attenuator, channel=channel, db=db), timeout_s)
+
+    def info(self, attenuator: str, timeout_s: float | None = None) -> DeviceInfo:
+        return self.call(INFO, Target(attenuator=attenuator), timeout_s)
+
+    def play_schedule(self, params: PlayParams, timeout_s: float | None = None) -> PlayStarted:
+        return self.call(PLAY_SCHEDULE, params, timeout_s)
+
+    def stop_schedule(self, attenuator: str | None = None, timeout_s: float | None = None) -> None:
+        self.call(STOP_SCHEDULE, StopParams(attenuator=attenuator), timeout_s)
