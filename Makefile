@@ -22,6 +22,7 @@ BUILD_TARGETS :=
 -include server-modules/rules.mk
 -include ue-agents/probe/rules.mk
 -include cellab/flowstat/rules.mk
+-include core-config/rules.mk
 
 .PHONY: setup apt venv build samples test demo bench lint clean
 
