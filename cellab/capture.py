@@ -11,25 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 
+from cellab.contracts import Empty
+from cellab.contracts.server import CaptureFile, CaptureParams
 from cellab.bus import OperationFailed, operation
 from cellab.proc import ManagedProcess
 
 START_WAIT_S = 3.0  # tcpdump prints "listening on" once the socket is open
-
-
-class CaptureParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    tag: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
-    interface: str = Field("any", pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
-    snaplen_bytes: int = Field(128, ge=64, le=65535, description="headers are enough for flow metrics")
-    tcp_port: int | None = Field(None, ge=1, le=65535, description="capture only this TCP port (both directions)")
-
-
-class NoCaptureParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class CaptureOps:
@@ -42,7 +30,7 @@ class CaptureOps:
         return self.__dict__.setdefault("_capture", {"proc": None, "file": None})
 
     @operation
-    def capture_start(self, params: CaptureParams) -> dict[str, Any]:
+    def capture_start(self, params: CaptureParams) -> CaptureFile:
         state = self._capture_state()
         if state["proc"] is not None:
             raise OperationFailed("a capture is already running: capture_stop first")
@@ -61,17 +49,17 @@ class CaptureOps:
                 raise OperationFailed(f"tcpdump did not start: {log.read_text(errors='replace')[-300:].strip()}")
             time.sleep(0.02)
         state.update(proc=proc, file=path.name)
-        return {"file": path.name}
+        return CaptureFile(file=path.name)
 
     @operation
-    def capture_stop(self, params: NoCaptureParams) -> dict[str, Any]:
+    def capture_stop(self, params: Empty) -> CaptureFile:
         state = self._capture_state()
         proc: ManagedProcess | None = state["proc"]
         if proc is None:
             raise OperationFailed("no capture is running")
         state["proc"] = None
         proc.stop()  # SIGTERM: tcpdump flushes and closes the file
-        return {"file": state["file"]}
+        return CaptureFile(file=state["file"])
 
     def capture_safe_state(self) -> None:
         proc = self._capture_state()["proc"]

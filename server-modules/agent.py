@@ -11,27 +11,18 @@ import subprocess
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.capture import CaptureOps
+from cellab.contracts import Empty, implements
+from cellab.contracts.server import SERVER_CONTRACT, Iperf3ServerParams, Iperf3ServerStarted, Iperf3ServerStopped
 from cellab.server.agent_ops import ModuleOps
 from cellab.proc import ManagedProcess, argv_in
 
 LISTEN_TIMEOUT_S = 5.0
 
 
-class Iperf3ServerParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    port: int = Field(5201, ge=1024, le=65535)
-    tag: str = Field("iperf3-server", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="artifact name prefix")
-
-
-class NoParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    pass
-
-
+@implements(SERVER_CONTRACT)
 class ServerAgent(CaptureOps, ModuleOps, Agent):
     role = "server"
 
@@ -41,7 +32,7 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
         self._iperf3: ManagedProcess | None = None
 
     @operation
-    def iperf3_server_start(self, params: Iperf3ServerParams) -> dict[str, Any]:
+    def iperf3_server_start(self, params: Iperf3ServerParams) -> Iperf3ServerStarted:
         if shutil.which("iperf3") is None:
             raise OperationFailed("iperf3 is not installed on this host")
         self._stop_iperf3()
@@ -55,7 +46,7 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
                 raise OperationFailed(f"iperf3 server did not start listening on port {params.port}: "
                                       f"{log.read_text(errors='replace')[-300:].strip()}")
             time.sleep(0.05)
-        return {"port": params.port, "log": log.name}
+        return Iperf3ServerStarted(port=params.port, log=log.name)
 
     def _listening(self, port: int) -> bool:
         # Asking `ss` instead of connecting: a probe connection would use up the one-shot server.
@@ -64,8 +55,8 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
         return bool(out.strip())
 
     @operation
-    def iperf3_server_stop(self, params: NoParams) -> dict[str, Any]:
-        return {"returncode": self._stop_iperf3()}
+    def iperf3_server_stop(self, params: Empty) -> Iperf3ServerStopped:
+        return Iperf3ServerStopped(returncode=self._stop_iperf3())
 
     def _stop_iperf3(self) -> int | None:
         if self._iperf3 is None:

@@ -10,25 +10,27 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cellab.contracts.server import (  # noqa: F401  (the room's names for the contract's list)
+    CC_MODULES,
+    SERVER_MODULES,
+    TC_MODULES,
+    ModuleInfo,
+    ModuleName,
+    check_param,
+)
 from cellab.errors import CellabError, InputError
 from cellab.paths import find_program
 
-CC_MODULES = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")
-TC_MODULES = ("or_ingress", "burst_drop")
-MODULE_NAMES = CC_MODULES + TC_MODULES
+MODULE_NAMES = SERVER_MODULES
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 LOADER_TIMEOUT_S = 60.0
 # Modules this process registered and has not unloaded yet: tests check that they clean up after
 # themselves without touching what another process loaded on the same host.
 LOADED_BY_THIS_PROCESS: set[str] = set()
 LOAD_HISTORY: list[str] = []  # every module this process registered, in order
-
-
-ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop"]
 
 
 class ModuleSettings(BaseModel):
@@ -43,15 +45,6 @@ class ModuleSettings(BaseModel):
 
 class ModuleError(CellabError):
     """The loader failed on a request that passed validation (kernel refused, busy name, ...)."""
-
-
-class ModuleInfo(BaseModel):
-    name: str
-    kind: Literal["congestion_control", "tc_ingress", "tc_egress"]
-    loaded: bool
-    registered: bool
-    params: dict[str, float]
-    param_ranges: dict[str, tuple[float, float, str]]
 
 
 def _btf_path() -> Path:
@@ -156,16 +149,6 @@ def stats(name: str) -> dict[str, int]:
 
 def available_congestion_controls() -> list[str]:
     return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
-
-
-def check_param(ranges: dict[str, tuple[float, float, str]], param: str, value: float, source: str | Path,
-                field: str) -> None:
-    """One parameter against the loader's ranges (ModuleInfo.param_ranges, or list_modules' over the bus)."""
-    if param not in ranges:
-        raise InputError(source, field, "unknown parameter", allowed=sorted(ranges))
-    low, high, unit = ranges[param]
-    if not low <= value <= high:
-        raise InputError(source, field, f"{value} is out of range", allowed=[f"{low:g}..{high:g} {unit}"])
 
 
 def check_settings(settings: ModuleSettings, source: str = "modules") -> None:

@@ -11,26 +11,13 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, Field
 
+from cellab.contracts.server import SenderConfig
 from cellab.errors import CellabError
 from cellab.paths import find_program
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
-
-
-class SenderConfig(BaseModel):
-    """How the sender serves: what a campaign or the agent may set."""
-
-    bind: str | None = Field(None, description="address to listen on (default: all)")
-    port: int = Field(5301, ge=0, le=65535, description="0 = any free port")
-    cc: str | None = Field(None, min_length=1, max_length=15, pattern=r"^[A-Za-z0-9_.-]+$",
-                           description="default congestion control when a request names none")
-    sample_ms: int = Field(10, ge=0, le=60000, description="TCP_INFO sample interval (0 = summaries only)")
-    max_flows: int = Field(64, ge=1, le=100000)
-    linger_s: int = Field(30, ge=0, le=3600, description="wait for the receiver to close after the last byte")
-    netns: str | None = Field(None, pattern=r"^[a-z][a-z0-9-]{0,30}$", description="network namespace to run in")
 
 
 class Sender:
