@@ -6,7 +6,6 @@ flaky measurement, a leaky box) is refused rather than silently used by mobility
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -16,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from cellab.errors import CellabError, InputError
+from cellab.errors import CellabError, InputError, from_validation_error
+from cellab.inputs import JSON_MAX_BYTES, read_json
 from cellab.labs.cellctl import CellControl
 
 from .config import AttenuatorConfig
@@ -50,6 +50,18 @@ class Calibration(BaseModel):
     points: list[SweepPoint] = []
     excluded: int = Field(0, description="sweep points outside the UE's reporting range")
     created: str = ""
+
+    @model_validator(mode="after")
+    def _usable(self) -> Calibration:
+        for name in ("a_dbm", "b_db_per_db", "residual_rms_db", "max_residual_db", "min_db", "max_db"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name}: {getattr(self, name)} is not a finite number")
+        if not 0 < self.b_db_per_db <= 10:
+            raise ValueError(f"b_db_per_db: slope {self.b_db_per_db} must lie in (0, 10] dB/dB (RSRP falls as "
+                             "attenuation rises; 0 would divide by zero)")
+        if self.min_db >= self.max_db:
+            raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
+        return self
 
     def rsrp_at(self, db: float) -> float:
         return self.a_dbm - self.b_db_per_db * db
@@ -182,7 +194,18 @@ class CalibrationStore:
         if not path.exists():
             have = sorted(p.stem for p in self.folder.glob("*.json")) if self.folder.exists() else []
             raise InputError(path, "", f"no calibration for box {shield_box!r}, UE {ue!r}, EARFCN {earfcn}", have or None)
-        try:
-            return Calibration.model_validate(json.loads(path.read_text()))
-        except (ValueError, OSError) as exc:
-            raise InputError(path, "", f"unreadable calibration: {exc}") from None
+        return load_calibration(path)
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """A calibration JSON file: parsed, finite, slope positive, limits in order (InputError naming the field)."""
+    return parse_calibration(read_json(path, JSON_MAX_BYTES), path)
+
+
+def parse_calibration(data: object, source: str | Path) -> Calibration:
+    if not isinstance(data, dict):
+        raise InputError(source, "", "a calibration is a JSON object", list(Calibration.model_fields))
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None

@@ -15,7 +15,8 @@ def load_config(path: str | Path, name: str | None = None) -> AttenuatorConfig:
     """One attenuator from a YAML file: either the entry itself or a mapping with `attenuators: [...]`."""
     from pydantic import ValidationError
 
-    from cellab.errors import InputError, from_validation_error, read_yaml
+    from cellab.errors import InputError, from_validation_error
+    from cellab.inputs import read_yaml
 
     p = Path(path)
     data = read_yaml(p)

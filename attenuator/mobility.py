@@ -7,9 +7,6 @@ after quantizing to the device step, so a user knows how faithful the replay is 
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.errors import InputError
+from cellab.inputs import DATA_MAX_BYTES, csv_dicts, parse_json, read_text
 
 from .calibration import Calibration
 from .driver import quantize_db
@@ -55,7 +53,7 @@ def _time(value: object, unit: str, source: str, where: str, column: str) -> flo
         if unit == "iso":
             return datetime.fromisoformat(str(value)).timestamp()  # 3.11 accepts a trailing Z
         t = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(source, f"{where}.{column}", f"{value!r} is not a time in unit {unit!r}", ["s", "ms", "iso"]) from None
     if not math.isfinite(t):
         raise InputError(source, f"{where}.{column}", f"{value!r} is not a finite time")
@@ -65,24 +63,16 @@ def _time(value: object, unit: str, source: str, where: str, column: str) -> flo
 def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>") -> DriveLog:
     rows: list[tuple[str, dict]] = []
     if fmt.kind == "csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        try:
-            header = list(reader.fieldnames or [])
-            for col in (fmt.time_column, fmt.rsrp_column):
-                if col not in header:
-                    raise InputError(source, "header", f"no column {col!r}", header or None)
-            for r in reader:
-                rows.append((f"row {reader.line_num}", r))
-        except csv.Error as exc:
-            raise InputError(source, f"row {reader.line_num}", f"not valid CSV: {exc}") from None
+        _, cells = csv_dicts(text, source, (fmt.time_column, fmt.rsrp_column), comment=None)
+        rows = [(f"row {line}", r) for line, r in cells]
     else:
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except ValueError:
-                raise InputError(source, f"line {i}", "not a JSON object") from None
+                obj = parse_json(line, source)
+            except InputError as exc:
+                raise InputError(source, f"line {i}", exc.message, exc.allowed) from None
             if not isinstance(obj, dict):
                 raise InputError(source, f"line {i}", "not a JSON object")
             rows.append((f"line {i}", obj))
@@ -96,7 +86,7 @@ def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>")
         raw = row.get(fmt.rsrp_column)
         try:
             rsrp = float(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             rsrp = math.nan
         if not math.isfinite(rsrp) or rsrp == ANDROID_UNAVAILABLE or not -200 < rsrp < 0:
             skipped += 1
@@ -115,11 +105,7 @@ def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>")
 
 def load_drive_log(path: str | Path, fmt: DriveLogFormat | None = None) -> DriveLog:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, "", f"cannot read: {exc}") from None
-    return parse_drive_log(text, fmt or DriveLogFormat(), str(p))
+    return parse_drive_log(read_text(p, DATA_MAX_BYTES), fmt or DriveLogFormat(), str(p))
 
 
 def smooth(samples: list[Sample], window_s: float) -> list[Sample]:

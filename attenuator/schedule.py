@@ -6,21 +6,21 @@ YAML segment) so every error names the file, the row/segment and the field.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cellab.contracts.attenuator import Point
 from cellab.errors import InputError, from_validation_error
+from cellab.inputs import DATA_MAX_BYTES, MAX_FLOAT, YAML_MAX_BYTES, bounded_int, csv_rows, read_text
+from cellab.inputs import parse_yaml as guarded_yaml
 
 from .driver import quantize_db
 
 MAX_POINTS = 2_000_000  # a schedule that expands past this is a mistake, not an experiment
+MAX_DURATION_S = 7 * 86400.0  # a week: longer is a typo (and overflows the player's ns arithmetic sooner or later)
 
 
 class ClipReport(BaseModel):
@@ -72,16 +72,11 @@ class SafetyLimits(BaseModel):
 
 # ---------------------------------------------------------------- CSV
 def parse_csv(text: str, source: str = "<csv>") -> Schedule:
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for r in reader:
-            if r and not r[0].lstrip().startswith("#"):
-                rows.append((reader.line_num, r))
-    except csv.Error as exc:
-        raise InputError(source, f"row {reader.line_num}", f"not valid CSV: {exc}") from None
+    rows = csv_rows(text, source)
     if not rows:
         raise InputError(source, "header", "empty schedule: expected a header t_s,channel,db")
+    if len(rows) > MAX_POINTS + 1:
+        raise InputError(source, f"row {rows[MAX_POINTS + 1][0]}", f"more than {MAX_POINTS} points")
     header = [h.strip() for h in rows[0][1]]
     if header != ["t_s", "channel", "db"]:
         raise InputError(source, "header", f"got {','.join(header)!r}", ["t_s,channel,db"])
@@ -95,17 +90,14 @@ def parse_csv(text: str, source: str = "<csv>") -> Schedule:
             t_s = float(row[0])
         except ValueError:
             raise InputError(source, f"{where}.t_s", f"{row[0]!r} is not a number") from None
-        try:
-            channel = int(row[1])
-        except ValueError:
-            raise InputError(source, f"{where}.channel", f"{row[1]!r} is not an integer") from None
+        channel = bounded_int(row[1], source, f"{where}.channel")
         try:
             db = float(row[2])
         except ValueError:
             raise InputError(source, f"{where}.db", f"{row[2]!r} is not a number") from None
-        if not math.isfinite(t_s) or t_s < 0:
-            raise InputError(source, f"{where}.t_s", f"{row[0]!r}: time must be a finite number ≥ 0")
-        if not math.isfinite(db):
+        if not math.isfinite(t_s) or not 0 <= t_s <= MAX_DURATION_S:
+            raise InputError(source, f"{where}.t_s", f"{row[0]!r}: time must be a finite number in 0..{MAX_DURATION_S} s")
+        if not math.isfinite(db) or abs(db) > MAX_FLOAT:
             raise InputError(source, f"{where}.db", f"{row[2]!r}: attenuation must be a finite number")
         if t_s < last_t:
             raise InputError(source, f"{where}.t_s", f"time {t_s} goes back (previous row {last_t}): times must be non-decreasing")
@@ -208,6 +200,25 @@ def _expand(segs: list, chans: list[int], dt: float, t: float, label: str, out: 
     return t
 
 
+def _planned(segs: list, chans: list[int], dt: float) -> tuple[int, float]:
+    """(points, seconds) the segments expand to, counted before expanding (a huge repeat is refused at once)."""
+    points, seconds = 0, 0.0
+    for seg in segs:
+        ch = len(seg.channels or chans)
+        if isinstance(seg, Hold):
+            points, seconds = points + ch, seconds + seg.duration_s
+        elif isinstance(seg, Ramp | Sine):
+            points, seconds = points + (max(1, round(seg.duration_s / dt)) + 1) * ch, seconds + seg.duration_s
+        elif isinstance(seg, Steps):
+            points, seconds = points + len(seg.values_db) * ch, seconds + len(seg.values_db) * seg.dwell_s
+        else:
+            inner_points, inner_s = _planned(seg.segments, seg.channels or chans, dt)
+            points, seconds = points + seg.times * inner_points, seconds + seg.times * inner_s
+        if points > MAX_POINTS or seconds > MAX_DURATION_S:
+            break
+    return points, seconds
+
+
 def _dedupe(points: list[Point]) -> list[Point]:
     """A later point at the same time on the same channel replaces the earlier (segment joins)."""
     last: dict[tuple[float, int], int] = {}
@@ -217,16 +228,20 @@ def _dedupe(points: list[Point]) -> list[Point]:
 
 
 def parse_yaml(text: str, source: str = "<yaml>") -> Schedule:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(source, "", f"not valid YAML: {exc}") from None
+    data = guarded_yaml(text, source)
     if not isinstance(data, dict):
         raise InputError(source, "", "expected a mapping with 'segments'", ["channels", "update_interval_s", "clip", "segments"])
     try:
         spec = ScheduleFile.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(source, exc) from None
+    count, seconds = _planned(spec.segments, spec.channels, spec.update_interval_s)
+    if count > MAX_POINTS:
+        raise InputError(source, "segments", f"the schedule expands to more than {MAX_POINTS} points",
+                         [f"up to {MAX_POINTS} points"])
+    if seconds > MAX_DURATION_S:
+        raise InputError(source, "segments", f"the schedule lasts more than {MAX_DURATION_S:g} s",
+                         [f"up to {MAX_DURATION_S:g} s"])
     out: list[Point] = []
     try:
         end = _expand(spec.segments, spec.channels, spec.update_interval_s, 0.0, "segment ", out)
@@ -241,16 +256,10 @@ def parse_yaml(text: str, source: str = "<yaml>") -> Schedule:
 def load(path: str | Path) -> Schedule:
     """A CSV (.csv) or YAML (.yaml/.yml) schedule file."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(p, "", f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(p, "", "not a text file") from None
     if p.suffix.lower() == ".csv":
-        return parse_csv(text, str(p))
+        return parse_csv(read_text(p, DATA_MAX_BYTES), str(p))
     if p.suffix.lower() in (".yaml", ".yml"):
-        return parse_yaml(text, str(p))
+        return parse_yaml(read_text(p, YAML_MAX_BYTES), str(p))
     raise InputError(p, "suffix", f"unknown schedule format {p.suffix!r}", [".csv", ".yaml", ".yml"])
 
 
