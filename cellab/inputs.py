@@ -226,8 +226,9 @@ def _children(node: Any) -> list[Any]:
 
 def parse_yaml(text: str, source: Source) -> Any:
     """A YAML document (one), with the guards above; an empty document is None."""
-    loader = _GuardedLoader(text, source)
+    loader = None
     try:
+        loader = _GuardedLoader(text, source)  # its reader refuses control characters right here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -250,7 +251,8 @@ def parse_yaml(text: str, source: Source) -> Any:
     except RecursionError:
         raise InputError(source, "", f"nested deeper than {MAX_DEPTH} levels") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     check_numbers(data, source)
     return data
 
@@ -314,8 +316,7 @@ def csv_dicts(text: str, source: Source, required: tuple[str, ...] = (),
     header = [h.strip() for h in rows[0][1]]
     missing = [c for c in required if c not in header]
     if missing:
-        raise InputError(source, "header", f"no column {missing[0]!r} (columns: {','.join(header)})",
-                         [",".join(required)])
+        raise InputError(source, "header", f"no column {missing[0]!r}", header or None)  # the columns there are
     if len(set(header)) != len(header):
         raise InputError(source, "header", "a column name appears twice")
     out = []
