@@ -11,8 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
-from cellab.errors import InputError, from_validation_error, read_yaml
+from cellab.errors import InputError, from_validation_error
+from cellab.inputs import read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -98,6 +100,21 @@ class Inventory(Strict):
     devices: Devices = Devices()
 
     @model_validator(mode="after")
+    def _unique_and_not_empty(self) -> Inventory:
+        """Names are references: one name, one entry. An inventory without agents or devices runs nothing."""
+        groups = {"hosts": self.hosts, "agents": self.agents, "devices.enb": self.devices.enb,
+                  "devices.core": self.devices.core, "devices.attenuators": self.devices.attenuators,
+                  "devices.ues": self.devices.ues, "devices.servers": self.devices.servers}
+        for group, entries in groups.items():
+            names = [e.name for e in entries]
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"{group}: name {repeated[0]!r} appears more than once (names must be unique)")
+        if not self.agents or not any(groups[g] for g in groups if g.startswith("devices.")):
+            raise ValueError("an inventory needs agents and devices (at least a server and a UE)")
+        return self
+
+    @model_validator(mode="after")
     def _references(self) -> Inventory:
         hosts = {h.name for h in self.hosts}
         agents = {a.name for a in self.agents}
@@ -150,9 +167,7 @@ def load_inventory(path: str | Path) -> Inventory:
     inventory.controller.secret_key = base / inventory.controller.secret_key
     for agent in inventory.agents:
         agent.public_key = base / agent.public_key
-    for key_path, field in [(inventory.controller.secret_key, "controller.secret_key")] + [
-        (a.public_key, f"agents.{a.name}.public_key") for a in inventory.agents
-    ]:
-        if not key_path.is_file():
-            raise InputError(path, field, f"key file {key_path} does not exist (make it with `cellab keys`)")
+    check_key_file(inventory.controller.secret_key, path, "controller.secret_key", secret=True)
+    for a in inventory.agents:
+        check_key_file(a.public_key, path, f"agents.{a.name}.public_key", secret=False)
     return inventory

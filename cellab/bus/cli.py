@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cellab.bus.keys import default_keys_dir, generate_keypair
+from cellab.bus.keys import KeyFolderWarning, default_keys_dir, generate_keypair
 from cellab.errors import CellabError
 
 
@@ -19,10 +20,14 @@ def keys_command(
 ) -> None:
     """Make a CURVE key pair for the controller or an agent."""
     try:
-        public_path, secret_path = generate_keypair(dir or default_keys_dir(), name, overwrite=force)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KeyFolderWarning)
+            public_path, secret_path = generate_keypair(dir or default_keys_dir(), name, overwrite=force)
     except CellabError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    for warning in caught:
+        typer.echo(f"warning: {warning.message}", err=True)
     typer.echo(f"public key: {public_path}  (copy to the peers that must trust {name})")
     typer.echo(f"secret key: {secret_path}  (mode 0600, stays on this host)")
 

@@ -6,15 +6,19 @@ import datetime
 import hashlib
 import os
 import stat
+import struct
+import warnings
 from pathlib import Path
 
 import zmq
-import zmq.auth
+from zmq.utils import z85
 
 from cellab.errors import InputError
+from cellab.inputs import read_text
 
 PUBLIC_SUFFIX = ".key"
 SECRET_SUFFIX = ".key_secret"
+KEY_MAX_BYTES = 64 << 10  # a certificate is a few hundred bytes
 
 
 def default_keys_dir() -> Path:
@@ -57,13 +61,14 @@ def _write_new(path: Path, text: str, mode: int, overwrite: bool) -> None:
 
 
 def generate_keypair(directory: Path, name: str, *, overwrite: bool = False) -> tuple[Path, Path]:
-    """Make NAME.key and NAME.key_secret in `directory` (created 0700); returns (public, secret)."""
+    """Make NAME.key and NAME.key_secret in `directory`; returns (public, secret). A missing directory is
+    created 0700; an existing one keeps its mode (a shared /tmp keeps its sticky bit): if others may write
+    to it, a warning says so."""
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
         raise InputError("cellab keys", "name", f"{name!r} is not a valid key name",
                          ["letters, digits, '-', '_', '.' (not starting with '.')"])
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
+    prepare_keys_dir(directory)
     public_path = directory / f"{name}{PUBLIC_SUFFIX}"
     secret_path = directory / f"{name}{SECRET_SUFFIX}"
     if not overwrite:
@@ -76,17 +81,73 @@ def generate_keypair(directory: Path, name: str, *, overwrite: bool = False) -> 
     return public_path, secret_path
 
 
+def prepare_keys_dir(directory: Path) -> None:
+    """Create a missing key folder (and parents) 0700; leave an existing one's mode as it is, warning when
+    group or others may write to it; a path that is not a folder is an InputError."""
+    if directory.exists() or directory.is_symlink():
+        if not directory.is_dir():
+            raise InputError(directory, "--dir", "is not a folder", ["a folder (created 0700 if missing)"])
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & 0o022:
+            warnings.warn(f"{directory}: key folder is writable by {'others' if mode & 0o002 else 'its group'} "
+                          f"(mode {mode:o}); its mode is left unchanged: keep secret keys in a 0700 folder",
+                          KeyFolderWarning, stacklevel=3)
+        return
+    try:
+        directory.mkdir(parents=True, mode=0o700)
+        os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
+    except OSError as exc:
+        raise InputError(directory, "--dir", f"cannot create the key folder: {exc.strerror}") from None
+
+
+class KeyFolderWarning(UserWarning):
+    """The key folder's mode lets others write to it."""
+
+
+def parse_certificate(text: str, source: str | Path, field: str) -> tuple[bytes, bytes | None]:
+    """(public, secret or None) from ZeroMQ certificate text; each key must be a CURVE key (40 z85
+    characters that decode to 32 bytes)."""
+    keys: dict[str, bytes] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        for kind in ("public-key", "secret-key"):
+            if line.startswith(kind) and "=" in line and kind not in keys:
+                keys[kind] = line.split("=", 1)[1].strip(" \t'\"").encode("ascii", "replace")
+    if "public-key" not in keys:
+        raise InputError(source, field, "not a ZeroMQ CURVE certificate (no public-key line); make one with "
+                         "`cellab keys NAME`", ["NAME.key", "NAME.key_secret"])
+    for kind, key in keys.items():
+        if not _is_curve_key(key):
+            raise InputError(source, field, f"{kind} is not a CURVE key", ["40 z85 characters (32 bytes)"])
+    return keys["public-key"], keys.get("secret-key")
+
+
+def _is_curve_key(key: bytes) -> bool:
+    if len(key) != 40:
+        return False
+    try:
+        return len(z85.decode(key)) == 32
+    except (ValueError, KeyError, TypeError, struct.error):
+        return False
+
+
 def _load(path: Path, field: str) -> tuple[bytes, bytes | None]:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(path, field, "key file not found; make one with `cellab keys NAME`")
+    return parse_certificate(read_text(path, KEY_MAX_BYTES, field), path, field)
+
+
+def check_key_file(path: Path, source: str | Path, field: str, *, secret: bool) -> None:
+    """A key file an inventory names: a CURVE certificate (with its secret key when `secret`), else an
+    InputError naming the inventory, the field and the key file."""
     try:
-        public_key, secret_key = zmq.auth.load_certificate(path)
-    except (ValueError, OSError) as exc:
-        raise InputError(path, field, f"not a ZeroMQ certificate ({exc})") from None
-    if not public_key or len(public_key) != 40:
-        raise InputError(path, field, "public-key is missing or not 40 z85 characters")
-    return public_key, secret_key
+        if secret:
+            load_secret_key(path)
+        else:
+            load_public_key(path)
+    except InputError as exc:
+        raise InputError(source, field, f"{path}: {exc.message}", exc.allowed) from None
 
 
 def load_public_key(path: Path) -> bytes:

@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from cellab.bus.keys import generate_keypair
 from cellab.errors import InputError, InputErrors
 from cellab.inventory import load_inventory
 
@@ -33,8 +34,9 @@ devices:
 def make(tmp_path, text=INVENTORY):
     keys = tmp_path / "keys"
     keys.mkdir(exist_ok=True)
-    for name in ("controller.key_secret", "server1.key", "atten1.key", "phone1.key"):
-        (keys / name).write_text("x")
+    for name in ("controller", "server1", "atten1", "phone1"):  # real CURVE certificates: validate reads them
+        if not (keys / f"{name}.key").exists():
+            generate_keypair(keys, name)
     path = tmp_path / "lab.yaml"
     path.write_text(textwrap.dedent(text))
     return path
@@ -68,5 +70,5 @@ def test_bad_inventory(tmp_path, old, new, message):
 def test_missing_key_file_is_named(tmp_path):
     path = make(tmp_path)
     (tmp_path / "keys" / "phone1.key").unlink()
-    with pytest.raises(InputError, match=r"agents\.phone1\.public_key: key file .*phone1.key does not exist"):
+    with pytest.raises(InputError, match=r"agents\.phone1\.public_key: .*phone1.key: key file not found"):
         load_inventory(path)

@@ -77,9 +77,7 @@ def test_campaign_runs_on_agents_listed_in_an_inventory(require_root, netns_pref
 
 
 def test_inventory_lab_rejects_radio_parameters(tmp_path):
-    keys = tmp_path / "keys"
-    generate_keypair(keys, "controller")
-    (tmp_path / "lab.yaml").write_text("name: l\ncontroller: {secret_key: keys/controller.key_secret}\n")
+    write_lab(tmp_path)  # a server and a UE (an inventory without agents and devices is refused)
     (tmp_path / "c.yaml").write_text("name: c\nlab: lab.yaml\nfactors: {n_prb: [25]}\n")
     result = subprocess.run([sys.executable, "-m", "cellab", "validate", str(tmp_path / "c.yaml")],
                             capture_output=True, text=True, check=False)
