@@ -1,0 +1,204 @@
+"""The eNB profile a person writes (YAML): every srsENB setting cellab varies, validated with pydantic.
+
+`load_profile(path)` gives an `EnbProfile` or raises InputErrors naming the file, the field and the allowed
+values; the srsENB rules that tie several fields together (PRACH vs PUCCH, rf ports, EARFCN band, SR PRBs)
+live in rules.py, and `load_profile` applies them too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cellab.contracts.identity import NetworkIdentity
+from cellab.errors import InputErrors, from_validation_error, read_yaml
+
+N_PRB_VALUES = (6, 15, 25, 50, 75, 100)
+SR_PERIODS_MS = (5, 10, 20, 40, 80)  # srsENB's alloc_sr_resources accepts these only (anchors §1.2)
+CQI_PERIODS_MS = (2, 5, 10, 20, 40, 80, 160, 32, 64, 128)
+DSR_TRANS_MAX = (4, 8, 16, 32, 64)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _ip(value: str) -> str:
+    return str(ipaddress.ip_address(value))
+
+
+class EnbSection(Strict):
+    enb_id: int = Field(0x19B, ge=0, lt=1 << 20, description="20-bit eNB id")
+    mcc: str = Field("001", pattern=r"^\d{3}$")
+    mnc: str = Field("01", pattern=r"^\d{2,3}$")
+    mme_addr: str = "127.0.1.100"
+    gtp_bind_addr: str = "127.0.1.1"
+    s1c_bind_addr: str = "127.0.1.1"
+    n_prb: Literal[6, 15, 25, 50, 75, 100] = 25
+    tm: int = Field(1, ge=1, le=4, description="transmission mode")
+    nof_ports: Literal[1, 2] = 1
+
+    _addr = field_validator("mme_addr", "gtp_bind_addr", "s1c_bind_addr")(_ip)
+
+
+class UhdDevice(Strict):
+    kind: Literal["uhd"]
+    family: Literal["b2xx", "x3xx", "n3xx"]
+    serial: str | None = Field(None, pattern=r"^[A-Za-z0-9]{1,32}$")
+    addr: str | None = Field(None, description="the USRP's IP address (X3xx, N3xx)")
+    clock_source: Literal["internal", "external", "gpsdo"] = "internal"
+    time_source: Literal["internal", "external", "gpsdo"] = "internal"
+    master_clock_rate_hz: float | None = Field(None, gt=0, description="default: per family and n_prb")
+    extra_args: str = Field("", pattern=r"^[A-Za-z0-9_=.,:/-]*$", description="more UHD device args")
+
+    @field_validator("addr")
+    @classmethod
+    def _addr(cls, value: str | None) -> str | None:
+        return None if value is None else _ip(value)
+
+
+class ZmqDevice(Strict):
+    kind: Literal["zmq"]
+    tx_port: str = Field("tcp://*:2000", pattern=r"^tcp://[A-Za-z0-9.*-]+:\d{1,5}$")
+    rx_port: str = Field("tcp://localhost:2001", pattern=r"^tcp://[A-Za-z0-9.*-]+:\d{1,5}$")
+    base_srate_hz: float = Field(23.04e6, gt=0)
+    fail_on_disconnect: bool = True
+    id: str = Field("enb", pattern=r"^[A-Za-z0-9_]{1,16}$")
+
+
+class RfSection(Strict):
+    device: Annotated[UhdDevice | ZmqDevice, Field(discriminator="kind")] = Field(
+        default_factory=lambda: ZmqDevice(kind="zmq"))
+    tx_gain_db: float = Field(80.0, ge=0, le=100)
+    rx_gain_db: float = Field(40.0, ge=0, le=100)
+    time_adv_nsamples: int | None = Field(None, ge=0, le=1000)
+
+
+class SrSection(Strict):
+    period_ms: Literal[5, 10, 20, 40, 80] = 20
+    subframe_offset: int | None = Field(None, ge=0, le=79, description="fixed SR subframe (I_SR offset); "
+                                        "None: srsENB spreads UEs over even subframes")
+    dsr_trans_max: Literal[4, 8, 16, 32, 64] = 64
+    nof_prb: int = Field(1, ge=1, le=10, description="PUCCH PRBs per band edge for SR")
+
+
+class CqiSection(Strict):
+    period_ms: Literal[2, 5, 10, 20, 40, 80, 160, 32, 64, 128] = 40
+    subframe_offset: int | None = Field(None, ge=0, le=159)
+    mode: Literal["periodic", "aperiodic"] = "periodic"
+    simultaneous_ack_cqi: bool = True
+    m_ri: Literal[1, 2, 4, 8, 16, 32] = 8
+
+
+class PucchSection(Strict):
+    delta_pucch_shift: Literal[1, 2, 3] = 1
+    n_rb_cqi: int = Field(1, ge=0, le=98)
+    n_cs_an: int = Field(0, ge=0, le=7)
+    n1_pucch_an: int = Field(12, ge=0, le=2047)
+
+
+class PrachSection(Strict):
+    config_index: int = Field(3, ge=0, le=63)
+    freq_offset: int = Field(4, ge=0, le=94, description="first PRB of the PRACH")
+    root_sequence_index: int = Field(128, ge=0, le=837)
+    zero_correlation_zone_config: int = Field(5, ge=0, le=15)
+    high_speed_flag: bool = False
+
+
+class Cell(Strict):
+    cell_id: int = Field(ge=0, le=255, description="the cell's 8-bit id inside the eNB")
+    tac: int = Field(ge=0, le=0xFFFF)
+    pci: int = Field(ge=0, le=503)
+    dl_earfcn: int = Field(ge=0, le=262143)
+    rf_port: int = Field(0, ge=0, le=7)
+    tx_gain_db: float | None = Field(None, ge=-100, le=0, description="scaling of the source signal (cell_gain)")
+    root_seq_idx: int | None = Field(None, ge=0, le=837)
+
+
+class SchedulerSection(Strict):
+    policy: Literal["time_pf", "time_rr"] = "time_pf"
+    policy_args: str = Field("2", pattern=r"^[0-9.]{0,16}$")
+    pdsch_mcs: int = Field(-1, ge=-1, le=28, description="fixed DL MCS, -1: adaptive")
+    pusch_mcs: int = Field(-1, ge=-1, le=28)
+    pdsch_max_mcs: int = Field(-1, ge=-1, le=28, description="-1: no limit")
+    pusch_max_mcs: int = Field(-1, ge=-1, le=28)
+    min_aggr_level: int = Field(0, ge=0, le=3)
+    max_aggr_level: int = Field(3, ge=0, le=3)
+
+
+class ReportSection(Strict):
+    json_enable: bool = True
+    json_filename: str = Field("enb_report.json", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    metrics_period_s: float = Field(1.0, gt=0, le=60)
+
+
+class PcapSection(Strict):
+    mac_enable: bool = False
+    mac_filename: str = Field("enb_mac.pcap", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    s1ap_enable: bool = False
+    s1ap_filename: str = Field("enb_s1ap.pcap", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class LogSection(Strict):
+    all_level: Literal["debug", "info", "warning", "error", "none"] = "warning"
+    filename: str = Field("enb.log", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class EnbProfile(Strict):
+    name: str = Field("enb", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    enb: EnbSection = Field(default_factory=EnbSection)
+    rf: RfSection = Field(default_factory=RfSection)
+    sr: SrSection = Field(default_factory=SrSection)
+    cqi: CqiSection = Field(default_factory=CqiSection)
+    pucch: PucchSection = Field(default_factory=PucchSection)
+    prach: PrachSection = Field(default_factory=PrachSection)
+    cells: list[Cell] = Field(min_length=1, max_length=8)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    report: ReportSection = Field(default_factory=ReportSection)
+    pcap: PcapSection = Field(default_factory=PcapSection)
+    log: LogSection = Field(default_factory=LogSection)
+
+
+def parse_profile(data: object, source: str | Path) -> EnbProfile:
+    """A profile from parsed YAML; schema and srsENB rule errors together, naming `source`."""
+    from cellab.ran.rules import check_rules
+
+    if not isinstance(data, dict):
+        raise InputErrors([from_validation_error(source, _not_a_mapping()).errors[0]])
+    try:
+        profile = EnbProfile.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None
+    problems = check_rules(profile, source)
+    if problems:
+        raise InputErrors(problems)
+    return profile
+
+
+def _not_a_mapping() -> ValidationError:
+    try:
+        EnbProfile.model_validate("not a mapping")
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def load_profile(path: str | Path) -> EnbProfile:
+    return parse_profile(read_yaml(path), path)
+
+
+FIELDS = {"mcc": "enb.mcc", "mnc": "enb.mnc", "tac": "cells[].tac", "mme": "enb.mme_addr"}
+
+
+def identity_of(profile: EnbProfile, source: str | Path) -> NetworkIdentity:
+    return NetworkIdentity(source=str(source), mcc=profile.enb.mcc, mnc=profile.enb.mnc,
+                           tacs=[cell.tac for cell in profile.cells], mme_addrs=[profile.enb.mme_addr],
+                           fields=FIELDS)
+
+
+def network_identity(path: str | Path) -> NetworkIdentity:
+    """Entry point `cellab.identity: enb`: the PLMN, TACs and MME address of an eNB profile."""
+    return identity_of(load_profile(path), path)

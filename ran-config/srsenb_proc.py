@@ -1,0 +1,193 @@
+"""One srsenb process: found on disk, started on rendered configs with stdin as a pipe, its console
+scanned for the ready line and for its own error lines, stopped politely then firmly.
+
+argv is a list (never a shell); stdin takes only the commands this module builds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from cellab.errors import CellabError
+
+READY_LINE = "==== eNodeB started ==="
+# srsenb's console lines that say why it stops on a bad config or a failed start
+_ERROR_RE = re.compile(r"^(error|invalid|failed|couldn't|cannot|could not|\[\d+\]\[.*\] parser error)", re.I)
+BIN_ENV = "CELLAB_SRSRAN_BIN"  # a folder holding srsenb (e.g. ../shared/tools/srsran/bin)
+SHIM_NAME = "sctpshim.so"
+
+
+class SrsenbError(CellabError):
+    """srsenb could not be found, started, or exited; the message carries its own error line."""
+
+
+def find_srsenb(configured: str | Path | None = None) -> Path:
+    """The srsenb binary: the configured path (inventory), else $CELLAB_SRSRAN_BIN/srsenb, else PATH."""
+    searched: list[str] = []
+    candidates: list[Path] = []
+    if configured:
+        candidates.append(Path(configured))
+    if os.environ.get(BIN_ENV):
+        candidates.append(Path(os.environ[BIN_ENV]) / "srsenb")
+    for cand in candidates:
+        searched.append(str(cand))
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand.resolve()
+    on_path = shutil.which("srsenb")
+    searched.append(f"PATH ({os.environ.get('PATH', '')})")
+    if on_path:
+        return Path(on_path).resolve()
+    raise SrsenbError("srsenb not found; searched: " + "; ".join(searched)
+                      + f" (set the inventory's srsenb path, {BIN_ENV}, or install srsRAN 4G)")
+
+
+def kernel_has_sctp() -> bool:
+    return Path("/proc/net/sctp").exists()
+
+
+def sctp_shim_for(binary: Path) -> Path | None:
+    """A bundle's LD_PRELOAD SCTP shim (BUNDLE/lib/sctpshim.so next to BUNDLE/bin), when the kernel lacks SCTP."""
+    shim = binary.parent.parent / "lib" / SHIM_NAME
+    return shim if shim.is_file() and not kernel_has_sctp() else None
+
+
+class SrsenbProcess:
+    def __init__(self, binary: Path, config_dir: Path, console_path: Path, *, preload: Path | None = None,
+                 netns: str | None = None):
+        self.binary, self.config_dir, self.console_path = binary, config_dir, console_path
+        self.preload, self.netns = preload, netns
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.ready = threading.Event()
+        self.exited = threading.Event()
+        self.error_lines: list[str] = []
+        self.started_s: float | None = None
+        self._lines_lock = threading.Lock()
+        self._stdin_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._killed_by_us = False
+
+    def start(self) -> None:
+        argv = [str(self.binary), str(self.config_dir / "enb.conf")]
+        if self.netns:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        env = dict(os.environ)
+        if self.preload:
+            env["LD_PRELOAD"] = str(self.preload)
+        self.console_path.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(argv, cwd=self.config_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.started_s = time.time()
+        self._reader = threading.Thread(target=self._read_console, name="srsenb-console", daemon=True)
+        self._reader.start()
+
+    def _read_console(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with open(self.console_path, "ab") as log:
+            for raw in iter(self.proc.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                line = raw.decode(errors="replace").strip()
+                if line.startswith(READY_LINE):
+                    self.ready.set()
+                elif _ERROR_RE.match(line) and "Attempting reconnection" not in line:
+                    with self._lines_lock:
+                        self.error_lines.append(line)
+        self.proc.wait()
+        self.exited.set()
+
+    # ----- state ---------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def crashed(self) -> bool:
+        """Exited without being stopped by us (a signal or an error exit)."""
+        return self.returncode is not None and not self._killed_by_us
+
+    def error_line(self) -> str | None:
+        with self._lines_lock:
+            return self.error_lines[0] if self.error_lines else None
+
+    def exit_reason(self) -> str:
+        code = self.returncode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        line = self.error_line()
+        return f"srsenb exited ({how})" + (f": {line}" if line else f"; console: {self.console_path}")
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.ready.wait(0.05):
+                return
+            if self.exited.is_set() or (self.proc is not None and self.proc.poll() is not None):
+                self.exited.wait(2)  # let the reader take the last lines
+                raise SrsenbError(self.exit_reason())
+        raise SrsenbError(f"srsenb did not print {READY_LINE!r} within {timeout_s:g} s"
+                          + (f": {self.error_line()}" if self.error_line() else f"; console: {self.console_path}"))
+
+    # ----- control -------------------------------------------------------------------------------
+    def command(self, line: str) -> None:
+        """One stdin command (built by the caller from validated values)."""
+        if not self.running():
+            raise SrsenbError(f"srsenb is not running: cannot send {line.split()[0]!r}")
+        assert self.proc is not None and self.proc.stdin is not None
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                raise SrsenbError(self.exit_reason()) from None
+
+    def cell_gain(self, cell_id: int, gain_db: float) -> None:
+        self.command(f"cell_gain {int(cell_id)} {float(gain_db):g}")
+
+    def stop(self, grace_s: float = 8.0) -> int | None:
+        """SIGTERM (srsenb stops its radio and exits, forcing itself after 5 s), SIGKILL after grace_s."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self._killed_by_us = True
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL at once (tests; a hung process)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._killed_by_us = True
+            self._signal(signal.SIGKILL)
+            self.proc.wait(5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+    def _signal(self, sig: int) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
