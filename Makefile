@@ -12,7 +12,7 @@ CFLAGS_COMMON := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 # Debian packages the project needs (checked one by one; apt runs only when one is missing).
 APT_PACKAGES := python3-venv clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzmq3-dev libjansson-dev libpcap-dev \
 	pkg-config iperf3 iputils-ping procps tshark tcpdump iproute2 ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
-	qemu-user-static chromium \
+	qemu-user-static adb chromium \
 	libfftw3-single3 libmbedcrypto7 libboost-program-options1.74.0 libconfig++9v5 libsctp1 libzmq5 uhd-host
 
 # Each C program's rules live in its room and add their outputs to BUILD_TARGETS; C sources the
