@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from cellab.campaign import PlannedRun
 from cellab.errors import CellabError
+from cellab.store_check import check_folder, db_json, read_manifest, read_plan
 
 FINISHED = ("ok", "failed")
 STATUSES = ("pending", "running", "ok", "failed", "aborted")
@@ -99,11 +100,15 @@ class ResultStore:
 
     @classmethod
     def open(cls, root: Path) -> ResultStore:
+        """A campaign folder whose campaign copy, plan and database are sound; a corrupt one is an InputError
+        naming the file, and nothing in the folder is written."""
         root = Path(root)
         for needed in ("campaign.yaml", "plan.json", "results.sqlite"):
             if not (root / needed).is_file():
                 raise CellabError(f"{root}: not a campaign result folder ({needed} missing)")
-        return cls(root)
+        store = cls(root)
+        check_folder(store)
+        return store
 
     def _db(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
@@ -117,7 +122,11 @@ class ResultStore:
         return self.root / "campaign.yaml"
 
     def planned(self) -> list[PlannedRun]:
-        return [PlannedRun(**r) for r in json.loads((self.root / "plan.json").read_text())]
+        return read_plan(self.root / "plan.json")
+
+    def manifest(self, run_id: str) -> dict[str, Any]:
+        """A run's manifest.json (InputError naming the file when it is not a JSON object)."""
+        return read_manifest(self.run_dir(run_id) / "manifest.json")
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
@@ -128,8 +137,8 @@ class ResultStore:
             out = []
             for row in db.execute("SELECT * FROM runs ORDER BY idx"):
                 item = dict(row)
-                item["factors"] = json.loads(item["factors"])
-                item["metrics"] = json.loads(item["metrics"]) if item["metrics"] else None
+                item["factors"] = db_json(self.db_path, f"runs.{item['run_id']}.factors", item["factors"])
+                item["metrics"] = db_json(self.db_path, f"runs.{item['run_id']}.metrics", item["metrics"])
                 out.append(item)
             return out
 

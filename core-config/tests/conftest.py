@@ -1,0 +1,34 @@
+"""Fixtures of the core room's tests: a FerretDB of our own, on a free port, always stopped."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from cellab.epc import ferret
+from cellab.errors import CellabError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ferretdb(tmp_path: Path):
+    """(url, folder) of a running cellab-ferretdb; skipped when it cannot be built."""
+    try:
+        ferret.find_program("cellab-ferretdb")
+    except CellabError as exc:
+        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it with Go")
+    folder = tmp_path / "ferretdb"
+    state = ferret.up(folder, free_port())
+    try:
+        yield state.url, folder
+    finally:
+        ferret.down(folder)
