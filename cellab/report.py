@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from jinja2 import Environment, select_autoescape
 
 from cellab import plots
+from cellab.inputs import read_yaml
 from cellab.metrics import scalar_metrics
 from cellab.store import ResultStore, write_atomic
 
@@ -511,7 +511,7 @@ def _clear_old_figures(plot_dir: Path) -> None:
 
 def write_report(result_dir: Path) -> Path:
     store = ResultStore.open(Path(result_dir))
-    campaign = yaml.safe_load(store.campaign_path().read_text()) or {}
+    campaign = read_yaml(store.campaign_path()) or {}  # ResultStore.open checked it is a mapping
     campaign_factors = campaign.get("factors") or {}
     fixed = campaign.get("fixed") or {}
     runs = _load_runs(store, campaign)
