@@ -10,49 +10,63 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 import numpy as np
 
 from cellab.errors import InputError
+from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_text
 from cellab.store import write_atomic
 
 OPPORTUNITY_BYTES = 1500  # Mahimahi's delivery unit
+MAX_TRACE_MS = 86_400_000  # a day
+MAX_ROW_BYTES = 1e9  # bytes in one row of a probe log (a ms or a packet)
 
 
 def trace_from_probe_log(path: Path) -> list[int]:
     """Delivery opportunities (ms from the first byte) from the probe's per-ms log (`ms,flow,bytes,...`) or
     per-packet log (`t_ns,flow,dir,seq,ack,len,...`, dir 0 = data in)."""
     path = Path(path)
-    try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))  # the packet log's banner
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror}") from None
+    header, rows = csv_dicts(read_text(path, DATA_MAX_BYTES), path)  # the packet log's banner is a comment
     if not rows:
         raise InputError(path, "", "no rows: record a saturating download with cellab-probe fetch --ms-log or --log")
-    header = set(rows[0])
-    try:
-        if {"ms", "bytes"} <= header:
-            t_ms = np.array([float(r["ms"]) for r in rows])
-            size = np.array([float(r["bytes"]) for r in rows])
-        elif {"t_ns", "dir", "len"} <= header:
-            data = [r for r in rows if r["dir"] == "0"]
-            t_ms = np.array([int(r["t_ns"]) / 1e6 for r in data])
-            size = np.array([float(r["len"]) for r in data])
-        else:
-            raise InputError(path, "header", f"columns {sorted(header)} are neither probe log",
-                             ["ms,flow,bytes,... (--ms-log)", "t_ns,flow,dir,seq,ack,len,... (--log)"])
-    except ValueError as exc:
-        raise InputError(path, "", f"not a number: {exc}") from None
+    if {"ms", "bytes"} <= set(header):
+        t_ms = np.array([finite_float(r["ms"], path, f"row {line}.ms", 0) for line, r in rows])
+        size = np.array([finite_float(r["bytes"], path, f"row {line}.bytes", 0, MAX_ROW_BYTES) for line, r in rows])
+    elif {"t_ns", "dir", "len"} <= set(header):
+        data = [(line, r) for line, r in rows if r["dir"] == "0"]
+        t_ms = np.array([bounded_int(r["t_ns"], path, f"row {line}.t_ns", 0) / 1e6 for line, r in data])
+        size = np.array([finite_float(r["len"], path, f"row {line}.len", 0, MAX_ROW_BYTES) for line, r in data])
+    else:
+        raise InputError(path, "header", f"columns {sorted(header)} are neither probe log",
+                         ["ms,flow,bytes,... (--ms-log)", "t_ns,flow,dir,seq,ack,len,... (--log)"])
     keep = size > 0
     if not keep.any():
         raise InputError(path, "bytes", "no data was received in this recording")
     t_ms, size = t_ms[keep], size[keep]
     order = np.argsort(t_ms, kind="stable")
+    if t_ms[order][-1] - t_ms[order][0] > MAX_TRACE_MS:
+        raise InputError(path, "ms", "the recording spans more than a day", [f"up to {MAX_TRACE_MS} ms"])
     return opportunities(t_ms[order] - t_ms[order][0], size[order])
+
+
+def read_mahimahi(path: Path) -> list[int]:
+    """A Mahimahi trace as the cell reads it: one integer (ms) per line, non-decreasing, lasting > 0 ms."""
+    path = Path(path)
+    out: list[int] = []
+    last = 0
+    for number, line in enumerate(read_text(path, DATA_MAX_BYTES).splitlines(), start=1):
+        if not line.strip():
+            continue
+        value = bounded_int(line, path, f"line {number}", 0, MAX_TRACE_MS)
+        if value < last:
+            raise InputError(path, f"line {number}", f"{value} ms goes back (previous {last} ms): timestamps must "
+                             "be monotonically nondecreasing")
+        out.append(last := value)
+    if not out or out[-1] <= 0:
+        raise InputError(path, "", "a trace must last for a nonzero amount of time", ["one ms timestamp per line"])
+    return out
 
 
 def opportunities(t_ms: np.ndarray, size_bytes: np.ndarray) -> list[int]:
@@ -66,7 +80,10 @@ def opportunities(t_ms: np.ndarray, size_bytes: np.ndarray) -> list[int]:
 def write_mahimahi(path: Path, opportunities_ms: list[int]) -> None:
     if not opportunities_ms or opportunities_ms[-1] <= 0:
         raise InputError(path, "", "a trace must last for a nonzero amount of time")
-    write_atomic(Path(path), "".join(f"{t}\n" for t in opportunities_ms))
+    try:
+        write_atomic(Path(path), "".join(f"{t}\n" for t in opportunities_ms))
+    except OSError as exc:
+        raise InputError(path, "--out", f"cannot write: {exc.strerror}", ["a file in a writable folder"]) from None
 
 
 def sample_drive_log(duration_s: float = 40.0, step_s: float = 0.5, seed: int = 7) -> list[tuple[float, float]]:
