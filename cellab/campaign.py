@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, read_yaml
+from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
+from cellab.inputs import read_yaml
 
 KERNEL_CCS = ("cubic", "reno", "bbr")
 BPF_CCS = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")  # server-modules, loaded per campaign
@@ -77,7 +78,7 @@ class ScheduleSpec(Strict):
 
 class Order(Strict):
     mode: Literal["sequential", "randomized"] = "sequential"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**63 - 1)
 
 
 class Workload(Strict):
@@ -300,6 +301,12 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
         raise InputErrors(errors)
     for field, name, value in _assignments(campaign):
         _check_value(model, source, field, name, value, errors)
+    if not errors:  # files named, lab limits, plan size (cellab/campaign_checks.py)
+        from cellab.campaign_checks import check_campaign, check_plan_size
+        from cellab.lab_attenuator import lab_attenuator
+
+        check_plan_size(campaign, source)
+        errors += check_campaign(campaign, source, _assignments(campaign), lab_attenuator(campaign.lab))
     if errors:
         raise InputErrors(errors)
 
@@ -338,6 +345,9 @@ def _check_value(model: type[BaseModel], source: str | Path, field: str, name: s
 
 def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedRun]:
     """Every factor combination × repeat, in sequential or seeded-random order."""
+    from cellab.campaign_checks import check_plan_size
+
+    check_plan_size(campaign, source)  # counted before anything is expanded
     model = params_model_for(campaign.lab, source)
     names = sorted(campaign.factors)
     levels = [list(campaign.factors[n]) for n in names]  # a bundle's levels are its keys
@@ -351,6 +361,10 @@ def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedR
         for name, level in factors.items():
             bundle = campaign.factors[name]
             values |= bundle[level] if isinstance(bundle, dict) else {name: level}
-        params = model(**values).model_dump(mode="json")
+        try:
+            params = model(**values).model_dump(mode="json")
+        except ValidationError as exc:  # a rule across parameters (ul_prb > n_prb) in this combination
+            label = ", ".join(f"{k}={v}" for k, v in factors.items()) or "fixed"
+            raise from_validation_error(source, exc, f"run {label}") from None
         runs.append(PlannedRun(index=index, run_id=run_id(factors, rep), repeat=rep, factors=factors, params=params))
     return runs

@@ -172,6 +172,8 @@ def test_files_are_resolved_against_the_campaign_file(tmp_path):
     sub = tmp_path / "camp"
     sub.mkdir()
     (sub / "t.down").write_text("1\n2\n")
+    (sub / "data").mkdir()
+    (sub / "data" / "drive.csv").write_text("t_s,rsrp_dbm\n0,-80\n1,-90\n")  # validate reads the drive log
     text = ("name: f\nlab: virtual\nfactors:\n  network:\n    commercial: {trace: t.down}\n    lab: {schedule: drive}\n"
             "schedules:\n  drive: {drive_log: data/drive.csv}\n")
     campaign = load_campaign(write(sub, text))

@@ -1,0 +1,97 @@
+"""What `validate` checks of a campaign beyond its schema: the files it names parse (traces as Mahimahi traces,
+drive logs and calibrations ordered and finite), the limits the lab would hit at run time (the attenuator's
+range and channels, the run timeout against the workload) and the size of the plan (counted, not expanded).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cellab.errors import InputError
+
+if TYPE_CHECKING:
+    from cellab.campaign import Campaign
+    from cellab.lab_attenuator import LabAttenuator
+
+MAX_PLANNED_RUNS = 100_000
+FILE_PARAMS = ("trace", "trace_up")
+
+
+def planned_count(campaign: Campaign) -> int:
+    """Runs the plan will have: factor levels multiplied, times repeat (nothing is expanded)."""
+    return math.prod(len(values) for values in campaign.factors.values()) * campaign.repeat
+
+
+def check_plan_size(campaign: Campaign, source: str | Path) -> None:
+    count = planned_count(campaign)
+    if count > MAX_PLANNED_RUNS:
+        raise InputError(source, "factors", f"the plan has {count} runs (factor levels × repeat {campaign.repeat})",
+                         [f"up to {MAX_PLANNED_RUNS} runs"])
+
+
+def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tuple[str, str, Any]],
+                   attenuator: LabAttenuator | None) -> list[InputError]:
+    """Every problem found, each naming the campaign, the field and (inside) the file it read."""
+    errors: list[InputError] = []
+    workload_s = _workload_s(campaign)
+    if campaign.timeouts.run_s <= workload_s:
+        errors.append(InputError(source, "timeouts.run_s", f"{campaign.timeouts.run_s:g} s is not longer than the "
+                                 f"workload ({workload_s:g} s)", [f"more than {workload_s:g} s"]))
+    for field, name, value in assignments:
+        if name in FILE_PARAMS and isinstance(value, str):
+            _read(errors, source, field, _trace, value)
+        if name == "attenuation_db" and attenuator is not None:
+            _check_attenuation(errors, source, field, value, attenuator)
+    for name, spec in campaign.schedules.items():
+        if spec.channel is not None and attenuator is not None and spec.channel > attenuator.config.channels:
+            errors.append(InputError(source, f"schedules.{name}.channel", f"{attenuator.name} has "
+                                     f"{attenuator.config.channels} channels",
+                                     list(range(1, attenuator.config.channels + 1))))
+        if spec.drive_log is not None:
+            _read(errors, source, f"schedules.{name}.drive_log", _drive_log, spec.drive_log)
+            if spec.calibration != "auto":
+                _read(errors, source, f"schedules.{name}.calibration", _calibration, spec.calibration)
+    return errors
+
+
+def _workload_s(campaign: Campaign) -> float:
+    workload = campaign.workload
+    return workload.duration_s + max(workload.flow_start_ms or [0]) / 1000
+
+
+def _check_attenuation(errors: list[InputError], source: str | Path, field: str, value: Any,
+                       attenuator: LabAttenuator) -> None:
+    limits = attenuator.config
+    for db in value if isinstance(value, list) else [value]:
+        if isinstance(db, int | float) and not isinstance(db, bool) and not limits.min_db <= db <= limits.max_db:
+            errors.append(InputError(source, field, f"{db} dB is beyond the attenuator {limits.name} "
+                                     f"({limits.min_db:g}..{limits.max_db:g} dB)",
+                                     [f"{limits.min_db:g} .. {limits.max_db:g}"]))
+            return
+
+
+def _read(errors: list[InputError], source: str | Path, field: str, reader: Any, path: str) -> None:
+    try:
+        reader(Path(path))
+    except InputError as exc:
+        errors.append(InputError(source, field, exc.render()))
+
+
+def _trace(path: Path) -> None:
+    from cellab.traces import read_mahimahi
+
+    read_mahimahi(path)
+
+
+def _drive_log(path: Path) -> None:
+    from cellab.contracts.attenuator import planning  # the attenuator room's parser, not imported
+
+    planning().check_drive_log(str(path))
+
+
+def _calibration(path: Path) -> None:
+    from cellab.contracts.attenuator import planning
+
+    planning().check_calibration_file(str(path))
