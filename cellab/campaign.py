@@ -21,21 +21,38 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
 from cellab.inputs import read_yaml
 
-KERNEL_CCS = ("cubic", "reno", "bbr")
-BPF_CCS = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")  # server-modules, loaded per campaign
+BPF_CCS = CC_MODULES  # server modules, loaded per campaign
 CONGESTION_CONTROLS = KERNEL_CCS + BPF_CCS
 RECEIVER_CONTROLS = ("none", "exll", "dfcsd")
+MAX_UES = 16  # UEs of one run: the virtual cell serves up to 16
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class UESpec(Strict):
+    """One UE of a run and what it runs; unset fields take the run's values."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$", description="its folder under <run>/ues/")
+    flows: int | None = Field(None, ge=1, le=16, description="flows of the workload toward this UE")
+    cc: Literal[CONGESTION_CONTROLS] | None = None  # type: ignore[valid-type]
+    receiver: Literal[RECEIVER_CONTROLS] | None = None  # type: ignore[valid-type]
+    schedule: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                                 description="attenuation schedule on this UE's channel (static or a name in `schedules`)")
+    attenuation_db: float | None = Field(None, allow_inf_nan=False, description="attenuation on this UE's channel")
+
+
 class TransportParams(Strict):
     """Run parameters every lab understands."""
+
+    ues: int | list[UESpec] | None = Field(
+        None, description=f"the run's UEs: a count (1..{MAX_UES}), or a list of UEs each with its own name, flows, "
+                          "cc, receiver, schedule and attenuation; null: the lab's (virtual: 1; inventory: all)")
 
     cc: Literal[CONGESTION_CONTROLS] = "cubic"  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
@@ -45,6 +62,19 @@ class TransportParams(Strict):
         default_factory=dict,
         description="server-module parameters for the run, e.g. {c2tcp: {target_ms: 30}}; unnamed ones keep the "
                     "module's defaults (names and ranges: `cellab-modules list`)")
+
+    @field_validator("ues")
+    @classmethod
+    def _ues(cls, value: int | list[UESpec] | None) -> int | list[UESpec] | None:
+        count = value if isinstance(value, int) else len(value) if value is not None else 1
+        if not 1 <= count <= MAX_UES:
+            raise ValueError(f"{count} UEs: a run has 1..{MAX_UES}")
+        if isinstance(value, list):
+            names = [ue.name for ue in value]
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"UE names repeat: {', '.join(repeated)}")
+        return value
 
     @field_validator("module_params")
     @classmethod
@@ -293,6 +323,11 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     for field, name, value in _assignments(campaign):
         if name == "schedule" and value not in allowed_schedules:
             errors.append(InputError(source, field, f"unknown schedule {value!r}", allowed_schedules))
+        if name == "ues" and isinstance(value, list):
+            for i, ue in enumerate(value):
+                if isinstance(ue, dict) and ue.get("schedule") not in (None, *allowed_schedules):
+                    errors.append(InputError(source, f"{field}[{i}].schedule", f"unknown schedule {ue['schedule']!r}",
+                                             allowed_schedules))
     for name in set(campaign.factors) & set(campaign.fixed):
         errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
     if campaign.schedules:
@@ -313,23 +348,20 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
 
 def _check_schedules(campaign: Campaign, source: str | Path, errors: list[InputError]) -> None:
     """Schedules need the lab's attenuator; files must keep its safety limits (rejected here, naming the row,
-    not at the run); `calibration: auto` needs a UE agent that reports RSRP, today only the virtual lab's."""
-    from cellab.attenuator.schedule import SafetyLimits, check, load
+    not at the run). `calibration: auto` sweeps while the UE agent reports RSRP: every UE kind's `signal`
+    does (the virtual UE from the emulated cell, a phone from its modem)."""
+    from cellab.contracts.attenuator import planning
     from cellab.lab_attenuator import lab_attenuator
 
     attenuator = lab_attenuator(campaign.lab)
     for name, spec in campaign.schedules.items():
         if attenuator is None:
             errors.append(InputError(source, f"schedules.{name}", f"lab {campaign.lab} has no attenuator in front of "
-                                     "its UE (a lab inventory names one in devices.ues[0].attenuator)"))
+                                     "its UE (a lab inventory names one in devices.ues[].attenuator)"))
             continue
-        if spec.drive_log is not None and spec.calibration == "auto" and campaign.lab != "virtual":
-            errors.append(InputError(source, f"schedules.{name}.calibration", "auto sweeps while the UE agent reports "
-                                     "RSRP, which only the virtual lab's UE does until the Android agent arrives; "
-                                     "give a calibration file", ["<calibration>.json"]))
         if spec.file is not None:
             try:
-                check(load(spec.file), SafetyLimits.from_config(attenuator.config))
+                planning().check_schedule_file(spec.file, attenuator.config)
             except InputError as exc:
                 errors.append(InputError(source, f"schedules.{name}.file", exc.render()))
 

@@ -38,7 +38,10 @@ class CaptureOps:
             raise OperationFailed("tcpdump is not installed on this host")
         path = self.artifact_dir / f"{params.tag}.pcap"
         argv = ["tcpdump", "-i", params.interface, "-s", str(params.snaplen_bytes), "-U", "-n", "-w", str(path)]
-        if params.tcp_port is not None:
+        if params.tcp_port is not None and params.tcp_port_last not in (None, params.tcp_port):
+            low, high = sorted((params.tcp_port, params.tcp_port_last))
+            argv += ["tcp", "portrange", f"{low}-{high}"]
+        elif params.tcp_port is not None:
             argv += ["tcp", "port", str(params.tcp_port)]
         log = self.artifact_dir / f"{params.tag}.tcpdump.log"
         proc = ManagedProcess(argv, log, getattr(self, "netns", None))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class LabAttenuator:
     config: AttenuatorConfig  # limits, step and slew the schedules must respect
-    ue_channels: tuple[int, ...]  # the channel in front of UE i
+    ue_channels: tuple[int | None, ...]  # the channel in front of UE i (None: that UE is not behind this box)
     agent: str | None = None  # inventory: the agent that drives it (embedded labs start their own)
 
     @property
@@ -29,15 +29,15 @@ class LabAttenuator:
         return self.config.name
 
 
-def lab_attenuator(lab: str) -> LabAttenuator | None:
+def lab_attenuator(lab: str, ues: int = 1) -> LabAttenuator | None:
     """The attenuator of an embedded lab kind or a lab inventory file (None when the lab has none)."""
     from cellab.labs import EMBEDDED_LABS
 
     if lab == "virtual":
-        from cellab.attenuator.bridge import virtual_lab_attenuator
+        from cellab.contracts.attenuator import planning
 
         # The serial device path is the session's; limits and step are what validation needs.
-        return LabAttenuator(virtual_lab_attenuator("", ues=1), (1,))
+        return LabAttenuator(planning().virtual_lab_attenuator("", ues), tuple(range(1, ues + 1)))
     if lab in EMBEDDED_LABS:
         return None
     from cellab.inventory import load_inventory
@@ -46,8 +46,11 @@ def lab_attenuator(lab: str) -> LabAttenuator | None:
 
 
 def inventory_attenuator(inventory: Inventory) -> LabAttenuator | None:
-    found = inventory.ue_attenuator(0)
-    if found is None:
+    """The box in front of the inventory's first UE that names one, with the channel of every UE behind it."""
+    found = [inventory.ue_attenuator(i) for i in range(len(inventory.devices.ues))]
+    first = next((f for f in found if f is not None), None)
+    if first is None:
         return None
-    entry, channel = found
-    return LabAttenuator(AttenuatorConfig(**entry.model_dump(exclude={"agent"})), (channel,), entry.agent)
+    entry = first[0]
+    channels = tuple(f[1] if f is not None and f[0].name == entry.name else None for f in found)
+    return LabAttenuator(AttenuatorConfig(**entry.model_dump(exclude={"agent"})), channels, entry.agent)

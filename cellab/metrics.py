@@ -105,6 +105,8 @@ class RunContext:
     offsets_s: dict[str, float] = field(default_factory=dict)  # artifact kind -> its agent's clock offset
     cell_mark: dict[str, float] | None = None  # {"tti": n, "t_s": controller wall clock when read}
     sr_true_ms: float | None = None
+    cell_ue: int = 0  # the UE's index in the emulated cell
+    sender_port: int = 5301  # the server port of this UE's flows (its capture packets)
 
 
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -196,8 +198,9 @@ def sender_metrics(log_dir: Path, t0_s: float, offset_s: float) -> dict[str, Any
 def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: float, ue: int = 0) -> dict[str, Any]:
     """Ground truth from the emulated cell: its capacity for the UE over the workload, as a mean and a
     timeline. `mark` ties a TTI to the controller's clock (read just before the workload)."""
-    from cellab.emulator.ttilog import read_ttilog
+    from cellab.contracts.registry import load
 
+    read_ttilog = load("cellab.services", "ttilog", "TTI log reader")  # the emulator room's format
     rec = read_ttilog(tti_log).ue(ue)
     if rec.size == 0:
         return {}
@@ -250,14 +253,14 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
         parts.append({"timeline": probe_throughput_timeline(artifacts["probe-ms"], ctx.t0_s,
                                                             ctx.offsets_s.get("ue", 0.0), span)})
     if "cell_tti_log" in artifacts and ctx.cell_mark:
-        parts.append(cell_metrics(artifacts["cell_tti_log"], ctx.cell_mark, ctx.t0_s, span))
+        parts.append(cell_metrics(artifacts["cell_tti_log"], ctx.cell_mark, ctx.t0_s, span, ctx.cell_ue))
     if "attenuation-log" in artifacts:
         parts.append({"timeline": attenuation_timeline(artifacts["attenuation-log"], ctx.t0_s,
                                                        ctx.offsets_s.get("attenuator", 0.0))})
     if "pcap" in artifacts:
         parts.append(pcap_run_metrics(artifacts["pcap"]))
         if "probe-packets" in artifacts:
-            parts.append(owd_metrics(artifacts["pcap"], artifacts["probe-packets"],
+            parts.append(owd_metrics(artifacts["pcap"], artifacts["probe-packets"], ctx.sender_port,
                                      ctx.offsets_s.get("ue", 0.0) - ctx.offsets_s.get("server", 0.0)))
     timeline = _merge_timelines(*parts)
     for part in parts:  # the first source of a metric wins: sender TCP_INFO, then the cell, the capture
@@ -287,11 +290,10 @@ def pcap_run_metrics(pcap: Path) -> dict[str, Any]:
     return renamed
 
 
-def owd_metrics(server_pcap: Path, probe_packets: Path, ue_minus_server_s: float) -> dict[str, Any]:
+def owd_metrics(server_pcap: Path, probe_packets: Path, port: int, ue_minus_server_s: float) -> dict[str, Any]:
     from cellab.owd import one_way_delay_ms
-    from cellab.workloads import SENDER_PORT
 
-    owd = one_way_delay_ms(server_pcap, probe_packets, SENDER_PORT, ue_minus_server_s)
+    owd = one_way_delay_ms(server_pcap, probe_packets, port, ue_minus_server_s)
     if owd.size == 0:
         return {}
     return {"owd_mean_ms": float(owd.mean()), "owd_p95_ms": float(np.percentile(owd, 95)),
@@ -303,3 +305,29 @@ def _sr_truth(metrics: dict[str, Any], ctx: RunContext) -> None:
         return
     metrics["sr_true_ms"] = ctx.sr_true_ms
     metrics["sr_correct"] = metrics.get("sr_estimate_ms") == ctx.sr_true_ms
+
+
+# ---------------------------------------------------------------- several UEs in one run
+def jain_fairness(values: list[float]) -> float | None:
+    """Jain's index (sum x)^2 / (n sum x^2): 1 when all get the same, 1/n when one gets everything."""
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    if x.size == 0 or not np.any(x > 0):
+        return None
+    return float(x.sum() ** 2 / (x.size * np.square(x).sum()))
+
+
+def multi_ue_metrics(per_ue: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run row of a run with several UEs: the cell's totals and how evenly the UEs shared it; each
+    UE's own metrics are its rows (results.sqlite `ue_runs`) and its metrics.json."""
+    throughputs = [m.get("throughput_bps") for m in per_ue.values()]
+    rtts = [m["rtt_mean_ms"] for m in per_ue.values() if m.get("rtt_mean_ms") is not None]
+    out: dict[str, Any] = {"ues": len(per_ue), "throughput_bps": float(sum(t or 0.0 for t in throughputs)),
+                           "ue_fairness_jain": jain_fairness(throughputs)}
+    if rtts:
+        out["rtt_mean_ms"] = float(np.mean(rtts))
+        out["rtt_p95_ms"] = float(max(m.get("rtt_p95_ms", m["rtt_mean_ms"]) for m in per_ue.values()
+                                      if m.get("rtt_mean_ms") is not None))
+    capacity = [m["capacity_bps"] for m in per_ue.values() if m.get("capacity_bps")]
+    if capacity:
+        out["cell_capacity_bps_ue_mean"] = float(np.mean(capacity))
+    return out

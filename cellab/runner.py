@@ -11,6 +11,7 @@ import platform
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +23,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
+from cellab.contracts.attenuator import AttenuatorClient, PlayParams
+from cellab.contracts.server import CaptureParams, ServerClient, check_param
+from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
-from cellab.metrics import RunContext, probe_run_metrics, run_metrics
+from cellab.metrics import RunContext, multi_ue_metrics, probe_run_metrics, run_metrics
 from cellab.schedules import Schedules
-from cellab.server.modules import check_param
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
-from cellab.workloads import WORKLOAD_PORTS, WORKLOADS, WorkloadTarget
+from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, port_range
 
 
 class LabTimingError(CellabError):
@@ -73,7 +76,8 @@ class Runner:
         counts = {"ok": 0, "failed": 0, "aborted": 0}
         if not todo:
             return counts
-        with LabSession(self.campaign.lab, prefix=self.prefix) as session, Progress(
+        ue_count = max(_ue_count(run.params.get("ues")) for run in todo)
+        with LabSession(self.campaign.lab, prefix=self.prefix, ue_count=ue_count) as session, Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=self.console, transient=False,
         ) as progress:
@@ -94,9 +98,8 @@ class Runner:
         asked = {(m, p, v) for run in runs for m, ps in run.params.get("module_params", {}).items() for p, v in ps.items()}
         if not asked:
             return
-        listing = session.controller.request(session.roles["server"], "list_modules", {},
-                                             timeout_s=self.campaign.timeouts.request_s)
-        ranges = {m["name"]: m["param_ranges"] for m in listing["modules"]}
+        listing = self._server(session).list_modules()
+        ranges = {m.name: m.param_ranges for m in listing.modules}
         source = self.store.campaign_path()
         for module, param, value in sorted(asked):
             check_param(ranges.get(module, {}), param, value, source, f"module_params.{module}.{param}")
@@ -106,26 +109,55 @@ class Runner:
         the server agent unloads them when the session ends), then give each registered module this run's
         parameters: the ones the run names, the defaults (read when it was loaded) for the rest, so a value
         one run set never leaks into the next."""
-        ctl, server, request_s = session.controller, session.roles["server"], self.campaign.timeouts.request_s
+        server = self._server(session)
         wanted: dict[str, dict[str, float]] = run.params.get("module_params", {})
-        cc = run.params["cc"]
-        needed = set(wanted) | ({cc} if cc in BPF_CCS else set())
+        ccs = {ue.cc for ue in self._run_ues(session, run)}
+        needed = set(wanted) | (ccs & set(BPF_CCS))
         new = sorted(needed - session.loaded_modules)
         for name in new:
-            ctl.request(server, "load_modules", {"names": [name]}, timeout_s=request_s)
+            server.load_modules([name])
             session.loaded_modules.add(name)
         if new:  # their defaults, as loaded: one listing for all of them
-            for module in ctl.request(server, "list_modules", {}, timeout_s=request_s)["modules"]:
-                if module["name"] in new:
-                    loaded_values = {(module["name"], p): v for p, v in module["params"].items()}
+            for module in server.list_modules().modules:
+                if module.name in new:
+                    loaded_values = {(module.name, p): v for p, v in module.params.items()}
                     session.module_values |= loaded_values
                     session.module_defaults |= loaded_values
         for (module, param), current in sorted(session.module_values.items()):  # holds registered modules only
             value = wanted.get(module, {}).get(param, session.module_defaults[(module, param)])
             if value != current:
-                ctl.request(server, "set_module_param", {"module": module, "param": param, "value": value},
-                            timeout_s=request_s)
+                server.set_module_param(module, param, value)
                 session.module_values[(module, param)] = value
+
+    def _server(self, session: LabSession) -> ServerClient:
+        return ServerClient(session.controller, session.roles["server"], self.campaign.timeouts.request_s)
+
+    def _attenuator(self, session: LabSession) -> AttenuatorClient:
+        return AttenuatorClient(session.controller, session.roles["attenuator"], self.campaign.timeouts.request_s)
+
+    def _run_ues(self, session: LabSession, run: PlannedRun) -> list[RunUE]:
+        """The run's UEs: the first N of the lab's (a count), or the named list, each with the run's values
+        where its own entry sets none."""
+        asked = run.params.get("ues")
+        available = len(session.ue_agents)
+        count = _ue_count(asked) if asked is not None or self.campaign.lab in ("virtual", "wired") else available
+        if count > available:
+            raise CellabError(f"run {run.run_id} asks for {count} UEs; the lab has {available}")
+        specs = asked if isinstance(asked, list) else [{} for _ in range(count)]
+        channels = session.attenuator.ue_channels if session.attenuator is not None else ()
+        out = []
+        for slot, spec in enumerate(specs):
+            spec = spec if isinstance(spec, dict) else spec.model_dump()
+            name = spec.get("name") or (session.topology.ues[slot].name if self.campaign.lab.endswith(
+                (".yaml", ".yml")) else f"ue{slot}")
+            out.append(RunUE(
+                name=name, agent=session.ue_agents[slot], slot=slot, lab_index=slot,
+                cc=spec.get("cc") or run.params["cc"], receiver=spec.get("receiver") or run.params.get("receiver", "none"),
+                flows=spec.get("flows") or self.campaign.workload.flows,
+                schedule=spec.get("schedule") or run.params.get("schedule", "static"),
+                attenuation_db=spec.get("attenuation_db"),
+                channel=channels[slot] if slot < len(channels) else None))
+        return out
 
     def _run_with_retries(self, session: LabSession, run: PlannedRun) -> str:
         retry = self.campaign.retry
@@ -133,7 +165,7 @@ class Runner:
             run_dir = self.store.start(run)
             try:
                 session.ensure_agents()
-                metrics = self._execute(session, run, run_dir, attempt)
+                metrics, ue_metrics = self._execute(session, run, run_dir, attempt)
             except KeyboardInterrupt:
                 self.store.finish(run, "aborted", error="interrupted by the user (Ctrl-C)")
                 raise
@@ -145,52 +177,63 @@ class Runner:
                     return "failed"
                 time.sleep(retry.backoff_s)
                 continue
-            self.store.finish(run, "ok", metrics=metrics)
+            self.store.finish(run, "ok", metrics=metrics, ue_metrics=ue_metrics)
             return "ok"
         raise AssertionError("unreachable")
 
-    def _execute(self, session: LabSession, run: PlannedRun, run_dir: Path, attempt: int) -> dict[str, Any]:
+    def _execute(self, session: LabSession, run: PlannedRun, run_dir: Path,
+                 attempt: int) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """One attempt of a run: (the run's metrics, each UE's metrics by UE name)."""
         ctl = session.controller
         workload = self.campaign.workload
         timeouts = self.campaign.timeouts
         deadline = time.monotonic() + timeouts.run_s
         started = time.time()
+        ues = self._run_ues(session, run)
         session.lab.configure(run.params)
         offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
         role_offsets = {role: offsets[name]["offset_s"] for role, name in session.roles.items() if name in offsets}
-        attenuation = self._set_attenuation(session, run)
-        server, ue = session.roles["server"], session.roles["ue"]
+        attenuation = self._set_attenuation(session, run, ues)
+        server = self._server(session)
         tag = f"{run.run_id}-a{attempt}"
         self._apply_modules(session, run)
         capture = "pcap" in self.campaign.measurements
         if capture:
-            ctl.request(server, "capture_start", {"tag": f"{tag}-server", "tcp_port": WORKLOAD_PORTS[workload.tool]},
-                        timeout_s=timeouts.request_s)
+            first, last = port_range(workload.tool, len(ues))
+            server.capture_start(CaptureParams(tag=f"{tag}-server", tcp_port=first, tcp_port_last=last))
         cell_mark = session.lab.clock_mark()
         t0 = time.time()
-        target = WorkloadTarget(ctl, server, ue, session.topology.server.address, tag, run_dir, packet_log=capture)
         playing = None
         try:  # a schedule refused at its start must still stop the capture
-            playing = self._start_schedule(session, run)
-            artifacts = WORKLOADS[workload.tool](target, workload, run.params, timeouts, deadline)
+            playing = self._start_schedule(session, run, ues)
+            per_ue = self._run_workloads(session, ues, run_dir, tag, capture, deadline)
         finally:
             if playing:
-                ctl.request(session.roles["attenuator"], "stop_schedule", {}, timeout_s=timeouts.request_s)
+                self._attenuator(session).stop_schedule()
             if capture:
-                ctl.request(server, "capture_stop", {}, timeout_s=timeouts.request_s)
+                server.capture_stop()
+        shared: dict[str, Path] = {}
         if playing:
-            artifacts["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,
-                                                              run_dir / "attenuation.jsonl")
+            shared["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,
+                                                           run_dir / "attenuation.jsonl")
         if capture:
-            artifacts["pcap"] = ctl.fetch_artifact(server, f"{tag}-server.pcap", run_dir / "server.pcap")
+            shared["pcap"] = ctl.fetch_artifact(server.agent, f"{tag}-server.pcap", run_dir / "server.pcap")
         timing = session.lab.timing_faults()
-        artifacts |= session.lab.collect(run_dir)
-        if workload.tool == "probe":
-            context = RunContext(t0_s=t0, duration_s=workload.duration_s, offsets_s=role_offsets,
-                                 cell_mark=cell_mark or None, sr_true_ms=run.params.get("sr_period_ms"))
-            metrics = probe_run_metrics(artifacts, context)
-        else:
-            metrics = run_metrics(artifacts)
+        shared |= session.lab.collect(run_dir)
+        ue_metrics = {}
+        for ue in ues:
+            artifacts = per_ue[ue.name] | shared
+            if workload.tool == "probe":
+                context = RunContext(
+                    t0_s=t0, duration_s=workload.duration_s,
+                    offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
+                    cell_mark=cell_mark or None, sr_true_ms=run.params.get("sr_period_ms"), cell_ue=ue.lab_index,
+                    sender_port=SENDER_PORT + ue.slot)
+                ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
+            else:
+                ue_metrics[ue.name] = run_metrics(artifacts)
+        # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
+        metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
         if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
             metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
             metrics["clock_resyncs"] = timing["resyncs"]
@@ -199,17 +242,47 @@ class Runner:
             "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
             "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
                     "ues": [u.__dict__ for u in session.topology.ues]},
+            "ues": [ue.__dict__ for ue in ues],
             "agents": dict(session.agents),
             "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
             "module_params": _module_params_now(session),
             "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "cell_clock_mark": cell_mark,
             "started_at": started, "finished_at": time.time(),
-            "artifacts": {k: p.name for k, p in artifacts.items()},
+            "artifacts": {k: str(p.relative_to(run_dir)) for k, p in shared.items()}
+            | {f"{name}/{k}": str(p.relative_to(run_dir)) for name, arts in per_ue.items() for k, p in arts.items()},
             "software": software_versions(),
             "lab_timing": timing,
         })
         self._check_timing(timing)
-        return metrics
+        return metrics, ue_metrics
+
+    def _run_workloads(self, session: LabSession, ues: list[RunUE], run_dir: Path, tag: str, capture: bool,
+                       deadline: float) -> dict[str, dict[str, Path]]:
+        """Every UE's workload at the same time; a UE that fails fails the run, naming the UE."""
+        workload, timeouts = self.campaign.workload, self.campaign.timeouts
+        server = self._server(session)
+
+        def one(ue: RunUE) -> dict[str, Path]:
+            ue_dir = run_dir / "ues" / ue.name
+            ue_dir.mkdir(parents=True, exist_ok=True)
+            target = WorkloadTarget(server, UEClient(ctl, ue.agent, timeouts.request_s), ue,
+                                    session.topology.server.address, f"{tag}-{ue.name}", ue_dir, packet_log=capture)
+            return WORKLOADS[workload.tool](target, workload, timeouts, deadline)
+
+        ctl = session.controller
+        if len(ues) == 1:
+            return {ues[0].name: one(ues[0])}
+        with ThreadPoolExecutor(max_workers=len(ues), thread_name_prefix="ue-workload") as pool:
+            futures = {ue.name: pool.submit(one, ue) for ue in ues}
+            results, failures = {}, []
+            for ue in ues:
+                try:
+                    results[ue.name] = futures[ue.name].result()
+                except RUN_ERRORS as exc:
+                    failures.append(f"UE {ue.name} (agent {ue.agent}): {type(exc).__name__}: {exc}")
+        if failures:
+            raise CellabError("; ".join(failures))
+        return results
 
     def _check_timing(self, timing: dict[str, int]) -> None:
         """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
@@ -221,38 +294,43 @@ class Runner:
             f"{timing['resyncs']} clock resyncs (retry.max_late_tti_fraction {retry.max_late_tti_fraction}); "
             "the run measured the host, not the model")
 
-    def _set_attenuation(self, session: LabSession, run: PlannedRun) -> dict[int, float]:
-        """The run's attenuation_db (one value, or one per UE) on the channels in front of the UEs."""
+    def _set_attenuation(self, session: LabSession, run: PlannedRun, ues: list[RunUE]) -> dict[int, float]:
+        """The run's attenuation_db (one value, or one per UE; a UE's own entry wins) on the UEs' channels."""
         applied: dict[int, float] = {}
         values = run.params.get("attenuation_db")
-        if session.attenuator is None or values is None:
+        if session.attenuator is None:
             return applied
-        channels = session.attenuator.ue_channels
-        values = values if isinstance(values, list) else [values]
-        if len(values) == 1:
-            values = values * len(channels)
-        # the session's attenuator covers the UEs it runs agents for, which may be fewer than the cell has
-        for channel, value in zip(channels, values, strict=False):
-            reply = session.controller.request(
-                session.roles["attenuator"], "set", {"attenuator": session.attenuator.name, "channel": channel,
-                                                     "db": value}, timeout_s=self.campaign.timeouts.request_s)
-            applied[channel] = reply["applied_db"]
+        values = values if isinstance(values, list) else [values] * len(ues)
+        attenuator = self._attenuator(session)
+        for ue in ues:
+            value = ue.attenuation_db if ue.attenuation_db is not None else (
+                values[ue.slot] if ue.slot < len(values) else None)
+            if value is None or ue.channel is None:
+                continue
+            applied[ue.channel] = attenuator.set(session.attenuator.name, ue.channel, value).applied_db
         return applied
 
-    def _start_schedule(self, session: LabSession, run: PlannedRun) -> str | None:
-        """Start the run's schedule; returns the player's log name (None for a static channel)."""
-        name = run.params.get("schedule", "static")
-        if name == "static":
+    def _start_schedule(self, session: LabSession, run: PlannedRun, ues: list[RunUE]) -> str | None:
+        """Start the run's schedules (one per UE at most, each on its UE's channel, played as one); returns the
+        player's log name (None for a static channel)."""
+        wanted = [ue for ue in ues if ue.schedule != "static"]
+        if not wanted:
             return None
         if session.attenuator is None:  # validation refuses this; a lab whose inventory changed since could not
-            raise CellabError(f"schedule {name!r}: this lab has no attenuator agent")
+            raise CellabError(f"schedule {wanted[0].schedule!r}: this lab has no attenuator agent")
         if self._schedules is None:
             self._schedules = Schedules(self.campaign, self.store.root, session.controller,
                                         session.roles["attenuator"], session.attenuator, session.roles["ue"])
-        reply = session.controller.request(session.roles["attenuator"], "play_schedule",
-                                           self._schedules.play_params(name),
-                                           timeout_s=self.campaign.timeouts.request_s)
-        return reply["log_file"]
+        if len(wanted) == 1 and wanted[0].slot == 0:
+            params = self._schedules.play_params(wanted[0].schedule)
+        else:
+            params = self._schedules.merged_play_params({ue.channel: ue.schedule for ue in wanted
+                                                         if ue.channel is not None})
+        return self._attenuator(session).play_schedule(PlayParams(**params)).log_file
+
+
+def _ue_count(ues: Any) -> int:
+    return ues if isinstance(ues, int) else len(ues) if isinstance(ues, list) else 1
 
 
 def _module_params_now(session: LabSession) -> dict[str, dict[str, float]]:

@@ -72,15 +72,17 @@ def _die_with_parent() -> None:
 
 
 class LabSession:
-    def __init__(self, lab: str, prefix: str | None = None):
+    def __init__(self, lab: str, prefix: str | None = None, ue_count: int = 1):
         self.lab_name = lab
         self.prefix = prefix
+        self.ue_count = ue_count  # embedded labs: how many UEs to build (the most any run uses)
         self.lab: EmbeddedLab | InventoryLab | None = None
         self.topology: Topology | None = None
         self.controller: Controller | None = None
         self.agents: dict[str, str] = {}  # every agent of the session: name -> role
         self._local: dict[str, LocalAgent] = {}  # the ones this session started (embedded labs)
-        self.roles: dict[str, str] = {}  # role -> agent name
+        self.roles: dict[str, str] = {}  # role -> agent name (ue: the first UE's)
+        self.ue_agents: list[str] = []  # the UE agents in lab order (the virtual cell's UE index, the inventory's)
         self.loaded_modules: set[str] = set()  # BPF congestion controls the server agent registered
         self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now, registered ones
         self.module_defaults: dict[tuple[str, str], float] = {}  # (module, param) -> its value when loaded
@@ -113,13 +115,17 @@ class LabSession:
         if not servers or not ues:
             raise CellabError(f"{self.lab_name}: devices.servers and devices.ues need one entry each for a workload")
         roles = {a.name: a.role for a in inventory.agents}
-        for where, entry, role in (("devices.servers[0]", servers[0], "server"), ("devices.ues[0]", ues[0], "ue")):
+        wanted = [("devices.servers[0]", servers[0], "server")] + [(f"devices.ues[{i}]", ue, "ue")
+                                                                    for i, ue in enumerate(ues)]
+        for where, entry, role in wanted:
             if roles[entry.agent] != role:
                 raise CellabError(f"{self.lab_name}: {where}: agent {entry.agent!r} has role {roles[entry.agent]!r}, "
                                   f"not {role!r}")
         self.attenuator = inventory_attenuator(inventory)
         self.lab = InventoryLab(inventory)
-        self.topology = Topology(server=Host(servers[0].name, "", servers[0].address), ues=(Host(ues[0].name, "", ""),))
+        self.topology = Topology(server=Host(servers[0].name, "", servers[0].address),
+                                 ues=tuple(Host(ue.name, "", "") for ue in ues))
+        self.ue_agents = [ue.agent for ue in ues]
         ctl = inventory.controller
         self.controller = Controller(ctl.bind, telemetry_endpoint=ctl.telemetry_bind, secret_key_file=ctl.secret_key,
                                      allowed_agent_keys=[a.public_key for a in inventory.agents])
@@ -127,7 +133,7 @@ class LabSession:
         if self.attenuator is not None:
             assert self.attenuator.agent is not None
             self.roles["attenuator"] = self.attenuator.agent
-        self.agents = {name: roles[name] for name in self.roles.values()}
+        self.agents = {name: roles[name] for name in [*self.roles.values(), *self.ue_agents]}
         self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
         if self.attenuator is not None:
             self._configure_inventory_attenuator(self.attenuator)
@@ -150,16 +156,24 @@ class LabSession:
 
     def _open_embedded(self) -> None:
         lab_cls = embedded_lab_class(self.lab_name)
-        self.lab = lab_cls(prefix=self.prefix) if self.prefix else lab_cls()
+        kwargs = {"prefix": self.prefix} if self.prefix else {}
+        if self.ue_count > 1:
+            if not getattr(lab_cls, "max_ues", 1) >= self.ue_count:
+                raise CellabError(f"the {self.lab_name} lab runs at most {getattr(lab_cls, 'max_ues', 1)} UEs, "
+                                  f"a run asks for {self.ue_count}")
+            kwargs["ues"] = self.ue_count
+        self.lab = lab_cls(**kwargs)
         self.topology = self.lab.up()
         self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
-        plan = [("server", "server", self.topology.server.netns), ("ue0", "ue", self.topology.ues[0].netns)]
+        self.ue_agents = [f"ue{i}" for i in range(len(self.topology.ues))]
+        plan = [("server", "server", self.topology.server.netns)]
+        plan += [(name, "ue", host.netns) for name, host in zip(self.ue_agents, self.topology.ues, strict=True)]
         if "ctl" in self.topology.extra:
-            # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell, so runs
-            # go through the real serial driver (and its quantization and readback checks).
-            self._start_attenuator_bridge(self.topology.extra["ctl"])
+            # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell (a channel per
+            # UE), so runs go through the real serial driver (and its quantization and readback checks).
+            self._start_attenuator_bridge(self.topology.extra["ctl"], len(self.ue_agents))
             plan.append(("atten", "attenuator", None))
-            self.attenuator = lab_attenuator(self.lab_name)
+            self.attenuator = lab_attenuator(self.lab_name, len(self.ue_agents))
         keys = self._tmp / "keys"
         ctl_public, ctl_secret = generate_keypair(keys, "controller")
         agent_keys = {name: generate_keypair(keys, name) for name, _, _ in plan}
@@ -173,21 +187,21 @@ class LabSession:
                     "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
                     "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
-            if role == "ue" and "ctl" in self.topology.extra:
-                args += ["--cell-ctl", self.topology.extra["ctl"], "--cell-ue", "0"]  # its radio: the cell
+            if role == "ue" and "ctl" in self.topology.extra:  # its radio: the cell
+                args += ["--cell-ctl", self.topology.extra["ctl"], "--cell-ue", str(self.ue_agents.index(name))]
             self._local[name] = LocalAgent(name, role, ns or "", args=args)
             self.agents[name] = role
-            self.roles[role] = name
+            self.roles.setdefault(role, name)
             self._spawn(self._local[name])
         self.controller.wait_for_agents(list(self.agents), timeout_s=AGENT_START_TIMEOUT_S)
         if "attenuator" in self.roles:
             self._configure_attenuator()
 
-    def _start_attenuator_bridge(self, cell_ctl: str) -> None:
+    def _start_attenuator_bridge(self, cell_ctl: str, ues: int) -> None:
         self._pty_link = self._tmp / "attenuator.pty"
         self._bridge = subprocess.Popen(
             [sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", cell_ctl, "--pty-link",
-             str(self._pty_link), "--ues", "1"],
+             str(self._pty_link), "--ues", str(ues)],
             stdout=subprocess.PIPE, stderr=open(self._tmp / "bridge.log", "wb"), stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_die_with_parent, text=True)
         ready = self._bridge.stdout.readline() if self._bridge.stdout else ""

@@ -4,7 +4,8 @@
         campaign.yaml   as run (the file's own text)
         plan.json       every planned run: index, run_id, repeat, factors, params
         results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics)
-        runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts
+                        ue_runs(run_id, ue, slot, metrics): one row per run and UE of a finished run
+        runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts; ues/<ue>/ each UE's, with its metrics.json
 
 A run row goes pending → running → ok | failed | aborted. A row left `running` by a killed controller
 is redone on --resume; ok and failed rows are finished and never repeated.
@@ -42,6 +43,13 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at REAL,
     finished_at REAL,
     metrics TEXT
+);
+CREATE TABLE IF NOT EXISTS ue_runs (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    ue TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    metrics TEXT,
+    PRIMARY KEY (run_id, ue)
 );
 """
 
@@ -142,6 +150,20 @@ class ResultStore:
                 out.append(item)
             return out
 
+    def ue_rows(self) -> list[dict[str, Any]]:
+        """One row per run and UE (runs that finished ok), with the run's factors."""
+        with closing(sqlite3.connect(self.db_path)) as db:
+            db.row_factory = sqlite3.Row
+            db.executescript(_SCHEMA)  # a folder written before per-UE rows existed has no such table
+            out = []
+            for row in db.execute("SELECT u.run_id, u.ue, u.slot, u.metrics, r.factors, r.idx FROM ue_runs u "
+                                  "JOIN runs r USING (run_id) ORDER BY r.idx, u.slot"):
+                item = dict(row)
+                item["factors"] = json.loads(item["factors"])
+                item["metrics"] = json.loads(item["metrics"]) if item["metrics"] else None
+                out.append(item)
+            return out
+
     def status(self, run_id: str) -> str:
         with closing(sqlite3.connect(self.db_path)) as db:
             row = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -170,12 +192,19 @@ class ResultStore:
         return folder
 
     def finish(self, run: PlannedRun, status: str, *, metrics: dict[str, Any] | None = None,
-               error: str | None = None) -> None:
+               error: str | None = None, ue_metrics: dict[str, dict[str, Any]] | None = None) -> None:
+        """ue_metrics: UE name -> its metrics, in the run's UE order (written to ues/<name>/metrics.json)."""
         if status not in STATUSES[2:]:
             raise ValueError(f"finish status {status!r}")
         if metrics is not None:
             write_json(self.run_dir(run.run_id) / "metrics.json", metrics)
+        for name, values in (ue_metrics or {}).items():
+            write_json(self.run_dir(run.run_id) / "ues" / name / "metrics.json", values)
         with self._db() as db:
+            db.execute("DELETE FROM ue_runs WHERE run_id=?", (run.run_id,))
+            db.executemany("INSERT INTO ue_runs (run_id, ue, slot, metrics) VALUES (?, ?, ?, ?)",
+                           [(run.run_id, name, slot, json.dumps(values, sort_keys=True))
+                            for slot, (name, values) in enumerate((ue_metrics or {}).items())])
             db.execute(
                 "UPDATE runs SET status=?, error=?, finished_at=?, metrics=? WHERE run_id=?",
                 (status, error, time.time(), json.dumps(metrics, sort_keys=True) if metrics is not None else None,

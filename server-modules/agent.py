@@ -14,8 +14,14 @@ from typing import Any
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.capture import CaptureOps
-from cellab.contracts import Empty, implements
-from cellab.contracts.server import SERVER_CONTRACT, Iperf3ServerParams, Iperf3ServerStarted, Iperf3ServerStopped
+from cellab.contracts import implements
+from cellab.contracts.server import (
+    SERVER_CONTRACT,
+    Iperf3ServerParams,
+    Iperf3ServerStarted,
+    Iperf3ServerStopParams,
+    Iperf3ServerStopped,
+)
 from cellab.server.agent_ops import ModuleOps
 from cellab.proc import ManagedProcess, argv_in
 
@@ -29,20 +35,21 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.netns = netns
-        self._iperf3: ManagedProcess | None = None
+        self._iperf3: dict[int, ManagedProcess] = {}  # port -> one-shot server (one per UE of a run)
 
     @operation
     def iperf3_server_start(self, params: Iperf3ServerParams) -> Iperf3ServerStarted:
         if shutil.which("iperf3") is None:
             raise OperationFailed("iperf3 is not installed on this host")
-        self._stop_iperf3()
+        self._stop_iperf3(params.port)
         log = self.artifact_dir / f"{params.tag}.log"
         # -1: serve one test and exit, so a stale server never answers the next run.
-        self._iperf3 = ManagedProcess(["iperf3", "-s", "-1", "-J", "-p", str(params.port)], log, self.netns)
+        server = ManagedProcess(["iperf3", "-s", "-1", "-J", "-p", str(params.port)], log, self.netns)
+        self._iperf3[params.port] = server
         deadline = time.monotonic() + LISTEN_TIMEOUT_S
         while not self._listening(params.port):
-            if not self._iperf3.running() or time.monotonic() > deadline:
-                self._stop_iperf3()
+            if not server.running() or time.monotonic() > deadline:
+                self._stop_iperf3(params.port)
                 raise OperationFailed(f"iperf3 server did not start listening on port {params.port}: "
                                       f"{log.read_text(errors='replace')[-300:].strip()}")
             time.sleep(0.05)
@@ -55,17 +62,18 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
         return bool(out.strip())
 
     @operation
-    def iperf3_server_stop(self, params: Empty) -> Iperf3ServerStopped:
-        return Iperf3ServerStopped(returncode=self._stop_iperf3())
+    def iperf3_server_stop(self, params: Iperf3ServerStopParams) -> Iperf3ServerStopped:
+        code = None
+        for port in [params.port] if params.port is not None else sorted(self._iperf3):
+            code = self._stop_iperf3(port)
+        return Iperf3ServerStopped(returncode=code)
 
-    def _stop_iperf3(self) -> int | None:
-        if self._iperf3 is None:
-            return None
-        code = self._iperf3.stop()
-        self._iperf3 = None
-        return code
+    def _stop_iperf3(self, port: int) -> int | None:
+        server = self._iperf3.pop(port, None)
+        return server.stop() if server is not None else None
 
     def safe_state(self) -> None:
-        self._stop_iperf3()
+        for port in list(self._iperf3):
+            self._stop_iperf3(port)
         self.capture_safe_state()
         super().safe_state()  # the sender stops, modules this agent loaded are unloaded

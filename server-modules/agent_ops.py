@@ -18,6 +18,7 @@ from cellab.contracts.server import (
     SetModuleParamResult,
     StartSenderParams,
     StartSenderResult,
+    StopSenderParams,
     StopSenderResult,
     UnloadModulesParams,
     UnloadModulesResult,
@@ -39,7 +40,7 @@ class ModuleOps:
     def _sm_state(self) -> dict[str, Any]:
         state = getattr(self, "_server_modules_state", None)
         if state is None:
-            state = {"loaded": [], "sender": None}
+            state = {"loaded": [], "senders": {}}  # senders: run_id -> Sender (one per UE of a run)
             self._server_modules_state = state
         return state
 
@@ -91,8 +92,8 @@ class ModuleOps:
     @operation
     def start_sender(self, params: StartSenderParams) -> StartSenderResult:
         state = self._sm_state()
-        if state["sender"] is not None:
-            raise OperationFailed("the sender is already running: stop_sender first")
+        if params.run_id in state["senders"]:
+            raise OperationFailed(f"sender {params.run_id!r} is already running: stop_sender first")
         log_dir = Path(self.artifact_dir) / params.run_id
         if log_dir.exists():
             raise OperationFailed(f"run_id {params.run_id!r} already has logs in the artifact dir; pick a new one")
@@ -105,28 +106,33 @@ class ModuleOps:
         except CellabError as exc:
             shutil.rmtree(log_dir, ignore_errors=True)
             raise OperationFailed(str(exc)) from None
-        state["sender"] = sender
+        state["senders"][params.run_id] = sender
         return StartSenderResult(port=port, log_dir=params.run_id)
 
     @operation
-    def stop_sender(self) -> StopSenderResult:
-        """Stop the sender; returns its log files, relative to the artifact dir (fetch them from there)."""
-        state = self._sm_state()
-        sender: Sender | None = state["sender"]
-        if sender is None:
-            raise OperationFailed("the sender is not running")
-        state["sender"] = None
+    def stop_sender(self, params: StopSenderParams) -> StopSenderResult:
+        """Stop a sender; returns its log files, relative to the artifact dir (fetch them from there)."""
+        senders: dict[str, Sender] = self._sm_state()["senders"]
+        if not senders:
+            raise OperationFailed("no sender is running")
+        run_id = params.run_id
+        if run_id is None:
+            if len(senders) > 1:
+                raise OperationFailed("several senders run: name one", field="params.run_id", allowed=sorted(senders))
+            run_id = next(iter(senders))
+        if run_id not in senders:
+            raise OperationFailed(f"sender {run_id!r} is not running", field="params.run_id", allowed=sorted(senders))
+        sender = senders.pop(run_id)
         info = sender.stop()
         base = Path(self.artifact_dir)
         files = [str(p.relative_to(base)) for p in sender.log_files()]
-        return StopSenderResult(files=files, flows=len(sender.summaries()), stopped=info)
+        return StopSenderResult(run_id=run_id, files=files, flows=len(sender.summaries()), stopped=info)
 
     def safe_state(self) -> None:
         """Stop the sender and unload what this agent loaded (established flows keep their CC)."""
         state = self._sm_state()
-        sender = state["sender"]
-        state["sender"] = None
-        if sender is not None:
+        senders, state["senders"] = list(state["senders"].values()), {}
+        for sender in senders:
             try:
                 sender.stop()
             except CellabError:

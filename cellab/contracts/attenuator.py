@@ -6,7 +6,8 @@ room's, registered as `attenuator.any`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -204,3 +205,42 @@ class AttenuatorClient(RoleClient):
 
     def stop_schedule(self, attenuator: str | None = None, timeout_s: float | None = None) -> None:
         self.call(STOP_SCHEDULE, StopParams(attenuator=attenuator), timeout_s)
+
+
+class SchedulePlanning(Protocol):
+    """What the controller needs of the attenuator room's schedule, replay and calibration logic, without
+    importing the room: the room registers an object with these methods (entry point group
+    `cellab.services`, name `attenuator`)."""
+
+    def check_schedule_file(self, path: str, config: AttenuatorConfig) -> None:
+        """Parse a schedule file and check it against the attenuator's limits; InputError naming the row."""
+
+    def schedule_points(self, text: str, is_csv: bool, source: str) -> list[Point]:
+        """The points a schedule text plays."""
+
+    def points_csv(self, points: list[Point]) -> str:
+        """Points as the schedule CSV the player reads."""
+
+    def replay_drive_log(self, drive_log: str, calibration_json: str, channel: int, min_db: float, max_db: float,
+                         step_db: float, smoothing_s: float) -> tuple[str, str]:
+        """A drive log through a calibration: (schedule CSV, replay report JSON)."""
+
+    def check_drive_log(self, path: str) -> None:
+        """Parse a drive log (CSV t_s,rsrp_dbm or the Android agent's JSONL); InputError naming the row."""
+
+    def check_calibration_file(self, path: str) -> str:
+        """A calibration file's JSON, checked; InputError when it is not one."""
+
+    def calibrate(self, config: AttenuatorConfig, set_db: Callable[[int, float], float],
+                  read_rsrp_dbm: Callable[[], float], channel: int, start_db: float, stop_db: float, step_db: float,
+                  settle_s: float, samples: int, shield_box: str, ue: str, earfcn: int) -> str:
+        """Sweep the channel while reading the UE's RSRP and fit: the calibration JSON; CellabError on failure."""
+
+    def virtual_lab_attenuator(self, pty_link: str, ues: int) -> AttenuatorConfig:
+        """The entry of the virtual lab's serial attenuator (a channel per UE)."""
+
+
+def planning() -> SchedulePlanning:
+    from cellab.contracts.registry import load
+
+    return load("cellab.services", "attenuator", "attenuator planning service")

@@ -106,12 +106,17 @@ class StartSenderParams(SenderConfig):
     run_id: str = Field("sender", pattern=RUN_ID_PATTERN, description="log folder under the artifact dir")
 
 
+class StopSenderParams(Model):
+    run_id: str | None = Field(None, pattern=RUN_ID_PATTERN, description="which sender; None: the only one running")
+
+
 class StartSenderResult(Model):
     port: int
     log_dir: str
 
 
 class StopSenderResult(Model):
+    run_id: str
     files: list[str] = Field(description="log files, relative to the artifact dir")
     flows: int
     stopped: dict[str, Any]
@@ -127,8 +132,12 @@ class Iperf3ServerStarted(Model):
     log: str
 
 
+class Iperf3ServerStopParams(Model):
+    port: int | None = Field(None, ge=1024, le=65535, description="which server; None: every one running")
+
+
 class Iperf3ServerStopped(Model):
-    returncode: int | None
+    returncode: int | None = Field(description="the last stopped server's exit code")
 
 
 class CaptureParams(Model):
@@ -136,6 +145,7 @@ class CaptureParams(Model):
     interface: str = Field("any", pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
     snaplen_bytes: int = Field(128, ge=64, le=65535, description="headers are enough for flow metrics")
     tcp_port: int | None = Field(None, ge=1, le=65535, description="capture only this TCP port (both directions)")
+    tcp_port_last: int | None = Field(None, ge=1, le=65535, description="with tcp_port: the ports tcp_port..this")
 
 
 class CaptureFile(Model):
@@ -147,9 +157,9 @@ UNLOAD_MODULES = Op("unload_modules", UnloadModulesParams, UnloadModulesResult)
 LIST_MODULES = Op("list_modules", Empty, ListModulesResult)
 SET_MODULE_PARAM = Op("set_module_param", SetModuleParamParams, SetModuleParamResult)
 START_SENDER = Op("start_sender", StartSenderParams, StartSenderResult)
-STOP_SENDER = Op("stop_sender", Empty, StopSenderResult)
+STOP_SENDER = Op("stop_sender", StopSenderParams, StopSenderResult)
 IPERF3_SERVER_START = Op("iperf3_server_start", Iperf3ServerParams, Iperf3ServerStarted)
-IPERF3_SERVER_STOP = Op("iperf3_server_stop", Empty, Iperf3ServerStopped)
+IPERF3_SERVER_STOP = Op("iperf3_server_stop", Iperf3ServerStopParams, Iperf3ServerStopped)
 CAPTURE_START = Op("capture_start", CaptureParams, CaptureFile)
 CAPTURE_STOP = Op("capture_stop", Empty, CaptureFile)
 
@@ -174,14 +184,14 @@ class ServerClient(RoleClient):
     def start_sender(self, params: StartSenderParams, timeout_s: float | None = None) -> StartSenderResult:
         return self.call(START_SENDER, params, timeout_s)
 
-    def stop_sender(self, timeout_s: float | None = None) -> StopSenderResult:
-        return self.call(STOP_SENDER, None, timeout_s)
+    def stop_sender(self, run_id: str | None = None, timeout_s: float | None = None) -> StopSenderResult:
+        return self.call(STOP_SENDER, StopSenderParams(run_id=run_id), timeout_s)
 
     def iperf3_server_start(self, params: Iperf3ServerParams, timeout_s: float | None = None) -> Iperf3ServerStarted:
         return self.call(IPERF3_SERVER_START, params, timeout_s)
 
-    def iperf3_server_stop(self, timeout_s: float | None = None) -> Iperf3ServerStopped:
-        return self.call(IPERF3_SERVER_STOP, None, timeout_s)
+    def iperf3_server_stop(self, port: int | None = None, timeout_s: float | None = None) -> Iperf3ServerStopped:
+        return self.call(IPERF3_SERVER_STOP, Iperf3ServerStopParams(port=port), timeout_s)
 
     def capture_start(self, params: CaptureParams, timeout_s: float | None = None) -> CaptureFile:
         return self.call(CAPTURE_START, params, timeout_s)
