@@ -43,15 +43,11 @@ def _mount_rooms() -> None:
 @app.command()
 def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YAML")) -> None:
     """Check a campaign (or lab inventory) file; errors name the file, field and allowed values."""
-    import yaml
-
     from cellab.campaign import load_campaign, plan
+    from cellab.inputs import read_yaml
     from cellab.inventory import load_inventory
 
-    try:
-        data = yaml.safe_load(file.read_text())
-    except Exception:
-        data = None
+    data = read_yaml(file)  # a bad file is refused here, naming it (the loaders read it again, bounded)
     if isinstance(data, dict) and "controller" in data and "factors" not in data:
         inventory = load_inventory(file)
         console.print(f"[green]ok[/] lab inventory {inventory.name}: {len(inventory.hosts)} hosts, "
