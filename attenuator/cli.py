@@ -99,7 +99,9 @@ def replay_cmd(
 
     from cellab.errors import from_validation_error
 
-    from .calibration import Calibration
+    from cellab.store import write_atomic
+
+    from .calibration import load_calibration
     from .mobility import DriveLogFormat, ReplayOptions, load_drive_log, replay
     from .schedule import to_csv
 
@@ -108,14 +110,12 @@ def replay_cmd(
         options = ReplayOptions(channel=channel, min_db=min_db, max_db=max_db, step_db=step_db, smoothing_s=smoothing_s)
     except ValidationError as exc:
         raise from_validation_error("command line", exc) from None
-    try:
-        cal = Calibration.model_validate_json(calibration.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(calibration, "", f"not a calibration file: {exc}") from None
+    cal = load_calibration(calibration)
     result = replay(load_drive_log(drive_log, fmt), cal, options)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(to_csv(result.schedule))
-    tmp.replace(out)
+    try:
+        write_atomic(out, to_csv(result.schedule))
+    except OSError as exc:
+        raise InputError(out, "--out", f"cannot write: {exc.strerror}", ["a file in a writable folder"]) from None
     console.print_json(result.report.model_dump_json())
 
 
