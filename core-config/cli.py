@@ -21,6 +21,8 @@ db_app = typer.Typer(help="A local FerretDB (MongoDB wire on SQLite) for labs wi
 app.add_typer(subscribers_app, name="subscribers")
 app.add_typer(db_app, name="db")
 console = Console(soft_wrap=True)
+# listings are read by scripts too: a pipe's 80 columns would cut IMSIs
+wide_console = Console(soft_wrap=True, width=max(console.width, 120))
 
 
 def _flavour(value: str | None, profile: CoreProfile | None) -> str:
@@ -103,11 +105,13 @@ def subscribers_list(db: str = typer.Option(None, help=DB_HELP), flavour: str = 
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
         subs = store.list()
     table = Table("imsi", "k", "opc/op", "amf", "apn", "ip", "sqn", "qci")
+    for column in table.columns:
+        column.no_wrap = True  # an IMSI split over two lines cannot be copied or grepped
     for sub in subs:
         row = sub.masked()
         table.add_row(sub.imsi, row["k"], row["opc"] or row["op"], sub.amf, sub.apn, sub.static_ip or "dynamic",
                       str(sub.sqn), str(sub.qci))
-    console.print(table)
+    wide_console.print(table)
     console.print(f"{len(subs)} subscribers")
 
 
