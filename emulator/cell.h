@@ -1,8 +1,11 @@
-/* cellab-cell: the state of the virtual LTE cell (one context struct owned by main). */
+/* cellab-cell: the state of the virtual LTE cell (one context struct owned by main) and the interfaces of the
+ * units that make up the program, one concern each (emulator/README.md lists them). */
 #ifndef CELLAB_CELL_H
 #define CELLAB_CELL_H
 
 #include <stdint.h>
+#include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "trace.h"
@@ -15,6 +18,7 @@
 #define CELL_PKT_MAX 2048
 #define CELL_DELAY_LINE_MAX_BYTES (64u << 20) /* bound on packets held for core/Internet delay, per direction */
 #define CELL_ERR_HIST_US 2001                 /* delivery-time error histogram, 1 us bins, last = overflow */
+#define NS_PER_TTI 1000000ULL
 
 /* Fixed LTE timings (FDD, TS 36.213): an SR on PUCCH is answered by a UL grant SR_TO_GRANT subframes later
  * (eNB processing), the UE sends PUSCH 4 subframes after the grant (TS 36.213 8.0), the eNB uses a BSR
@@ -122,5 +126,65 @@ struct cell {
     uint64_t fwd_pkts, fwd_bytes;
     uint8_t buf[CELL_PKT_MAX];
 };
+
+/* util.c: the monotonic clock; a fatal error (message on stderr, exit 2) */
+uint64_t now_ns(void);
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* rng.c: the model's random numbers, reproducible per --seed */
+double rng_uniform(struct cell *c);
+double rng_normal(struct cell *c);
+
+/* pktq.c: packet FIFOs and the delay line's release TTI */
+void fifo_push(struct fifo *q, struct pkt *p);
+struct pkt *fifo_pop(struct fifo *q);
+void fifo_free(struct fifo *q);
+struct pkt *pkt_new(const uint8_t *data, uint32_t len);
+uint64_t delay_release(struct cell *c, struct fifo *line, uint64_t base_tti);
+
+/* args.c: the command line into c->p (and per-UE names, addresses, attenuation, traces); dies on bad input */
+void parse_args(struct cell *c, int argc, char **argv);
+
+/* io.c: TUN devices and packet input/output */
+int open_tun_in_netns(const char *netns, const char *name);
+void tun_write(struct cell *c, int fd, const struct pkt *p);
+void read_srv(struct cell *c);
+void read_ue(struct cell *c, struct ue *u);
+
+/* channel.c: one UE's channel and CQI reporting, every TTI */
+void channel_update(struct cell *c, struct ue *u, uint64_t t);
+
+/* harq.c: the downlink RLC queue, HARQ outcomes and in-order delivery */
+static inline struct dl_tb *tb_at(struct ue *u, int i) { return &u->tb[(u->tb_head + i) % CELL_MAX_TB]; }
+void dl_enqueue(struct cell *c, struct ue *u, struct pkt *p);
+void dl_deliver(struct cell *c, struct ue *u, uint64_t t);
+int dl_harq_busy(struct ue *u);
+void dl_outcomes(struct cell *c, struct ue *u, uint64_t t);
+
+/* dl_sched.c: the downlink scheduler (radio model, trace mode, unlimited) */
+void dl_schedule(struct cell *c, uint64_t t);
+void dl_trace(struct cell *c, uint64_t t);
+void dl_unlimited(struct cell *c, uint64_t t);
+
+/* ul.c: SR configuration and the uplink of one UE per TTI */
+void assign_sr(struct cell *c, int k);
+void ul_tti(struct cell *c, struct ue *u, uint64_t t);
+void ul_trace(struct cell *c, struct ue *u, uint64_t t);
+void ul_unlimited(struct cell *c, struct ue *u, uint64_t t);
+
+/* ttilog.c: the ground-truth log */
+void ttilog_open(struct cell *c);
+void write_tti_records(struct cell *c, uint64_t t);
+
+/* control.c: the control socket and telemetry */
+void setup_zmq(struct cell *c);
+void serve_control(struct cell *c);
+json_t *handle_request(struct cell *c, const char *text, size_t len);
+json_t *stats_json(struct cell *c);
+void publish_telemetry(struct cell *c, uint64_t t);
+void control_close(struct cell *c);
+
+/* tti.c: one TTI of the model */
+void run_tti(struct cell *c, uint64_t t);
 
 #endif

@@ -1,8 +1,9 @@
-# emulator/: the virtual LTE cell, cellab-cell (included by the top Makefile).
-CELL_SRCS := emulator/cell.c emulator/radio.c emulator/trace.c emulator/lte_tables.c
+# emulator/: the virtual LTE cell, cellab-cell (included by the top Makefile). One concern per unit: see README.md.
+CELL_UNITS := cell tti args io pktq channel harq dl_sched ul ttilog control rng util
+CELL_SRCS := $(patsubst %,emulator/%.c,$(CELL_UNITS)) emulator/radio.c emulator/trace.c emulator/lte_tables.c
 CELL_HDRS := emulator/cell.h emulator/radio.h emulator/trace.h emulator/lte_tables.h emulator/ttilog.h
 
-$(BIN)/cellab-cell: $(CELL_SRCS) $(CELL_HDRS)
+$(BIN)/cellab-cell: $(CELL_SRCS) $(CELL_HDRS) emulator/rules.mk
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS_COMMON) -o $@ $(CELL_SRCS) $$(pkg-config --cflags --libs libzmq jansson) -lm
 

@@ -1,0 +1,201 @@
+/* cellab-cell: control (ZeroMQ REP, one JSON request per message) and telemetry (ZeroMQ PUB, per-UE summaries). */
+#include "cell.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "radio.h"
+
+static uint64_t err_percentile_us(const struct cell *c, double q)
+{
+    if (!c->err_count)
+        return 0;
+    uint64_t target = (uint64_t)ceil(q * (double)c->err_count), acc = 0;
+    for (int i = 0; i < CELL_ERR_HIST_US; i++) {
+        acc += c->err_hist[i];
+        if (acc >= target)
+            return (uint64_t)i;
+    }
+    return CELL_ERR_HIST_US - 1;
+}
+
+json_t *stats_json(struct cell *c)
+{
+    json_t *ues = json_array();
+    for (int k = 0; k < c->p.n_ues; k++) {
+        struct ue *u = &c->ue[k];
+        json_t *o = json_pack(
+            "{s:i,s:f,s:f,s:f,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:i}", "ue", k,
+            "attenuation_db", u->attenuation_db, "rsrp_dbm", u->rsrp_dbm, "sinr_db", u->sinr_db, "cqi",
+            u->cqi_used, "mcs", radio_dl_alloc(u->cqi_used, c->p.n_prb, c->p.n_prb, 1).mcs, "queue_bytes",
+            (json_int_t)u->dlq.bytes, "delivered_bytes", (json_int_t)u->dl_delivered_bytes, "delivered_pkts",
+            (json_int_t)u->dl_delivered_pkts, "dl_drop_pkts", (json_int_t)u->dl_drop_pkts, "dl_drop_bytes",
+            (json_int_t)u->dl_drop_bytes, "dl_lost_pkts", (json_int_t)u->dl_lost_pkts, "harq_retx",
+            (json_int_t)u->harq_retx, "ul_delivered_bytes", (json_int_t)u->ul_delivered_bytes, "ul_buffer_bytes",
+            (json_int_t)u->ulq.bytes, "sr_sent", (json_int_t)u->sr_sent, "ul_grants", (json_int_t)u->grants_issued,
+            "i_sr", u->i_sr, "sr_period_ms", u->sr_period_ms, "sr_offset", u->sr_offset);
+        json_object_set_new(o, "olla_db", json_real(u->olla_db));
+        json_array_append_new(ues, o);
+    }
+    return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
+                     "paused", c->paused, "fwd_pkts", (json_int_t)c->fwd_pkts, "fwd_bytes", (json_int_t)c->fwd_bytes,
+                     "no_route_pkts", (json_int_t)c->no_route_pkts, "delay_drop_pkts",
+                     (json_int_t)c->delay_drop_pkts, "tun_write_drops", (json_int_t)c->tun_write_drops,
+                     "late_ttis", (json_int_t)c->late_ttis, "resyncs", (json_int_t)c->resyncs,
+                     "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
+                     (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
+                     ues);
+}
+
+static json_t *err_reply(const char *msg)
+{
+    return json_pack("{s:b,s:s}", "ok", 0, "error", msg);
+}
+
+static json_t *ue_from_request(struct cell *c, json_t *req, int *k, char *err, size_t err_len)
+{
+    json_t *jue = json_object_get(req, "ue");
+    if (!json_is_integer(jue) || json_integer_value(jue) < 0 || json_integer_value(jue) >= c->p.n_ues) {
+        snprintf(err, err_len, "ue: must be an integer in [0, %d]", c->p.n_ues - 1);
+        return err_reply(err);
+    }
+    *k = (int)json_integer_value(jue);
+    return NULL;
+}
+
+json_t *handle_request(struct cell *c, const char *text, size_t len)
+{
+    json_error_t jerr;
+    json_t *req = json_loadb(text, len, 0, &jerr);
+    if (!json_is_object(req)) {
+        json_decref(req);
+        return err_reply("request must be a JSON object with \"op\"");
+    }
+    const char *op = json_string_value(json_object_get(req, "op"));
+    json_t *rep = NULL;
+    char err[160];
+    int k = 0;
+    if (!op) {
+        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats)");
+    } else if (!strcmp(op, "set_attenuation")) {
+        json_t *v = json_object_get(req, "attenuation_db");
+        if (!(rep = ue_from_request(c, req, &k, err, sizeof(err)))) {
+            if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 200)
+                rep = err_reply("attenuation_db: must be a number in [0, 200]");
+            else {
+                struct ue *u = &c->ue[k];
+                u->attenuation_db = json_number_value(v);
+                /* the UE's RSRP follows at once (a calibration reads it right after setting) */
+                u->rsrp_dbm = radio_rsrp_dbm(u->attenuation_db, u->fading_db);
+                u->sinr_db = radio_sinr_db(u->rsrp_dbm);
+                u->cqi_true = radio_cqi(u->sinr_db);
+                rep = json_pack("{s:b,s:i,s:f,s:I}", "ok", 1, "ue", k, "attenuation_db", c->ue[k].attenuation_db,
+                                "tti", (json_int_t)c->tti);
+            }
+        }
+    } else if (!strcmp(op, "get_attenuation")) {
+        if (!(rep = ue_from_request(c, req, &k, err, sizeof(err))))
+            rep = json_pack("{s:b,s:i,s:f,s:f,s:I}", "ok", 1, "ue", k, "attenuation_db", c->ue[k].attenuation_db,
+                            "rsrp_dbm", c->ue[k].rsrp_dbm, "tti", (json_int_t)c->tti);
+    } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
+        c->paused = !strcmp(op, "pause");
+        rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "paused", c->paused, "tti", (json_int_t)c->tti);
+    } else if (!strcmp(op, "stats")) {
+        if (c->tti_log)
+            fflush(c->tti_log);
+        rep = stats_json(c);
+    } else {
+        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats)",
+                 op);
+        rep = err_reply(err);
+    }
+    json_decref(req);
+    return rep;
+}
+
+void serve_control(struct cell *c)
+{
+    if (!c->ctl)
+        return;
+    for (int i = 0; i < 16; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, c->ctl, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return;
+        }
+        int more = zmq_msg_more(&msg);
+        json_t *rep = more ? err_reply("one frame per request") : handle_request(c, zmq_msg_data(&msg), zmq_msg_size(&msg));
+        zmq_msg_close(&msg);
+        while (more) { /* drain a multipart request so the REP socket stays in step */
+            zmq_msg_init(&msg);
+            zmq_msg_recv(&msg, c->ctl, 0);
+            more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+        }
+        char *s = json_dumps(rep, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        zmq_send(c->ctl, s ? s : "{\"ok\":false}", s ? strlen(s) : 12, 0);
+        free(s);
+        json_decref(rep);
+    }
+}
+
+void setup_zmq(struct cell *c)
+{
+    if (!c->p.ctl_ep && !c->p.pub_ep)
+        return;
+    c->zctx = zmq_ctx_new();
+    int linger = 0;
+    if (c->p.ctl_ep) {
+        c->ctl = zmq_socket(c->zctx, ZMQ_REP);
+        zmq_setsockopt(c->ctl, ZMQ_LINGER, &linger, sizeof(linger));
+        if (zmq_bind(c->ctl, c->p.ctl_ep) < 0)
+            die("--ctl %s: %s", c->p.ctl_ep, zmq_strerror(errno));
+        size_t sz = sizeof(c->ctl_fd);
+        zmq_getsockopt(c->ctl, ZMQ_FD, &c->ctl_fd, &sz);
+    }
+    if (c->p.pub_ep) {
+        c->pub = zmq_socket(c->zctx, ZMQ_PUB);
+        zmq_setsockopt(c->pub, ZMQ_LINGER, &linger, sizeof(linger));
+        if (zmq_bind(c->pub, c->p.pub_ep) < 0)
+            die("--pub %s: %s", c->p.pub_ep, zmq_strerror(errno));
+    }
+}
+
+void publish_telemetry(struct cell *c, uint64_t t)
+{
+    if (c->tti_log)
+        fflush(c->tti_log);
+    if (!c->pub)
+        return;
+    for (int k = 0; k < c->p.n_ues; k++) {
+        struct ue *u = &c->ue[k];
+        json_t *o = json_pack("{s:s,s:I,s:i,s:f,s:f,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "type", "cell.summary",
+                              "tti", (json_int_t)t, "ue", k, "rsrp_dbm", u->rsrp_dbm, "sinr_db", u->sinr_db,
+                              "cqi", u->cqi_used, "dl_bytes", (json_int_t)u->win_dl_bytes, "ul_bytes",
+                              (json_int_t)u->win_ul_bytes, "queue_bytes", (json_int_t)u->dlq.bytes,
+                              "harq_retx", (json_int_t)u->win_retx, "dl_tbs_bits", (json_int_t)u->win_dl_tbs_bits,
+                              "dl_drop_bytes", (json_int_t)u->dl_drop_bytes, "attenuation_db", u->attenuation_db);
+        char *s = json_dumps(o, JSON_COMPACT);
+        if (s) {
+            zmq_send(c->pub, "cell", 4, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            zmq_send(c->pub, s, strlen(s), ZMQ_DONTWAIT);
+            free(s);
+        }
+        json_decref(o);
+        u->win_dl_bytes = u->win_ul_bytes = u->win_retx = u->win_dl_tbs_bits = 0;
+    }
+}
+
+void control_close(struct cell *c)
+{
+    if (c->ctl)
+        zmq_close(c->ctl);
+    if (c->pub)
+        zmq_close(c->pub);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+}

@@ -1,0 +1,58 @@
+/* cellab-cell: one TTI of the model, its steps in order: delay lines, channel, downlink and uplink
+ * schedulers, the PF averages, the TTI log and the telemetry period. */
+#include "cell.h"
+
+#include <stdlib.h>
+
+#define TELEMETRY_TTI 100
+
+void run_tti(struct cell *c, uint64_t t)
+{
+    for (int k = 0; k < c->p.n_ues; k++) {
+        struct ue *u = &c->ue[k];
+        u->r_tbs_bits = u->r_delivered = u->r_ul_grant = u->r_ul_delivered = u->r_drop_bytes = 0;
+        u->r_prb = u->r_retx = u->r_flags = 0;
+        u->r_mcs = -1;
+    }
+    /* uplink packets leaving the core toward the server */
+    while (c->ul_delay.head && c->ul_delay.head->release_tti <= t) {
+        struct pkt *p = fifo_pop(&c->ul_delay);
+        tun_write(c, c->srv_fd, p);
+        free(p);
+    }
+    /* downlink packets reaching the eNB after the core/Internet delay */
+    while (c->dl_delay.head && c->dl_delay.head->release_tti <= t) {
+        struct pkt *p = fifo_pop(&c->dl_delay);
+        dl_enqueue(c, &c->ue[p->end_off], p); /* end_off holds the UE index while in the delay line */
+    }
+    for (int k = 0; k < c->p.n_ues; k++)
+        channel_update(c, &c->ue[k], t);
+    if (!c->paused) {
+        if (c->p.unlimited) {
+            dl_unlimited(c, t);
+            for (int k = 0; k < c->p.n_ues; k++)
+                ul_unlimited(c, &c->ue[k], t);
+        } else {
+            if (c->have_trace) {
+                dl_trace(c, t);
+            } else {
+                for (int k = 0; k < c->p.n_ues; k++)
+                    dl_outcomes(c, &c->ue[k], t);
+                dl_schedule(c, t);
+            }
+            for (int k = 0; k < c->p.n_ues; k++) {
+                if (c->have_trace_up)
+                    ul_trace(c, &c->ue[k], t);
+                else
+                    ul_tti(c, &c->ue[k], t);
+            }
+        }
+        for (int k = 0; k < c->p.n_ues; k++) {
+            struct ue *u = &c->ue[k];
+            u->pf_avg_bits = 0.99 * u->pf_avg_bits + 0.01 * u->r_tbs_bits; /* PF window: 100 TTIs */
+        }
+    }
+    write_tti_records(c, t);
+    if (t % TELEMETRY_TTI == TELEMETRY_TTI - 1)
+        publish_telemetry(c, t);
+}
