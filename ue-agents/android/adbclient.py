@@ -91,15 +91,17 @@ class Adb:
     def push(self, serial: str, local: Path, remote: str, timeout_s: float = 120) -> None:
         done = self._run([*self.base(), "-s", serial, "push", str(local), remote], timeout_s, f"phone {serial}: push")
         if done.returncode != 0:
-            self._raise_if_gone(serial, done.stderr)
-            raise PhoneError(f"phone {serial}: push {local.name} to {remote} failed: {done.stderr.strip()[-300:]}")
+            text = done.stderr + done.stdout  # adb prints some sync errors on stdout
+            self._raise_if_gone(serial, text)
+            raise PhoneError(f"phone {serial}: push {local.name} to {remote} failed: {text.strip()[-300:]}")
 
     def pull(self, serial: str, remote: str, local: Path, timeout_s: float = 120) -> None:
         local.parent.mkdir(parents=True, exist_ok=True)
         done = self._run([*self.base(), "-s", serial, "pull", remote, str(local)], timeout_s, f"phone {serial}: pull")
         if done.returncode != 0:
-            self._raise_if_gone(serial, done.stderr)
-            raise PhoneError(f"phone {serial}: pull {remote} failed: {done.stderr.strip()[-300:]}")
+            text = done.stderr + done.stdout
+            self._raise_if_gone(serial, text)
+            raise PhoneError(f"phone {serial}: pull {remote} failed: {text.strip()[-300:]}")
 
     def present(self, serial: str) -> bool:
         try:
