@@ -1,0 +1,46 @@
+"""A stand-in srsenb for agent tests: reads the rendered rr.conf (libconf) like srsenb, prints srsenb's ready
+line, writes the JSON report (a banner, then pretty-printed concatenated objects) with one UE whose
+RRCConnectionSetup carries the sr-ConfigIndex of the configured SR period (offset 0, as srsENB gives the
+first UE), and echoes stdin commands to the console. `FAKE_SRSENB_ERROR=line` exits with that line."""
+
+import json
+import os
+import sys
+import threading
+import time
+
+import libconf
+
+conf_dir = os.path.dirname(os.path.abspath(sys.argv[1]))
+if os.environ.get("FAKE_SRSENB_ERROR"):
+    print("---  Software Radio Systems LTE eNodeB  ---", flush=True)
+    print(os.environ["FAKE_SRSENB_ERROR"], flush=True)
+    sys.exit(255)
+with open(os.path.join(conf_dir, "rr.conf")) as f:
+    rr = libconf.load(f)
+period = rr["phy_cnfg"]["sched_request_cnfg"]["period"]
+first_index = {5: 0, 10: 5, 20: 15, 40: 35, 80: 75}[period]
+print("==== eNodeB started ===", flush=True)
+
+
+def stdin_echo():
+    for line in sys.stdin:
+        print(f"stdin: {line.strip()}", flush=True)
+
+
+threading.Thread(target=stdin_echo, daemon=True).start()
+report = open(os.path.join(conf_dir, "enb_report.json"), "w")
+report.write("Software Radio Systems RAN (srsRAN) fake\n")
+asn1 = json.dumps([{"DL-CCCH-Message": {"message": {"c1": {"rrcConnectionSetup": {"physicalConfigDedicated": {
+    "schedulingRequestConfig": {"setup": {"sr-ConfigIndex": first_index}}}}}}}}])
+objs = [{"type": "event", "timestamp": time.time(), "event_name": "rrc_log",
+         "event_data": {"rnti": 70, "asn1_message": asn1}}]
+for i in range(1000):
+    objs.append({"type": "metrics", "timestamp": time.time(), "cell_list": [{"cell_container": {
+        "carrier_id": 0, "pci": 1, "ue_list": [{"ue_container": {"ue_rnti": 70, "dl_cqi": 15.0, "dl_bitrate": 1000.0 * i,
+                                                                 "ul_bsr": i, "bearer_list": []}}]}}]})
+    for obj in objs:
+        report.write(json.dumps(obj, indent=2) + "\n")
+    report.flush()
+    objs = []
+    time.sleep(0.2)
