@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellab.errors import InputError
+from cellab.errors import InputError, InputErrors
 
 if TYPE_CHECKING:
     from cellab.campaign import Campaign
@@ -77,6 +77,8 @@ def _read(errors: list[InputError], source: str | Path, field: str, reader: Any,
         reader(Path(path))
     except InputError as exc:
         errors.append(InputError(source, field, exc.render()))
+    except InputErrors as exc:
+        errors += [InputError(source, field, e.render()) for e in exc.errors]
 
 
 def _trace(path: Path) -> None:
