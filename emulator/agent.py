@@ -22,6 +22,7 @@ class LabUpParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prefix: str = Field("clv", pattern=r"^[a-z][a-z0-9]{1,11}$")
     params: dict[str, Any] = Field(default_factory=dict)
+    ues: int | None = Field(None, ge=1, le=16)  # UE count (the cell parameter n_ues)
 
 
 class ConfigureParams(BaseModel):
@@ -54,7 +55,7 @@ class VirtualLabOps:
     @operation
     def lab_up(self, params: LabUpParams) -> dict:
         try:
-            self._vlab = VirtualLab(params.prefix, params.params)
+            self._vlab = VirtualLab(params.prefix, params.params, ues=params.ues)
             topo = self._vlab.up()
         except (CellabError, InputErrors) as exc:
             raise OperationFailed(str(exc)) from None

@@ -44,6 +44,30 @@ class TtiLog:
     def ue(self, i: int) -> np.ndarray:
         return self.records[self.records["ue"] == i]
 
+    @property
+    def n_ttis(self) -> int:
+        """TTIs with a record for every UE (the cell writes all UEs of a TTI together, in UE order)."""
+        return len(self.records) // self.n_ues if self.n_ues else 0
+
+    def per_tti(self, field: str) -> np.ndarray:
+        """One field as a (TTIs × UEs) array: row t holds every UE's value in the log's t-th TTI."""
+        n = self.n_ttis
+        return self.records[field][: n * self.n_ues].reshape(n, self.n_ues)
+
+    def backlogged(self, min_queue_bytes: int = 20_000) -> np.ndarray:
+        """TTIs (boolean, one per row of `per_tti`) in which every UE's downlink queue held more than
+        min_queue_bytes: more than the TBs in flight, so each had data the scheduler could send."""
+        return (self.per_tti("dl_queue_bytes") > min_queue_bytes).all(axis=1)
+
+    def ue_totals(self, ttis: np.ndarray | None = None) -> list[dict[str, int]]:
+        """Per UE, summed over the log (or the TTIs a boolean row mask selects): downlink PRBs, TB bits,
+        delivered and dropped bytes, HARQ retransmissions, uplink delivered bytes; and the TTIs counted."""
+        fields = ("dl_prb", "dl_tbs_bits", "dl_delivered_bytes", "dl_drop_bytes", "harq_retx", "ul_delivered_bytes")
+        rows = slice(None) if ttis is None else ttis
+        sums = {f: self.per_tti(f)[rows].astype(np.int64).sum(axis=0) for f in fields}
+        count = self.n_ttis if ttis is None else int(np.count_nonzero(ttis))
+        return [{"ue": i, "ttis": count, **{f: int(sums[f][i]) for f in fields}} for i in range(self.n_ues)]
+
 
 def read_ttilog(path: str | Path) -> TtiLog:
     """Read a whole log; a record cut short at the end (cell still writing) is left out."""

@@ -24,7 +24,7 @@ from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.paths import find_program
 
 from cellab.labs.cellctl import CellControl
-from .params import CellParams, validate_params
+from .params import MAX_UES, CellParams, validate_params
 
 STATE_ROOT = Path("/run/cellab")
 TUN_NAME = "lte0"
@@ -54,11 +54,30 @@ class VirtualLab(EmbeddedLab):
     params_model = CellParams
     parameters = frozenset(CellParams.model_fields)
 
-    def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None, **kwargs: Any):
+    #: UEs one virtual lab can run (one namespace each, one cell serving them all)
+    max_ues = MAX_UES
+
+    def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None, *,
+                 ues: int | None = None, **kwargs: Any):
+        """`ues`: how many UEs (1..16; the cell parameter `n_ues`, which it overrides when they agree or
+        `n_ues` is not given). Other keywords are cell parameters (CellParams)."""
         self.prefix = check_prefix(prefix)
         values = params.model_dump(exclude_none=True) if isinstance(params, CellParams) else dict(params or {})
-        self.params = validate_params({**values, **kwargs})
+        values = {**values, **kwargs}
+        if ues is not None:
+            if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
+                raise InputError("virtual lab", "ues", f"{ues!r} is not a UE count", [f"1..{MAX_UES}"])
+            if "n_ues" in values and values["n_ues"] != ues:
+                raise InputError("virtual lab", "ues", f"{ues} disagrees with n_ues {values['n_ues']}",
+                                 [values["n_ues"]])
+            values["n_ues"] = ues
+        self.params = validate_params(values)
         self.state_dir = STATE_ROOT / self.prefix
+
+    @property
+    def ue_count(self) -> int:
+        """UEs this lab runs: hosts ue0..ue{N-1} of the topology, UE i in namespace `<prefix>-ue<i>`."""
+        return self.params.n_ues
 
     # ---- names -------------------------------------------------------------------------------------
     @property
@@ -92,11 +111,35 @@ class VirtualLab(EmbeddedLab):
         return Topology(
             server=Host("server", self.srv_ns, SERVER_ADDR),
             ues=tuple(Host(f"ue{i}", self.ue_ns(i), ue_addr(i)) for i in range(self.params.n_ues)),
-            extra={"ctl": self.ctl_endpoint, "pub": self.pub_endpoint, "tti_log": str(self.tti_log)},
+            extra={"ctl": self.ctl_endpoint, "pub": self.pub_endpoint, "tti_log": str(self.tti_log),
+                   "ue_count": self.params.n_ues},
         )
 
     def control(self, timeout_ms: int = 2000) -> CellControl:
         return CellControl(self.ctl_endpoint, timeout_ms)
+
+    # ---- per UE ------------------------------------------------------------------------------------
+    def _check_ue(self, ue: int) -> int:
+        if isinstance(ue, bool) or not isinstance(ue, int) or not 0 <= ue < self.params.n_ues:
+            raise InputError("virtual lab", "ue", f"{ue!r} is not a UE of this lab", [f"0..{self.params.n_ues - 1}"])
+        return ue
+
+    def set_ue_attenuation(self, ue: int, attenuation_db: float) -> dict[str, Any]:
+        """Attenuation in front of one UE (0..200 dB), applied by the cell at once (its RSRP/SINR follow; its
+        CQI after the next report). The reply: `{"ok", "ue", "attenuation_db", "tti"}`."""
+        with self.control() as ctl:
+            return ctl.set_attenuation(self._check_ue(ue), float(attenuation_db))
+
+    def ue_attenuation(self, ue: int) -> dict[str, Any]:
+        """`{"ue", "attenuation_db", "rsrp_dbm", "tti", ...}` of one UE, from the cell."""
+        with self.control() as ctl:
+            return ctl.get_attenuation(self._check_ue(ue))
+
+    def ue_stats(self) -> list[dict[str, Any]]:
+        """The cell's counters per UE, in UE order (README "Control and telemetry": rsrp_dbm, sinr_db, cqi,
+        queue_bytes, delivered_bytes, dl_drop_pkts, harq_retx, sr_sent, ...)."""
+        with self.control() as ctl:
+            return list(ctl.stats()["ues"])
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def up(self) -> Topology:

@@ -16,11 +16,11 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 @pytest.fixture
 def vlab(require_root, netns_prefix):
-    """A factory: vlab(**params) brings a lab up; every lab made is taken down after the test."""
+    """A factory: vlab(ues=N, **cell_params) brings a lab up; every lab made is taken down after the test."""
     labs: list[VirtualLab] = []
 
     def make(**params) -> VirtualLab:
-        lab = VirtualLab(netns_prefix, params)
+        lab = VirtualLab(netns_prefix, **params)  # ues=N or cell parameters
         labs.append(lab)
         lab.up()
         return lab

@@ -18,8 +18,8 @@ def test_ops_drive_the_virtual_lab_and_safe_state_tears_it_down(require_root, ne
         ops.lab_up(LabUpParams(prefix=netns_prefix, params={"n_prb": 7}))
     assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
     try:
-        topo = ops.lab_up(LabUpParams(prefix=netns_prefix, params={"n_prb": 6, "n_ues": 2}))
-        assert topo["server"]["netns"] == f"{netns_prefix}-srv" and len(topo["ues"]) == 2
+        topo = ops.lab_up(LabUpParams(prefix=netns_prefix, params={"n_prb": 6}, ues=2))
+        assert topo["server"]["netns"] == f"{netns_prefix}-srv" and len(topo["ues"]) == 2 and topo["ue_count"] == 2
         assert ops.set_attenuation(SetAttenuationParams(ue=1, attenuation_db=33.0))["attenuation_db"] == 33.0
         assert ops.get_attenuation(UeParams(ue=1))["rsrp_dbm"] == pytest.approx(-93.0)
         with pytest.raises(OperationFailed, match="ue"):
