@@ -4,6 +4,7 @@ per-UE attenuation through the cell's control, per-UE ground truth in the TTI lo
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import numpy as np
@@ -94,3 +95,22 @@ def test_four_simultaneous_downloads_share_the_cell_fairly(vlab, tmp_path):
     with lab.control() as ctl:
         stats = ctl.stats()["ues"]
     assert [u["ue"] for u in stats] == [0, 1, 2, 3] and all(u["delivered_bytes"] > 0 for u in stats)
+
+
+def test_sixteen_ues_each_reach_the_server_through_the_cell(vlab, tmp_path):
+    lab = vlab(ues=16, n_prb=25, sr_period_ms=10)
+    topo = lab.topology()
+    assert len(topo.ues) == 16 and topo.ues[-1].name == "ue15" and topo.ues[-1].address == "10.200.1.16"
+    pings = [subprocess.Popen(["ip", "netns", "exec", ue.netns, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2",
+                               topo.server.address], stdout=subprocess.PIPE, text=True) for ue in topo.ues]
+    outputs = [p.communicate(timeout=30)[0] for p in pings]
+    assert all(" 0% packet loss" in o for o in outputs), outputs
+    stats = lab.ue_stats()
+    assert [u["ue"] for u in stats] == list(range(16))
+    assert all(u["sr_sent"] >= 1 and u["delivered_bytes"] >= 3 * 84 for u in stats)
+    # srsENB-style SR resources: 5 slots at P = 10 (I_SR 5, 7, 9, 11, 13), UE k on slot k mod 5
+    assert [u["i_sr"] for u in stats] == [5 + 2 * (k % 5) for k in range(16)]
+    log = read_ttilog(lab.collect(tmp_path)["cell_tti_log"])
+    assert log.n_ues == 16
+    totals = log.ue_totals()
+    assert all(t["dl_delivered_bytes"] >= 3 * 84 and t["ul_delivered_bytes"] >= 3 * 84 for t in totals)
