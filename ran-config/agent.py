@@ -127,19 +127,19 @@ class EnbAgent(Agent):
 
     @operation(concurrent=True)
     def status(self) -> StatusResult:
-        with self._lock:
-            proc, prof = self._proc, self._profile
-            with self._data_lock:
-                metrics, truth = list(self._last_metrics.values()), self._ground_truth
-            return StatusResult(
-                state=self._state(), pid=proc.pid if proc else None,
-                uptime_s=(time.time() - proc.started_s) if proc and proc.started_s and proc.running() else None,
-                exit_code=proc.returncode if proc else None,
-                error_line=proc.error_line() if proc and not proc.running() else None,
-                restarts=self._restarts, connected_rntis=sorted(m.rnti for m in metrics),
-                ground_truth=truth, last_metrics=metrics,
-                n_prb=prof.enb.n_prb if prof else None, sr_period_ms=prof.sr.period_ms if prof else None,
-                dl_earfcn=prof.cells[0].dl_earfcn if prof else None)
+        # not under the lifecycle lock: status answers while configure waits for srsenb to start
+        proc, prof = self._proc, self._profile
+        with self._data_lock:
+            metrics, truth = list(self._last_metrics.values()), self._ground_truth
+        return StatusResult(
+            state=self._state(proc), pid=proc.pid if proc else None,
+            uptime_s=(time.time() - proc.started_s) if proc and proc.started_s and proc.running() else None,
+            exit_code=proc.returncode if proc else None,
+            error_line=proc.error_line() if proc and not proc.running() else None,
+            restarts=self._restarts, connected_rntis=sorted(m.rnti for m in metrics),
+            ground_truth=truth, last_metrics=metrics,
+            n_prb=prof.enb.n_prb if prof else None, sr_period_ms=prof.sr.period_ms if prof else None,
+            dl_earfcn=prof.cells[0].dl_earfcn if prof else None)
 
     @operation(concurrent=True)
     def cell_gain(self, params: CellGainParams) -> CellGainResult:
@@ -168,8 +168,8 @@ class EnbAgent(Agent):
             self._stop_enb()
 
     # ----- srsenb --------------------------------------------------------------------------------
-    def _state(self) -> str:
-        proc = self._proc
+    def _state(self, proc: SrsenbProcess | None = None) -> str:
+        proc = proc or self._proc
         if proc is None:
             return "stopped"
         if proc.running():
