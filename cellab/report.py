@@ -302,9 +302,12 @@ def cdf_section(runs: list[Run], facets: list[str], colors: dict[str, str], out:
     return section if section.figures else None
 
 
-def sr_section(runs: list[Run], fixed: dict[str, Any], out: FigureWriter) -> Section | None:
+def sr_section(runs: list[Run], fixed: dict[str, Any], out: FigureWriter, probes_asked: bool = False) -> Section | None:
+    """Only for runs that estimated the SR period: some run named one, or the campaign asked for SR probes
+    (then a run without an estimate is a miss). A probe flow reports an SR regime on every run; a
+    shoot-out whose flows named no period has nothing to score ("Correct: 0 of 14" read as a failure)."""
     probed = [r for r in runs if "sr_estimate_ms" in r.metrics or "sr_regime" in r.metrics]
-    if not probed:
+    if not probed or not (probes_asked or any("sr_estimate_ms" in r.metrics for r in probed)):
         return None
     section = Section("sr", "SR-period estimation")
     matrix = sr_confusion(probed, fixed)
@@ -324,6 +327,11 @@ def sr_section(runs: list[Run], fixed: dict[str, Any], out: FigureWriter) -> Sec
     if regimes:
         section.tables.append(_regime_table(regimes, fixed))
     return section
+
+
+def _sr_probes_asked(campaign: dict[str, Any]) -> bool:
+    workload = campaign.get("workload")
+    return isinstance(workload, dict) and bool(workload.get("sr_probes"))
 
 
 def _regime_table(runs: list[Run], fixed: dict[str, Any]) -> Table:
@@ -446,6 +454,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (  # (metric,
     ("retransmits", "retransmits", _num(0)),
     ("fct_mean_s", "FCT mean (s)", _num(3)),
     ("jain_fairness", "Jain index", _num(3)),
+    ("ues", "UEs", _num(0)),
+    ("ue_fairness_jain", "Jain index over UEs", _num(3)),
     ("sr_true_ms", "SR true (ms)", _sr_label),
     ("sr_estimate_ms", "SR estimate (ms)", _sr_label),
     ("sr_regime", "SR regime", str),
@@ -465,6 +475,44 @@ def run_table(runs: list[Run], factor_names: list[str]) -> Table:
         cells.append((r.error or "", "left"))
         rows.append(cells)
     return Table(header, rows)
+
+
+UE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("throughput_bps", "throughput (Mbit/s)", _mbit),
+    ("capacity_bps", "its capacity (Mbit/s)", _mbit),
+    ("rtt_mean_ms", "RTT mean (ms)", _num(1)),
+    ("rtt_p95_ms", "RTT p95 (ms)", _num(1)),
+    ("retransmits", "retransmits", _num(0)),
+    ("fct_mean_s", "FCT mean (s)", _num(3)),
+    ("congestion_control", "cc", str),
+)
+
+
+def ue_section(store: ResultStore, runs: list[Run]) -> Section | None:
+    """Per-UE rows of the runs with several UEs: each UE's throughput and RTT, and the run's Jain index."""
+    by_run = {r.run_id: r for r in runs}
+    rows_by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in store.ue_rows():
+        rows_by_run[row["run_id"]].append(row)
+    multi = {run_id: rows for run_id, rows in rows_by_run.items() if len(rows) > 1 and run_id in by_run}
+    if not multi:
+        return None
+    metrics = [row["metrics"] or {} for rows in multi.values() for row in rows]
+    columns = [c for c in UE_COLUMNS if any(c[0] in m for m in metrics)]
+    header = ["#", "run id", "scheme", "UE", *(c[1] for c in columns), "Jain index over UEs"]
+    table_rows = []
+    for run_id, rows in sorted(multi.items(), key=lambda kv: by_run[kv[0]].idx):
+        run = by_run[run_id]
+        jain = run.metrics.get("ue_fairness_jain")
+        for row in rows:
+            m = row["metrics"] or {}
+            cells: list[Any] = [str(run.idx), (run_id, "left"), (run.scheme, "left"), (row["ue"], "left")]
+            cells += [fmt(m[k]) if m.get(k) is not None else "" for k, _, fmt in columns]
+            cells.append(f"{jain:.3f}" if isinstance(jain, float) else "")
+            table_rows.append(cells)
+    return Section("ues", "UEs", notes=["One row per UE of each run with several UEs (results.sqlite table "
+                                        "ue_runs); each UE's artifacts are in runs/<run id>/ues/<UE>/."],
+                   tables=[Table(header, table_rows)])
 
 
 # --- the page -----------------------------------------------------------------------------------
@@ -527,9 +575,10 @@ def write_report(result_dir: Path) -> Path:
     _clear_old_figures(plot_dir)
     out = FigureWriter(plot_dir)
     plotted = [throughput_delay_section(done, facets, colors, out), cdf_section(done, facets, colors, out),
-               sr_section(done, fixed, out), network_section(done, order, out)]
+               sr_section(done, fixed, out, _sr_probes_asked(campaign)), network_section(done, order, out)]
     runs_section = Section("runs", "Runs", tables=[run_table(runs, [f for f in factor_names if f != "scheme"])])
-    sections = [s for s in [*plotted, runs_section, timeline_section(done, out)] if s is not None]
+    sections = [s for s in [*plotted, runs_section, ue_section(store, done), timeline_section(done, out)]
+                if s is not None]
 
     counts = Counter(r.status for r in runs)
     env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
