@@ -20,7 +20,6 @@ import struct
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 from . import adbwire as w
 from .phones import VirtualPhone
@@ -380,10 +379,3 @@ class SyncSession:
         return True
 
 
-def serve_forever(port: int, phones: list[tuple[str, str]], storage: Path, netns: str | None = None) -> None:
-    """`cellab ue android fake-adb`: phones as (serial, model) pairs, until Ctrl-C."""
-    with FakeAdbServer(port) as server:
-        for serial, model in phones:
-            server.add_phone(VirtualPhone(serial, model, storage / serial, netns=netns))
-        while True:
-            time.sleep(3600)
