@@ -78,9 +78,12 @@ class AndroidUEAgent(Agent):
     role = "ue"
 
     def __init__(self, *args: Any, serial: str | None = None, adb_port: int = 5037, adb: str = "adb",
-                 probe_binary: Path | None = None, signal_period_s: float = 1.0, **kwargs: Any):
+                 probe_binary: Path | None = None, signal_period_s: float = 1.0, netns: str | None = None,
+                 cell_ctl: str | None = None, cell_ue: int = 0, **kwargs: Any):
         if not serial:
             raise CellabError("the android UE agent needs --serial (see `adb devices -l`)")
+        if netns or cell_ctl:  # a phone runs its workloads itself and reads its own modem
+            raise CellabError("--netns and --cell-ctl are for the virtual UE; an android UE runs on its phone")
         self.adb = Adb(adb_port, adb)
         self.phone = Phone(self.adb, serial)  # discovery: an unknown serial is an InputError, before connecting
         super().__init__(*args, **kwargs)
