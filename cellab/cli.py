@@ -130,6 +130,8 @@ def agent(
     cell_ctl: str | None = typer.Option(None, help="ue role in the virtual lab: the emulated cell's control "
                                                    "endpoint, where the agent reads its signal"),
     cell_ue: int = typer.Option(0, min=0, help="ue role with --cell-ctl: this UE's index in the cell"),
+    serial: str | None = typer.Option(None, help="ue role, kind android: the phone's serial (`adb devices -l`)"),
+    adb_port: int = typer.Option(5037, min=1, max=65535, help="ue role, kind android: the adb server's port"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
     from cellab.contracts.registry import agent_class
@@ -142,6 +144,8 @@ def agent(
         if role != "ue":
             raise CellabError(f"--cell-ctl is for the ue role, not {role}")
         kwargs |= {"cell_ctl": cell_ctl, "cell_ue": cell_ue}
+    if kind == "android":
+        kwargs |= {"serial": serial, "adb_port": adb_port}
     instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
                    controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
 
