@@ -132,6 +132,9 @@ def agent(
     cell_ue: int = typer.Option(0, min=0, help="ue role with --cell-ctl: this UE's index in the cell"),
     serial: str | None = typer.Option(None, help="ue role, kind android: the phone's serial (`adb devices -l`)"),
     adb_port: int = typer.Option(5037, min=1, max=65535, help="ue role, kind android: the adb server's port"),
+    srsran_bin: Path | None = typer.Option(None, help="enb/core roles: a folder with srsenb/srsepc (an srsRAN "
+                                                      "bundle's bin; its ../lib/sctpshim.so is preloaded for srsepc "
+                                                      "on kernels without SCTP)"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
     from cellab.contracts.registry import agent_class
@@ -146,6 +149,8 @@ def agent(
         kwargs |= {"cell_ctl": cell_ctl, "cell_ue": cell_ue}
     if kind == "android":
         kwargs |= {"serial": serial, "adb_port": adb_port}
+    if srsran_bin is not None:
+        kwargs |= _srsran_kwargs(role, srsran_bin)
     instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
                    controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
 
@@ -160,6 +165,20 @@ def agent(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     instance.serve_forever()
+
+
+def _srsran_kwargs(role: str, folder: Path) -> dict:
+    """--srsran-bin: the enb agent's srsenb; the core agent's srsepc (and the bundle's SCTP shim, preloaded
+    when the kernel has no SCTP)."""
+    if role not in ("enb", "core"):
+        raise CellabError(f"--srsran-bin is for the enb and core roles, not {role}")
+    if not folder.is_dir():
+        raise CellabError(f"--srsran-bin {folder}: not a folder")
+    if role == "enb":
+        return {"srsenb_bin": folder / "srsenb"}
+    shim = folder.resolve().parent / "lib" / "sctpshim.so"
+    env = {"LD_PRELOAD": str(shim)} if shim.is_file() and not Path("/proc/net/sctp").exists() else {}
+    return {"programs": {"srsepc": str(folder / "srsepc")}, "env": env}
 
 
 trace_app = typer.Typer(no_args_is_help=True)
