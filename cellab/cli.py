@@ -131,7 +131,8 @@ def agent(
                                                    "endpoint, where the agent reads its signal"),
     cell_ue: int = typer.Option(0, min=0, help="ue role with --cell-ctl: this UE's index in the cell"),
     serial: str | None = typer.Option(None, help="ue role, kind android: the phone's serial (`adb devices -l`)"),
-    adb_port: int = typer.Option(5037, min=1, max=65535, help="ue role, kind android: the adb server's port"),
+    adb_port: int | None = typer.Option(None, min=1, max=65535, help="ue role, kind android: the adb server's "
+                                                                  "port (default: $ANDROID_ADB_SERVER_PORT, else 5037)"),
     srsran_bin: Path | None = typer.Option(None, help="enb/core roles: a folder with srsenb/srsepc (an srsRAN "
                                                       "bundle's bin; its ../lib/sctpshim.so is preloaded for srsepc "
                                                       "on kernels without SCTP)"),

@@ -33,6 +33,26 @@ def _bpffs_mounted() -> bool:
         return False
 
 
+def _phones() -> list[Check]:
+    """One line per phone (model, Android, root, RSRP) from `cellab ue phones --json`: the ue room's
+    command, run as a program because the core does not import rooms."""
+    import json
+    import sys
+
+    checks = []
+    for line in _run([sys.executable, "-m", "cellab", "ue", "phones", "--json"], timeout_s=60).splitlines():
+        try:
+            p = json.loads(line)
+        except ValueError:
+            continue
+        if "error" in p or p.get("state") != "device":
+            checks.append(Check(f"phone {p.get('serial')}", "warn", p.get("error", p.get("state", "?")), False))
+            continue
+        checks.append(Check(f"phone {p['serial']}", "ok", f"{p['model']}, Android {p['android']}, "
+                            f"{'rooted' if p['rooted'] else 'not rooted'}, RSRP {p['rsrp_dbm']:g} dBm", False))
+    return checks
+
+
 def _run(argv: list[str], timeout_s: float = 10) -> str:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False).stdout
@@ -72,6 +92,8 @@ def run_checks() -> list[Check]:
         checks.append(Check("adb devices", "ok" if lines else "none",
                             ", ".join(lines) if lines else "no phone attached (enable USB debugging, `adb devices`)",
                             required=False))
+        if lines:
+            checks += _phones()
     else:
         checks.append(Check("adb devices", "none", "adb not installed (apt-get install adb) — only for Android UEs",
                             required=False))

@@ -17,12 +17,13 @@ app = typer.Typer(no_args_is_help=True, help="Android UEs over adb: signal logs,
 android_app = typer.Typer(no_args_is_help=True)
 app.add_typer(android_app, name="android", help="Tools for Android UEs (the fake adb server for tests and demos).")
 console = Console()
+PORT_HELP = "adb server port (default: $ANDROID_ADB_SERVER_PORT, else 5037)"
 
 
 @app.command("record")
 def record(serial: str = typer.Option(..., help="the phone (see `adb devices -l`)"),
            out: Path = typer.Option(..., help="JSONL drive log to write (time_ms, rsrp_dbm, ... per line)"),
-           adb_port: int = typer.Option(5037, min=1, max=65535, help="adb server port"),
+           adb_port: int | None = typer.Option(None, min=1, max=65535, help=PORT_HELP),
            duration_s: float | None = typer.Option(None, min=1, help="stop after this long (default: Ctrl-C)"),
            period_s: float = typer.Option(1.0, min=0.2, max=60, help="seconds between readings")) -> None:
     """Log the phone's serving-cell signal at 1 Hz: the drive log a mobility replay reads
@@ -45,7 +46,7 @@ def record(serial: str = typer.Option(..., help="the phone (see `adb devices -l`
 
 
 @app.command("phones")
-def phones(adb_port: int = typer.Option(5037, min=1, max=65535, help="adb server port"),
+def phones(adb_port: int | None = typer.Option(None, min=1, max=65535, help=PORT_HELP),
            as_json: bool = typer.Option(False, "--json", help="one JSON object per phone (for `cellab doctor`)")) -> None:
     """Every phone adb sees: model, Android version, root, serving-cell signal."""
     from cellab.ue.android.adbclient import Adb

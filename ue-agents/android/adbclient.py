@@ -7,6 +7,7 @@ A phone that is not (or no longer) in `adb devices` raises PhoneGone naming it.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from cellab.errors import CellabError, InputError
 
+DEFAULT_PORT = 5037
 SERIAL_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 # adb's own words for a missing phone (not a command's "not found" on the phone)
 _GONE = re.compile(r"^error: (device '.*' not found|no devices/emulators found|device offline|closed)", re.M)
@@ -45,9 +47,11 @@ class ShellResult:
 
 
 class Adb:
-    def __init__(self, port: int = 5037, adb: str = "adb"):
+    def __init__(self, port: int | None = None, adb: str = "adb"):
         if shutil.which(adb) is None:
             raise CellabError(f"{adb}: the adb client is not installed (Debian package adb)")
+        if port is None:  # the adb client's own default and override
+            port = int(os.environ.get("ANDROID_ADB_SERVER_PORT") or DEFAULT_PORT)
         self.port, self.adb = int(port), adb
 
     def base(self) -> list[str]:
@@ -68,6 +72,9 @@ class Adb:
 
     def check_serial(self, serial: str, source: str = "--serial") -> DeviceEntry:
         """A serial a person gave, checked against discovery (never taken from the wire)."""
+        if not SERIAL_PATTERN.match(serial):
+            raise InputError(source, "serial", f"{serial!r} is not a device serial",
+                             ["1-64 of letters, digits, '.', '_', ':', '-'"])
         listed = self.devices()
         for entry in listed:
             if entry.serial == serial and entry.state == "device":

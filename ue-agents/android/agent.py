@@ -77,7 +77,7 @@ class CcParams(_Params):
 class AndroidUEAgent(Agent):
     role = "ue"
 
-    def __init__(self, *args: Any, serial: str | None = None, adb_port: int = 5037, adb: str = "adb",
+    def __init__(self, *args: Any, serial: str | None = None, adb_port: int | None = None, adb: str = "adb",
                  probe_binary: Path | None = None, signal_period_s: float = 1.0, netns: str | None = None,
                  cell_ctl: str | None = None, cell_ue: int = 0, **kwargs: Any):
         if not serial:

@@ -68,3 +68,13 @@ def test_phones_lists_model_android_root_and_signal(fake_adb: int) -> None:
     assert rows["S9TEST"] == {"serial": "S9TEST", "state": "device", "model": "SM-G960F", "android": "9",
                                    "rooted": False, "rsrp_dbm": -95.0}
     assert rows["P8TEST"]["rooted"] is True and rows["P8TEST"]["android"] == "14"
+
+
+def test_doctor_lists_the_phones(fake_adb: int) -> None:
+    import os
+
+    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(fake_adb), "COLUMNS": "200"}
+    done = subprocess.run([*CELLAB, "doctor"], capture_output=True, text=True, timeout=120, env=env)
+    text = done.stdout + done.stderr
+    assert "phone S9TEST" in text and "SM-G960F, Android 9, not rooted, RSRP -95 dBm" in text
+    assert "phone P8TEST" in text and "Pixel 8, Android 14, rooted" in text
