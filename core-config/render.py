@@ -183,7 +183,11 @@ def freediameter_conf(daemon: str, realm: str = "localdomain") -> str:
     return "\n".join(lines) + "\n"
 
 
-def srsepc_conf(p: CoreProfile, log_file: str = "epc.log") -> str:
+def srsepc_conf(p: CoreProfile, folder: Path | None = None) -> str:
+    """folder: write absolute paths of user_db.csv and the log in it (srsEPC opens them relative to its
+    working folder otherwise)."""
+    db_file, log_file = ("user_db.csv", "epc.log") if folder is None else \
+        (str(folder / "user_db.csv"), f"{p.log_dir}/epc.log")
     ini = configparser.ConfigParser(interpolation=None)
     ini["mme"] = {"mme_code": f"0x{p.mme.code:02x}", "mme_group": f"0x{p.mme.group_id:04x}",
                   "tac": f"0x{p.tacs[0]:04x}", "mcc": p.plmn.mcc, "mnc": p.plmn.mnc,
@@ -191,7 +195,7 @@ def srsepc_conf(p: CoreProfile, log_file: str = "epc.log") -> str:
                   "encryption_algo": p.mme.ciphering_order[0], "integrity_algo": _srs_integrity(p),
                   "paging_timer": "2", "request_imeisv": "false", "full_net_name": p.mme.network_name,
                   "short_net_name": p.mme.network_name}
-    ini["hss"] = {"db_file": "user_db.csv"}
+    ini["hss"] = {"db_file": db_file}
     ini["spgw"] = {"gtpu_bind_addr": p.gtpu_addr, "sgi_if_addr": p.gateway, "sgi_if_name": "srs_spgw_sgi",
                    "max_paging_queue": "100"}
     ini["pcap"] = {"enable": "false", "filename": "epc.pcap"}
@@ -211,9 +215,11 @@ def _dump_yaml(data: dict) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
-def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str | None = None) -> list[Path]:
+def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str | None = None,
+           absolute_paths: bool = False) -> list[Path]:
     """Write `flavour`'s files into `out`; returns their paths. srsEPC gets a user_db.csv (empty of
-    subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one)."""
+    subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one), with
+    `absolute_paths` named by absolute path in epc.conf."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     texts: dict[str, str] = {}
@@ -229,7 +235,8 @@ def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str |
     elif flavour == "srsepc":
         from .subscribers import SRSEPC_CSV_HEADER
 
-        texts = {"epc.conf": srsepc_conf(profile), "user_db.csv": subscribers_csv or SRSEPC_CSV_HEADER}
+        folder = out.resolve() if absolute_paths else None
+        texts = {"epc.conf": srsepc_conf(profile, folder), "user_db.csv": subscribers_csv or SRSEPC_CSV_HEADER}
     else:
         from .profile import FLAVOURS
 

@@ -1,0 +1,91 @@
+"""The core (EPC) role: configure a flavour from a profile, start/stop its daemons, report health.
+
+Implemented by the core room (`cellab.epc.agent:CoreAgent`, entry point `core.epc`). The profile travels
+as YAML text and is validated by the agent with the room's own model; nothing in it is run as a command."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+
+CoreFlavour = Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
+MAX_PROFILE_BYTES = 64_000
+
+
+class ConfigureParams(Model):
+    profile_yaml: str = Field(max_length=MAX_PROFILE_BYTES, description="a core profile (YAML text)")
+    flavour: CoreFlavour | None = Field(None, description="default: the profile's")
+    subscribers_csv: str | None = Field(None, max_length=MAX_PROFILE_BYTES,
+                                        description="srsepc: subscribers (CSV/YAML text) for user_db.csv")
+
+
+class ConfigureResult(Model):
+    flavour: CoreFlavour
+    run_dir: str = Field(description="this run's folder, relative to the agent's artifacts")
+    files: list[str] = Field(description="rendered files, relative to run_dir")
+    daemons: list[str]
+
+
+class StartParams(Model):
+    daemons: list[str] | None = Field(None, description="a subset of the configured flavour's daemons; default all")
+    settle_s: float = Field(2.0, ge=0, le=60, description="how long a daemon must stay up to count as started")
+
+
+class DaemonState(Model):
+    name: str
+    running: bool
+    pid: int | None = None
+    exit_code: int | None = None
+    error: str = Field("", description="the daemon's own last error line when it exited")
+    ports: dict[str, bool] = Field(default_factory=dict, description="'proto addr:port' -> listening")
+    log: str = Field("", description="its log, relative to the agent's artifacts")
+
+
+class LogFinding(Model):
+    daemon: str
+    kind: Literal["imsi_unknown", "s1_setup_failure", "sqn_error", "db_error", "attach_ok", "error"]
+    line: str
+
+
+class CoreStatus(Model):
+    flavour: CoreFlavour | None
+    run_dir: str
+    daemons: list[DaemonState]
+    ok: bool = Field(description="every started daemon runs and listens where it should")
+    problems: list[str] = Field(default_factory=list)
+    findings: list[LogFinding] = Field(default_factory=list)
+
+
+class CoreEvent(Model):
+    """Telemetry `core.event`: a daemon exited, or a log line worth a person's attention."""
+
+    daemon: str
+    kind: str
+    line: str
+
+
+CONFIGURE = Op("configure", ConfigureParams, ConfigureResult, "render the flavour's files into a new run folder")
+START = Op("start", StartParams, CoreStatus, "start the daemons; a daemon that exits at start is named with its error")
+STOP = Op("stop", Empty, CoreStatus, "stop every daemon (SIGTERM, then SIGKILL)")
+STATUS = Op("status", Empty, CoreStatus, "processes, ports and log findings")
+
+CORE_CONTRACT = Contract("core", (CONFIGURE, START, STOP, STATUS), {"core.event": CoreEvent})
+
+
+class CoreClient(RoleClient):
+    contract = CORE_CONTRACT
+
+    def configure(self, params: ConfigureParams) -> ConfigureResult:
+        return self.call(CONFIGURE, params)
+
+    def start(self, params: StartParams | None = None) -> CoreStatus:
+        return self.call(START, params or StartParams(), timeout_s=max(self.timeout_s, 90.0))
+
+    def stop(self) -> CoreStatus:
+        return self.call(STOP, Empty(), timeout_s=max(self.timeout_s, 30.0))
+
+    def status(self) -> CoreStatus:
+        return self.call(STATUS, Empty())

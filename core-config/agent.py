@@ -1,0 +1,234 @@
+"""The core agent (`cellab agent --role core`): renders a profile, runs the flavour's daemons as processes,
+reports health, and keeps each run's configuration and logs as artifacts (`core-runs/NNN/`).
+
+Daemons run as child processes of the agent (argv lists, optionally in a network namespace), not through
+the packages' systemd units: those read fixed files under /etc, and a run's files are its own. A daemon
+that exits at start fails `start` with its own last error line."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from cellab.bus import Agent, OperationFailed, operation
+from cellab.contracts import implements
+from cellab.contracts.core import (
+    CORE_CONTRACT,
+    ConfigureParams,
+    ConfigureResult,
+    CoreStatus,
+    DaemonState,
+    LogFinding,
+    StartParams,
+)
+from cellab.errors import CellabError
+from cellab.proc import ManagedProcess
+
+from .daemons import Daemon, classify, clean, daemons_for, start_error_line, listening
+from .profile import CoreProfile
+from .render import render
+
+MAX_FINDINGS = 50
+PORT_WAIT_S = 5.0
+
+
+@implements(CORE_CONTRACT)
+class CoreAgent(Agent):
+    role = "core"
+
+    def __init__(self, *args: Any, netns: str | None = None, programs: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None, **kwargs: Any):
+        """programs: daemon program name -> path (default: found on PATH / build/bin);
+        env: extra environment for the daemons (e.g. LD_PRELOAD of an SCTP shim)."""
+        super().__init__(*args, **kwargs)
+        self.netns, self.programs, self.env = netns, dict(programs or {}), dict(env or {})
+        self._lock = threading.Lock()
+        self._flavour: str | None = None
+        self._profile: CoreProfile | None = None
+        self._run_dir: Path | None = None
+        self._daemons: list[Daemon] = []
+        self._procs: dict[str, ManagedProcess] = {}
+        self._errors: dict[str, str] = {}
+        self._reported: set[str] = set()
+
+    # ----- operations ---------------------------------------------------------------------------
+    @operation
+    def configure(self, params: ConfigureParams) -> ConfigureResult:
+        import yaml
+        from pydantic import ValidationError
+
+        from .subscribers import load_subscribers, srsepc_csv
+
+        if any(self._alive().values()):
+            raise OperationFailed("daemons are running: stop them before configuring a new run")
+        try:
+            data = yaml.safe_load(params.profile_yaml)
+            profile = CoreProfile.model_validate(data)
+        except (yaml.YAMLError, ValidationError) as exc:
+            raise OperationFailed(f"profile_yaml: {str(exc).splitlines()[0]}", field="params.profile_yaml") from None
+        flavour = params.flavour or profile.flavour
+        run_dir = self._new_run_dir()
+        config_dir, logs = run_dir / "config", run_dir / "logs"
+        logs.mkdir(parents=True)
+        profile = profile.model_copy(update={"log_dir": str(logs.resolve())})
+        csv_text = None
+        if params.subscribers_csv:
+            source = run_dir / "subscribers.input"
+            source.write_text(params.subscribers_csv)
+            try:
+                csv_text = srsepc_csv(load_subscribers(source, profile.plmn.mcc + profile.plmn.mnc))
+            except CellabError as exc:
+                raise OperationFailed(f"subscribers_csv: {exc}", field="params.subscribers_csv") from None
+            finally:
+                source.unlink()
+        files = render(profile, flavour, config_dir, subscribers_csv=csv_text, absolute_paths=True)
+        if flavour == "srsepc":  # it holds K and OPc
+            os.chmod(config_dir / "user_db.csv", 0o600)
+        with self._lock:
+            self._flavour, self._profile, self._run_dir = flavour, profile, run_dir
+            self._daemons = daemons_for(flavour, profile)
+            self._procs, self._errors, self._reported = {}, {}, set()
+        return ConfigureResult(flavour=flavour, run_dir=str(run_dir.relative_to(self.artifact_dir)),
+                               files=[str(f.relative_to(run_dir)) for f in files],
+                               daemons=[d.name for d in self._daemons])
+
+    # `start`/`stop` are the Agent's own lifecycle methods: the operations keep the contract's names
+    @operation(name="start")
+    def start_daemons(self, params: StartParams) -> CoreStatus:
+        if self._run_dir is None:
+            raise OperationFailed("not configured: call configure first")
+        known = {d.name: d for d in self._daemons}
+        wanted = params.daemons or list(known)
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            raise OperationFailed(f"unknown daemons {unknown}", field="params.daemons", allowed=list(known))
+        for daemon in self._daemons:
+            if daemon.name in wanted and not (daemon.name in self._procs and self._procs[daemon.name].running()):
+                self._launch(daemon)
+        deadline = time.monotonic() + params.settle_s
+        while time.monotonic() < deadline:
+            if any(not self._procs[n].running() for n in wanted):
+                break
+            time.sleep(0.1)
+        dead = [n for n in wanted if not self._procs[n].running()]
+        if dead:
+            lines = []
+            for name in dead:
+                self._errors[name] = start_error_line(self._procs[name].log_path.read_text(errors="replace"))
+                lines.append(f"{name} exited at start (code {self._procs[name].proc.poll()}): {self._errors[name]}")
+            raise OperationFailed("; ".join(lines))
+        self._wait_ports(wanted)
+        return self._status()
+
+    @operation(name="stop")
+    def stop_daemons(self) -> CoreStatus:
+        for name in reversed([d.name for d in self._daemons]):
+            proc = self._procs.get(name)
+            if proc is not None:
+                proc.stop(grace_s=5.0)
+        return self._status()
+
+    @operation(concurrent=True)
+    def status(self) -> CoreStatus:
+        return self._status()
+
+    def safe_state(self) -> None:
+        for proc in self._procs.values():
+            proc.stop(grace_s=3.0)
+
+    # ----- helpers ------------------------------------------------------------------------------
+    def _new_run_dir(self) -> Path:
+        base = self.artifact_dir / "core-runs"
+        base.mkdir(parents=True, exist_ok=True)
+        number = 1 + max((int(p.name) for p in base.iterdir() if p.name.isdigit()), default=0)
+        run_dir = base / f"{number:03d}"
+        run_dir.mkdir()
+        return run_dir
+
+    def _program(self, daemon: Daemon) -> str:
+        if daemon.program in self.programs:
+            return self.programs[daemon.program]
+        from cellab.paths import find_program
+
+        try:
+            return str(find_program(daemon.program))
+        except CellabError:
+            raise OperationFailed(f"{daemon.name}: program {daemon.program} is not installed") from None
+
+    def _launch(self, daemon: Daemon) -> None:
+        assert self._run_dir is not None
+        config_dir = self._run_dir / "config"
+        argv = daemon.argv(self._program(daemon), config_dir.resolve())
+        if self.env:  # `env` is argv too: no shell
+            argv = ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv]
+        log = self._run_dir / "logs" / f"{daemon.name}.out"
+        self._procs[daemon.name] = ManagedProcess(argv, log, netns=self.netns)
+        self._errors.pop(daemon.name, None)
+
+    def _alive(self) -> dict[str, bool]:
+        return {name: proc.running() for name, proc in self._procs.items()}
+
+    def _wait_ports(self, names: list[str]) -> None:
+        deadline = time.monotonic() + PORT_WAIT_S
+        by_name = {d.name: d for d in self._daemons}
+        while time.monotonic() < deadline:
+            if all(all(listening(by_name[n].ports, self._procs[n].proc.pid).values()) for n in names):
+                return
+            time.sleep(0.2)
+
+    def _logs(self, name: str) -> list[Path]:
+        assert self._run_dir is not None
+        logs = self._run_dir / "logs"
+        return sorted(p for p in logs.iterdir() if p.name.startswith(name + ".")) if logs.is_dir() else []
+
+    def _findings(self) -> list[LogFinding]:
+        findings: list[LogFinding] = []
+        for daemon in self._daemons:
+            seen: set[str] = set()
+            for path in self._logs(daemon.name):
+                for raw in path.read_text(errors="replace").splitlines():
+                    line = clean(raw)
+                    kind = classify(line)
+                    if kind and kind != "error" and line not in seen:
+                        seen.add(line)
+                        findings.append(LogFinding(daemon=daemon.name, kind=kind, line=line[:400]))
+        return findings[-MAX_FINDINGS:]
+
+    def _status(self) -> CoreStatus:
+        if self._run_dir is None:
+            return CoreStatus(flavour=None, run_dir="", daemons=[], ok=False, problems=["not configured"])
+        states, problems = [], []
+        for daemon in self._daemons:
+            proc = self._procs.get(daemon.name)
+            if proc is None:
+                states.append(DaemonState(name=daemon.name, running=False))
+                continue
+            running = proc.running()
+            code = proc.proc.poll()
+            if not running and daemon.name not in self._errors:
+                self._errors[daemon.name] = start_error_line(proc.log_path.read_text(errors="replace"))
+            ports = listening(daemon.ports, proc.proc.pid) if running else {}
+            error = "" if running else self._errors.get(daemon.name, "")
+            states.append(DaemonState(name=daemon.name, running=running, pid=proc.proc.pid, exit_code=code,
+                                      error=error, ports=ports,
+                                      log=str(proc.log_path.relative_to(self.artifact_dir))))
+            if not running and code not in (0, -15, None):
+                problems.append(f"{daemon.name} exited (code {code}): {error}")
+                self._report(daemon.name, "exited", error)
+            problems += [f"{daemon.name} does not listen on {where}" for where, ok in ports.items() if not ok]
+        findings = self._findings()
+        problems += [f"{f.daemon}: {f.kind}: {f.line}" for f in findings if f.kind in
+                     ("imsi_unknown", "s1_setup_failure", "sqn_error", "db_error")]
+        started = [s for s in states if s.pid is not None]
+        ok = bool(started) and all(s.running for s in started) and not problems
+        return CoreStatus(flavour=self._flavour, run_dir=str(self._run_dir.relative_to(self.artifact_dir)),
+                          daemons=states, ok=ok, problems=problems, findings=findings)
+
+    def _report(self, daemon: str, kind: str, line: str) -> None:
+        key = f"{daemon}:{kind}:{line}"
+        if key not in self._reported:
+            self._reported.add(key)
+            self.publish("core.event", {"daemon": daemon, "kind": kind, "line": line})

@@ -1,0 +1,117 @@
+"""Each flavour's daemons: program, arguments (the rendered file), start order, where each must listen, and
+the log lines that say why a UE did not attach."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import render as r
+from .profile import CoreProfile
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str
+    program: str
+    config: str  # rendered file, relative to the run's config folder
+    flag: str  # how the program is told its configuration ("" = positional)
+    ports: tuple[tuple[str, str, int], ...] = field(default_factory=tuple)  # (proto, addr, port)
+
+    def argv(self, program_path: str, config_dir: Path) -> list[str]:
+        conf = str(config_dir / self.config)
+        return [program_path, self.flag, conf] if self.flag else [program_path, conf]
+
+
+DIAMETER_PORT, GTPC_PORT, GTPU_PORT = 3868, 2123, 2152
+
+
+def daemons_for(flavour: str, p: CoreProfile) -> list[Daemon]:
+    """In start order: the HSS and PCRF first (the MME and PGW dial them)."""
+    if flavour == "nextepc":
+        return [
+            Daemon("hss", "nextepc-hssd", "hss.conf", "-f", (("tcp", r.NX_HSS, DIAMETER_PORT),)),
+            Daemon("pcrf", "nextepc-pcrfd", "pcrf.conf", "-f", (("tcp", r.NX_PCRF, DIAMETER_PORT),)),
+            Daemon("sgw", "nextepc-sgwd", "sgw.conf", "-f", (("udp", r.NX_SGW, GTPC_PORT), ("udp", p.gtpu_addr, GTPU_PORT))),
+            Daemon("pgw", "nextepc-pgwd", "pgw.conf", "-f", (("tcp", r.NX_PGW, DIAMETER_PORT),
+                                                             ("udp", r.NX_PGW, GTPC_PORT))),
+            Daemon("mme", "nextepc-mmed", "mme.conf", "-f", (("tcp", r.NX_MME, DIAMETER_PORT),)),
+        ]
+    if flavour in ("open5gs", "open5gs-2.6"):
+        return [
+            Daemon("hss", "open5gs-hssd", "hss.yaml", "-c", (("tcp", r.O5_HSS, DIAMETER_PORT),)),
+            Daemon("pcrf", "open5gs-pcrfd", "pcrf.yaml", "-c", (("tcp", r.O5_PCRF, DIAMETER_PORT),)),
+            Daemon("sgwc", "open5gs-sgwcd", "sgwc.yaml", "-c", (("udp", r.O5_SGWC, GTPC_PORT),)),
+            Daemon("sgwu", "open5gs-sgwud", "sgwu.yaml", "-c", (("udp", p.gtpu_addr, GTPU_PORT),)),
+            Daemon("upf", "open5gs-upfd", "upf.yaml", "-c", (("udp", r.O5_UPF, GTPU_PORT),)),
+            Daemon("smf", "open5gs-smfd", "smf.yaml", "-c", (("udp", r.O5_SMF, GTPC_PORT),)),
+            Daemon("mme", "open5gs-mmed", "mme.yaml", "-c", (("udp", r.O5_MME, GTPC_PORT),)),
+        ]
+    if flavour == "srsepc":
+        return [Daemon("epc", "srsepc", "epc.conf", "", (("udp", p.gtpu_addr, GTPU_PORT),))]
+    raise ValueError(f"unknown flavour {flavour!r}")
+
+
+# (kind, pattern) over the daemons' logs; first match per line wins
+LOG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("imsi_unknown", re.compile(r"Cannot find IMSI|User Unknown|not found in HSS|Could not find UE.*IMSI|"
+                                r"User not found", re.I)),
+    ("s1_setup_failure", re.compile(r"S1[ _-]?Setup[ _-]?Fail|S1SetupFailure", re.I)),
+    ("sqn_error", re.compile(r"Cannot increment SQN|SQN.*(fail|error)|synch(roni[sz]ation)? failure", re.I)),
+    ("db_error", re.compile(r"mongoc|Failed to connect to server|DB .*(fail|error)|database.*(fail|error)", re.I)),
+    ("attach_ok", re.compile(r"Attach (Accept|Complete)|Network attach successful", re.I)),
+    ("error", re.compile(r"\b(ERROR|ERRR|FATL|FATAL|CRIT)\b|\[error\]|: error:", re.I)),
+)
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def classify(line: str) -> str | None:
+    for kind, pattern in LOG_PATTERNS:
+        if pattern.search(line):
+            return kind
+    return None
+
+
+def clean(line: str) -> str:
+    return _ANSI.sub("", line).strip()
+
+
+_FATAL = re.compile(r"\b(FATL|FATAL|CRIT|PANIC)\b", re.I)
+
+
+def start_error_line(text: str) -> str:
+    """A dead daemon's own reason: its first fatal line (the cause; teardown noise follows it), else its
+    first error line, else its last line."""
+    lines = [clean(line) for line in text.splitlines() if clean(line)]
+    for wanted in (lambda line: bool(_FATAL.search(line)), lambda line: classify(line) not in (None, "attach_ok")):
+        for line in lines:
+            if wanted(line):
+                return line[:400]
+    return lines[-1][:400] if lines else "(no output)"
+
+
+def listening(ports: tuple[tuple[str, str, int], ...], pid: int | None = None) -> dict[str, bool]:
+    """Whether each (proto, addr, port) is bound (TCP: listening), seen from the network namespace of `pid`."""
+    base = f"/proc/{pid}/net" if pid else "/proc/net"
+    tables = {proto: _read_table(f"{base}/{proto}", proto) for proto in {p for p, _, _ in ports}}
+    return {f"{proto} {addr}:{port}": (addr, port) in tables[proto] or ("0.0.0.0", port) in tables[proto]
+            for proto, addr, port in ports}
+
+
+def _read_table(path: str, proto: str) -> set[tuple[str, int]]:
+    """(addr, port) of the IPv4 sockets of a /proc/net table; TCP ones only in state LISTEN (0A)."""
+    found: set[tuple[str, int]] = set()
+    try:
+        lines = Path(path).read_text().splitlines()[1:]
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split()
+        if proto == "tcp" and parts[3] != "0A":
+            continue
+        hex_addr, hex_port = parts[1].split(":")
+        addr = ".".join(str(int(hex_addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
+        found.add((addr, int(hex_port, 16)))
+    return found
