@@ -138,3 +138,39 @@ def test_phone_that_disappears_mid_run_fails_naming_it_then_works_again(tmp_path
         # qemu-user has no AF_PACKET: the probe falls back to socket reads and says so ("partial")
         assert reply["status"] in ("ok", "partial"), json.dumps(reply["summary"])[:1500]
         assert reply["summary"]["requests"][0]["bytes_read"] == 500_000
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3 (make setup)")
+def test_iperf3_from_a_phone_that_has_it(tmp_path: Path, farm) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ManagedProcess(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(port)], tmp_path / "iperf3-server.log")
+    try:
+        time.sleep(0.5)
+        with _bus(tmp_path, farm, ROOTED) as (controller, agents):
+            reply = controller.request("phone", "iperf3_client", {"server": "127.0.0.1", "port": port,
+                                                                  "duration_s": 2, "tag": "ip"}, timeout_s=60)
+            assert set(reply["artifacts"]) == {"ip-iperf3.json", "ip-signal.jsonl", "ip-ping.txt"}
+            result = json.loads((agents["phone"].artifact_dir / "ip-iperf3.json").read_text())
+            assert result["end"]["sum_received"]["bytes"] > 1_000_000
+            assert "bytes from 127.0.0.1" in (agents["phone"].artifact_dir / "ip-ping.txt").read_text()
+    finally:
+        server.stop()
+
+
+@pytest.mark.skipif(shutil.which("tcpdump") is None, reason="needs tcpdump (make setup)")
+def test_tcpdump_on_a_rooted_phone(tmp_path: Path, farm, require_root) -> None:
+    with _bus(tmp_path, farm, ROOTED) as (controller, agents):
+        controller.request("phone", "tcpdump_start", {"interface": "lo", "tag": "cap"})
+        time.sleep(1.0)
+        for _ in range(5):  # traffic on lo for the capture
+            with socket.socket() as s:
+                s.connect_ex(("127.0.0.1", farm.port))
+        time.sleep(0.5)
+        reply = controller.request("phone", "tcpdump_stop", {"tag": "cap"}, timeout_s=30)
+        assert reply["artifacts"] == ["cap-phone.pcap"]
+        pcap = (agents["phone"].artifact_dir / "cap-phone.pcap").read_bytes()
+        assert pcap[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4") and len(pcap) > 24 + 16
+        with pytest.raises(OperationError, match="no capture running with tag 'cap'"):
+            controller.request("phone", "tcpdump_stop", {"tag": "cap"})
