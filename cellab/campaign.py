@@ -218,19 +218,18 @@ def lab_params_model(lab: str, source: str | Path) -> type[BaseModel] | None:
 
 
 def _inventory_params_model(lab: str) -> type[BaseModel] | None:
-    """A lab inventory's own parameters: the attenuation in front of its UE, when it names an attenuator
-    (radio parameters arrive with the eNB and core agents)."""
+    """A lab inventory's own parameters: the eNB's radio parameters when it lists an eNB, the attenuation in
+    front of its UEs when it names an attenuator."""
+    from cellab.inventory import load_inventory
+    from cellab.inventory_lab import inventory_params_model
     from cellab.lab_attenuator import lab_attenuator
 
     attenuator = lab_attenuator(lab)
-    if attenuator is None:
-        return None
-    limits = attenuator.config
-    return create_model(
-        "InventoryParams", __base__=Strict,
-        attenuation_db=(float | None, Field(None, ge=limits.min_db, le=limits.max_db,
-                                            description=f"attenuation on {limits.name} channel "
-                                                        f"{attenuator.ue_channels[0]} for the run; null: unchanged")))
+    limits = None
+    if attenuator is not None:
+        where = f"{attenuator.name} channels {', '.join(str(c) for c in attenuator.ue_channels if c is not None)}"
+        limits = (attenuator.config.min_db, attenuator.config.max_db, where)
+    return inventory_params_model(load_inventory(lab), limits)
 
 
 def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:

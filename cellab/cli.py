@@ -45,15 +45,18 @@ def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YA
     """Check a campaign (or lab inventory) file; errors name the file, field and allowed values."""
     from cellab.campaign import load_campaign, plan
     from cellab.inputs import read_yaml
-    from cellab.inventory import load_inventory
+    from cellab.inventory import check_consistency, load_inventory
 
     data = read_yaml(file)  # a bad file is refused here, naming it (the loaders read it again, bounded)
     if isinstance(data, dict) and "controller" in data and "factors" not in data:
         inventory = load_inventory(file)
+        check_consistency(inventory, file)
         console.print(f"[green]ok[/] lab inventory {inventory.name}: {len(inventory.hosts)} hosts, "
-                      f"{len(inventory.agents)} agents")
+                      f"{len(inventory.agents)} agents, {len(inventory.devices.ues)} UEs")
         return
     campaign = load_campaign(file)
+    if campaign.lab.endswith((".yaml", ".yml")):
+        check_consistency(load_inventory(campaign.lab), campaign.lab)
     console.print(f"[green]ok[/] campaign {campaign.name}: {len(plan(campaign, file))} runs on lab {campaign.lab}")
 
 

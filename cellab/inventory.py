@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
-from cellab.errors import InputError, from_validation_error
-from cellab.inputs import read_yaml
+from cellab.errors import InputError, InputErrors, from_validation_error
+from cellab.inputs import read_text, read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -48,13 +48,17 @@ class EnbEntry(Strict):
     rf: Literal["uhd", "zmq"] = "uhd"
     device_args: str = ""
     agent: str
+    profile: Path | None = Field(None, description="the eNB profile (cellab ran), relative to the inventory; "
+                                                    "the eNB agent renders srsENB's files from it for every run")
 
 
 class CoreEntry(Strict):
     name: str = Field(pattern=NAME)
-    flavour: Literal["open5gs", "nextepc", "srsepc"]
+    flavour: Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
     version: str = ""
     agent: str
+    profile: Path | None = Field(None, description="the core profile (cellab core), relative to the inventory")
+    subscribers: Path | None = Field(None, description="srsepc: the subscribers file (CSV or YAML) for user_db.csv")
 
 
 class AttenuatorEntry(AttenuatorConfig):
@@ -170,4 +174,31 @@ def load_inventory(path: str | Path) -> Inventory:
     check_key_file(inventory.controller.secret_key, path, "controller.secret_key", secret=True)
     for a in inventory.agents:
         check_key_file(a.public_key, path, f"agents.{a.name}.public_key", secret=False)
+    for group, entries in (("enb", inventory.devices.enb), ("core", inventory.devices.core)):
+        for i, entry in enumerate(entries):
+            for field in ("profile", "subscribers"):
+                value = getattr(entry, field, None)
+                if value is not None:
+                    setattr(entry, field, base / value)
+                    read_text(base / value, PROFILE_MAX_BYTES, field=f"devices.{group}[{i}].{field}")
     return inventory
+
+
+PROFILE_MAX_BYTES = 1 << 20
+
+
+def check_consistency(inventory: Inventory, source: str | Path) -> None:
+    """The cross-room rules a run would otherwise meet on the lab's hosts: every eNB agrees with every core
+    on PLMN, TAC and MME address (read from their profiles by the RAN and core rooms), or no UE attaches."""
+    from cellab.contracts.identity import identity_mismatches, load_identity
+
+    errors: list[InputError] = []
+    for i, enb in enumerate(inventory.devices.enb):
+        for j, core in enumerate(inventory.devices.core):
+            if enb.profile is None or core.profile is None:
+                continue
+            problems = identity_mismatches(load_identity("enb", enb.profile), load_identity("core", core.profile))
+            errors += [InputError(source, f"devices.enb[{i}].profile / devices.core[{j}].profile", p)
+                       for p in problems]
+    if errors:
+        raise InputErrors(errors)

@@ -323,6 +323,8 @@ def multi_ue_metrics(per_ue: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rtts = [m["rtt_mean_ms"] for m in per_ue.values() if m.get("rtt_mean_ms") is not None]
     out: dict[str, Any] = {"ues": len(per_ue), "throughput_bps": float(sum(t or 0.0 for t in throughputs)),
                            "ue_fairness_jain": jain_fairness(throughputs)}
+    out["timeline"] = {f"throughput_bps.{name}": m["timeline"]["throughput_bps"] for name, m in per_ue.items()
+                       if isinstance(m.get("timeline"), dict) and "throughput_bps" in m["timeline"]}
     if rtts:
         out["rtt_mean_ms"] = float(np.mean(rtts))
         out["rtt_p95_ms"] = float(max(m.get("rtt_p95_ms", m["rtt_mean_ms"]) for m in per_ue.values()
@@ -330,4 +332,40 @@ def multi_ue_metrics(per_ue: dict[str, dict[str, Any]]) -> dict[str, Any]:
     capacity = [m["capacity_bps"] for m in per_ue.values() if m.get("capacity_bps")]
     if capacity:
         out["cell_capacity_bps_ue_mean"] = float(np.mean(capacity))
+    return out
+
+
+def telemetry_timeline(folder: Path, t0_s: float, ue_names: dict[int, str]) -> dict[str, Any]:
+    """Series from the recorded telemetry (cellab/telemetry.py), on the workload's time axis: the cell's
+    CQI per UE (`cqi.<ue>`), a phone's or the eNB's reported CQI and RSRP (`cqi.<agent>`, `rsrp_dbm.<agent>`)."""
+    series: dict[str, tuple[list[float], list[float]]] = {}
+
+    def add(key: str, t_s: Any, value: Any) -> None:
+        if isinstance(t_s, (int, float)) and isinstance(value, (int, float)) and np.isfinite(value):
+            ts, vs = series.setdefault(key, ([], []))
+            ts.append(float(t_s) - t0_s)
+            vs.append(float(value))
+
+    if not folder.is_dir():
+        return {}
+    for path in sorted(folder.glob("*.jsonl")):
+        stream = path.stem
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if stream == "cell":
+                ue = row.get("ue")
+                if isinstance(ue, int) and ue in ue_names:
+                    add(f"cqi.{ue_names[ue]}", row.get("t_s"), row.get("cqi"))
+            else:
+                add(f"cqi.{stream}", row.get("t_s"), row.get("cqi"))
+                add(f"rsrp_dbm.{stream}", row.get("t_s"), row.get("rsrp_dbm"))
+    out = {}
+    for key, (ts, vs) in series.items():
+        order = np.argsort(ts)
+        out[key] = _series(np.asarray(ts)[order], np.asarray(vs)[order])
     return out

@@ -159,12 +159,17 @@ def _hold_to(t_s: np.ndarray, v: np.ndarray, t_end_s: float) -> tuple[np.ndarray
 
 
 def timeline(title: str, series: dict) -> Figure | None:
-    """Stacked axes on one time axis: attenuation, capacity vs throughput, RTT (each only when present)."""
+    """Stacked axes on one time axis: attenuation, capacity vs throughput (and each UE's), the radio's CQI
+    from the recorded telemetry, RTT (each only when present)."""
     atten = _series(series, "attenuation_db")
     capacity = _series(series, "capacity_bps")
     throughput = _series(series, "throughput_bps")
+    per_ue = {k.split(".", 1)[1]: s for k in sorted(series) if k.startswith("throughput_bps.")
+              and (s := _series(series, k))}
+    cqi = {k.split(".", 1)[1]: s for k in sorted(series) if k.startswith("cqi.") and (s := _series(series, k))}
     rtt = _series(series, "rtt_ms")
-    rows = [r for r, present in (("atten", atten), ("rate", capacity or throughput), ("rtt", rtt)) if present]
+    rows = [r for r, present in (("atten", atten), ("rate", capacity or throughput or per_ue), ("cqi", cqi),
+                                 ("rtt", rtt)) if present]
     if not rows:
         return None
     height_in = 1.9 * len(rows) + 0.8
@@ -185,9 +190,20 @@ def timeline(title: str, series: dict) -> Figure | None:
         if throughput:
             t, v = thin(*throughput)
             ax.plot(t, v / BPS_PER_MBIT, color="tab:blue", label="throughput")
+        for name, (t, v) in per_ue.items():
+            t, v = thin(t, v)
+            ax.plot(t, v / BPS_PER_MBIT, linewidth=0.8, label=name)
         ax.set_ylabel("Mbit/s")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7, loc="upper right")
+    if cqi:
+        ax = axes_by_row["cqi"]
+        for name, (t, v) in cqi.items():
+            ax.step(*thin(t, v), where="post", linewidth=0.8, label=name)
+        ax.set_ylabel("CQI")
+        ax.set_ylim(0, 15.5)
+        if len(cqi) > 1:
+            ax.legend(fontsize=7, loc="upper right", ncol=min(4, len(cqi)))
     if rtt:
         ax = axes_by_row["rtt"]
         ax.plot(*thin(*rtt), color="tab:red", linewidth=0.9)

@@ -27,10 +27,11 @@ from cellab.contracts.attenuator import AttenuatorClient, PlayParams
 from cellab.contracts.server import CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
-from cellab.metrics import RunContext, multi_ue_metrics, probe_run_metrics, run_metrics
+from cellab.metrics import RunContext, multi_ue_metrics, probe_run_metrics, run_metrics, telemetry_timeline
 from cellab.schedules import Schedules
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
+from cellab.telemetry import TelemetryRecorder
 from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, port_range
 
 
@@ -50,6 +51,7 @@ class Runner:
         self.prefix = prefix
         self.on_run_done = on_run_done
         self._schedules: Schedules | None = None
+        self.telemetry = TelemetryRecorder()
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
@@ -82,6 +84,7 @@ class Runner:
             console=self.console, transient=False,
         ) as progress:
             task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
+            session.controller.subscribe(self.telemetry.on_sample)
             self._check_module_params(session, todo)
             for run in todo:
                 progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
@@ -203,11 +206,15 @@ class Runner:
             server.capture_start(CaptureParams(tag=f"{tag}-server", tcp_port=first, tcp_port_last=last))
         cell_mark = session.lab.clock_mark()
         t0 = time.time()
+        self.telemetry.start(run_dir, {name: o["offset_s"] for name, o in offsets.items()},
+                             session.topology.extra.get("pub"), cell_mark or None)
         playing = None
         try:  # a schedule refused at its start must still stop the capture
             playing = self._start_schedule(session, run, ues)
             per_ue = self._run_workloads(session, ues, run_dir, tag, capture, deadline)
+            t_end = time.time()
         finally:
+            self.telemetry.stop()
             if playing:
                 self._attenuator(session).stop_schedule()
             if capture:
@@ -219,7 +226,9 @@ class Runner:
         if capture:
             shared["pcap"] = ctl.fetch_artifact(server.agent, f"{tag}-server.pcap", run_dir / "server.pcap")
         timing = session.lab.timing_faults()
+        truth = session.lab.ground_truth(run.params)  # after the workload: the UEs attached, the eNB signalled
         shared |= session.lab.collect(run_dir)
+        sr_true_ms = truth["sr_period_ms"] if truth else run.params.get("sr_period_ms")
         ue_metrics = {}
         for ue in ues:
             artifacts = per_ue[ue.name] | shared
@@ -227,13 +236,15 @@ class Runner:
                 context = RunContext(
                     t0_s=t0, duration_s=workload.duration_s,
                     offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
-                    cell_mark=cell_mark or None, sr_true_ms=run.params.get("sr_period_ms"), cell_ue=ue.lab_index,
+                    cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
                     sender_port=SENDER_PORT + ue.slot)
                 ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
             else:
                 ue_metrics[ue.name] = run_metrics(artifacts)
         # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
         metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
+        timeline = metrics.setdefault("timeline", {})
+        timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
         if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
             metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
             metrics["clock_resyncs"] = timing["resyncs"]
@@ -243,10 +254,13 @@ class Runner:
             "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
                     "ues": [u.__dict__ for u in session.topology.ues]},
             "ues": [ue.__dict__ for ue in ues],
-            "agents": dict(session.agents),
+            "agents": {name: {"role": status.role, "version": status.version,
+                              "clock_offset_s": offsets.get(name, {}).get("offset_s")}
+                       for name, status in ctl.agents().items() if name in session.agents},
+            "ground_truth": truth,
             "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
             "module_params": _module_params_now(session),
-            "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "cell_clock_mark": cell_mark,
+            "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "workload_finished_at": t_end, "cell_clock_mark": cell_mark,
             "started_at": started, "finished_at": time.time(),
             "artifacts": {k: str(p.relative_to(run_dir)) for k, p in shared.items()}
             | {f"{name}/{k}": str(p.relative_to(run_dir)) for name, arts in per_ue.items() for k, p in arts.items()},

@@ -39,17 +39,21 @@ class Schedules:
         self._play_params: dict[str, dict[str, Any]] = {}
 
     def play_params(self, name: str) -> dict[str, Any]:
-        """`play_schedule` parameters for the schedule of this name (built once per campaign)."""
+        """`play_schedule` parameters for the schedule of this name. A file is read and checked again for
+        every run (one edited mid-campaign fails the run that meets it, naming the row); a drive-log replay
+        is built once per campaign and kept in the result folder."""
+        spec = self.campaign.schedules[name]
+        if spec.file is not None:
+            path = Path(spec.file)
+            try:
+                planning().check_schedule_file(str(path), self.attenuator.config)
+            except InputError as exc:
+                raise InputError(f"schedules.{name}", "file", exc.render()) from None
+            key = "schedule_csv" if path.suffix == ".csv" else "schedule_yaml"
+            return {key: read_text(path, SCHEDULE_MAX_BYTES), "name": name, "attenuator": self.attenuator.name}
         if name not in self._play_params:
-            spec = self.campaign.schedules[name]
-            if spec.file is not None:
-                path = Path(spec.file)
-                text = read_text(path, SCHEDULE_MAX_BYTES)
-                key = "schedule_csv" if path.suffix == ".csv" else "schedule_yaml"
-                self._play_params[name] = {key: text, "name": name, "attenuator": self.attenuator.name}
-            else:
-                self._play_params[name] = {"schedule_csv": self._replay(name, spec), "name": name,
-                                           "attenuator": self.attenuator.name}
+            self._play_params[name] = {"schedule_csv": self._replay(name, spec), "name": name,
+                                       "attenuator": self.attenuator.name}
         return self._play_params[name]
 
     def merged_play_params(self, by_channel: dict[int, str]) -> dict[str, Any]:

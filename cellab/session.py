@@ -25,7 +25,8 @@ from cellab.errors import CellabError
 from cellab.inventory import Inventory, load_inventory
 from cellab.lab_attenuator import LabAttenuator, inventory_attenuator, lab_attenuator
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class
-from cellab.labs.base import EmbeddedLab, Host, Topology
+from cellab.inventory_lab import InventoryLab
+from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 
 AGENT_START_TIMEOUT_S = 20.0
 REMOTE_AGENT_TIMEOUT_S = 60.0
@@ -38,31 +39,6 @@ class LocalAgent:
     netns: str
     proc: subprocess.Popen | None = None
     args: list[str] = field(default_factory=list)
-
-
-class InventoryLab:
-    """A real lab's counterpart of EmbeddedLab: nothing to build. Its attenuator is driven by the session's
-    attenuator agent; radio parameters will reach the eNB agent (its own issue)."""
-
-    def __init__(self, inventory: Inventory):
-        self.inventory = inventory
-
-    def configure(self, params: dict) -> None:
-        pass
-
-    def clock_mark(self) -> dict[str, float]:
-        return {}
-
-    def timing_faults(self) -> dict[str, int]:
-        return {}
-
-    def collect(self, run_dir: Path) -> dict[str, Path]:
-        path = run_dir / "lab-inventory.json"
-        path.write_text(self.inventory.model_dump_json(indent=2))
-        return {"lab": path}
-
-    def down(self) -> None:
-        pass
 
 
 def _die_with_parent() -> None:
@@ -122,7 +98,6 @@ class LabSession:
                 raise CellabError(f"{self.lab_name}: {where}: agent {entry.agent!r} has role {roles[entry.agent]!r}, "
                                   f"not {role!r}")
         self.attenuator = inventory_attenuator(inventory)
-        self.lab = InventoryLab(inventory)
         self.topology = Topology(server=Host(servers[0].name, "", servers[0].address),
                                  ues=tuple(Host(ue.name, "", "") for ue in ues))
         self.ue_agents = [ue.agent for ue in ues]
@@ -134,9 +109,13 @@ class LabSession:
             assert self.attenuator.agent is not None
             self.roles["attenuator"] = self.attenuator.agent
         self.agents = {name: roles[name] for name in [*self.roles.values(), *self.ue_agents]}
+        for agent in inventory.agents:  # every agent listed is health-checked, not only the ones a run uses
+            self.agents.setdefault(agent.name, agent.role)
         self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
         if self.attenuator is not None:
             self._configure_inventory_attenuator(self.attenuator)
+        self.lab = InventoryLab(inventory, self.controller, self.ue_agents)
+        self.lab.prepare()
 
     def _configure_inventory_attenuator(self, attenuator: LabAttenuator) -> None:
         """The inventory is the one description of the device: send it to the agent, unless it names code
@@ -166,27 +145,31 @@ class LabSession:
         self.topology = self.lab.up()
         self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
         self.ue_agents = [f"ue{i}" for i in range(len(self.topology.ues))]
-        plan = [("server", "server", self.topology.server.netns)]
-        plan += [(name, "ue", host.netns) for name, host in zip(self.ue_agents, self.topology.ues, strict=True)]
+        plan = [AgentSpec("server", "server", netns=self.topology.server.netns)]
+        plan += [AgentSpec(name, "ue", netns=host.netns) for name, host in zip(self.ue_agents, self.topology.ues,
+                                                                               strict=True)]
+        plan += self.lab.extra_agents()
         if "ctl" in self.topology.extra:
             # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell (a channel per
             # UE), so runs go through the real serial driver (and its quantization and readback checks).
             self._start_attenuator_bridge(self.topology.extra["ctl"], len(self.ue_agents))
-            plan.append(("atten", "attenuator", None))
+            plan.append(AgentSpec("atten", "attenuator"))
             self.attenuator = lab_attenuator(self.lab_name, len(self.ue_agents))
         keys = self._tmp / "keys"
         ctl_public, ctl_secret = generate_keypair(keys, "controller")
-        agent_keys = {name: generate_keypair(keys, name) for name, _, _ in plan}
+        agent_keys = {spec.name: generate_keypair(keys, spec.name) for spec in plan}
         self.controller = Controller(
             "tcp://127.0.0.1:*", telemetry_endpoint="tcp://127.0.0.1:*", secret_key_file=ctl_secret,
             allowed_agent_keys=[pub for pub, _ in agent_keys.values()])
-        for name, role, ns in plan:
+        for spec in plan:
+            name, role, ns = spec.name, spec.role, spec.netns
             artifacts = self._tmp / "artifacts" / name
             artifacts.mkdir(parents=True)
             args = [sys.executable, "-m", "cellab", "agent", "--role", role, "--name", name,
                     "--controller", self.controller.endpoint, "--telemetry", self.controller.telemetry_endpoint,
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
                     "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
+            args += (["--kind", spec.kind] if spec.kind else []) + list(spec.args)
             if role == "ue" and "ctl" in self.topology.extra:  # its radio: the cell
                 args += ["--cell-ctl", self.topology.extra["ctl"], "--cell-ue", str(self.ue_agents.index(name))]
             self._local[name] = LocalAgent(name, role, ns or "", args=args)
@@ -196,6 +179,7 @@ class LabSession:
         self.controller.wait_for_agents(list(self.agents), timeout_s=AGENT_START_TIMEOUT_S)
         if "attenuator" in self.roles:
             self._configure_attenuator()
+        self.lab.bind(self.controller, dict(self.agents))
 
     def _start_attenuator_bridge(self, cell_ctl: str, ues: int) -> None:
         self._pty_link = self._tmp / "attenuator.pty"

@@ -175,6 +175,12 @@ class VirtualLab(EmbeddedLab):
         self.params = new
         self._start_cell(find_program("cellab-cell"))
 
+    def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The SR configuration the cell gave its first UE (its config: no RRC here), as the cell reports it."""
+        ue = self.ue_stats()[0]
+        return {"sr_period_ms": int(ue["sr_period_ms"]), "sr_offset_ms": int(ue["sr_offset"]),
+                "sr_config_index": int(ue["i_sr"]), "source": "config"}
+
     def clock_mark(self) -> dict[str, float]:
         """The cell's TTI now, with the wall clock at the middle of the request (≤ 1 ms apart on this host)."""
         sent = time.time()

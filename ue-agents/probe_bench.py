@@ -39,7 +39,8 @@ THESIS = {"exll": (66.0, 72.0), "bbr": (110.0, 70.0), "cubic": (261.0, 75.0)}
 
 class _Lab:
     def __init__(self, work: Path, params: dict[str, Any]):
-        from cellab.emulator.vlab import VirtualLab
+        from cellab.labs import embedded_lab_class
+        VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, found through the registry
 
         self.lab = VirtualLab(prefix="pb" + secrets.token_hex(2), params=params)
         self.work = work

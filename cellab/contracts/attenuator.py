@@ -56,11 +56,14 @@ class AttenuatorConfig(BaseModel):
     transport: Transport
     address: str = Field("", description="device path, host:port, URL, VISA resource or ZeroMQ endpoint")
     channels: int = Field(1, ge=1, le=64)
-    min_db: float = Field(0.0, ge=0.0, description="lab safety floor: protects phone and USRP receivers")
-    max_db: float = Field(gt=0.0, description="lab ceiling (≤ the device range)")
+    # 200 dB: beyond any programmable attenuator (the largest go to about 127 dB); a bigger value is a typo
+    min_db: float = Field(0.0, ge=0.0, le=200.0, allow_inf_nan=False,
+                          description="lab safety floor: protects phone and USRP receivers")
+    max_db: float = Field(gt=0.0, le=200.0, allow_inf_nan=False, description="lab ceiling (≤ the device range)")
     step_db: float = Field(0.25, gt=0.0, le=10.0, description="device step; values are quantized to it")
-    max_slew_db_per_s: float | None = Field(None, gt=0.0, description="largest allowed change rate")
-    safe_db: float | None = Field(None, description="value on error/disconnect/exit; default max_db")
+    max_slew_db_per_s: float | None = Field(None, gt=0.0, le=1e6, allow_inf_nan=False,
+                                            description="largest allowed change rate")
+    safe_db: float | None = Field(None, allow_inf_nan=False, description="value on error/disconnect/exit; default max_db")
     timeout_s: float = Field(2.0, gt=0.0, le=60.0)
     verify_readback: bool = True
     options: dict[str, str | int | float | bool] = Field(

@@ -20,6 +20,18 @@ class Host:
 
 
 @dataclass(frozen=True)
+class AgentSpec:
+    """An agent an embedded lab needs beyond the server and UE agents every lab gets (e.g. the eNB and core
+    agents of a lab built of the real LTE stack): the session starts it like the others."""
+
+    name: str
+    role: str
+    kind: str | None = None
+    netns: str | None = None
+    args: tuple[str, ...] = ()  # extra `cellab agent` options (typed by the agent's own CLI options)
+
+
+@dataclass(frozen=True)
 class Topology:
     """What `up()` built: one server host and one or more UE hosts."""
 
@@ -42,6 +54,23 @@ class EmbeddedLab(abc.ABC):
     @abc.abstractmethod
     def configure(self, params: dict[str, Any]) -> None:
         """Apply one run's lab parameters (e.g. rate, buffer, n_prb, SR period); restart what must restart."""
+
+    #: the most UEs one instance can run (the session refuses a campaign that asks for more)
+    max_ues: int = 1
+
+    def extra_agents(self) -> list[AgentSpec]:
+        """Agents this lab needs beyond server and UEs, started by the session after `up()`."""
+        return []
+
+    def bind(self, controller: Any, agents: dict[str, str]) -> None:
+        """Called once the session's agents answer (agents: name -> role): a lab that drives some of its boxes
+        through agents (eNB, core) keeps the controller to reach them from `configure`."""
+        self.controller, self.lab_agents = controller, agents
+
+    def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """What the lab knows for certain about a run's radio (the SR configuration), for the manifest's
+        `ground_truth`: {sr_period_ms, sr_offset_ms, sr_config_index, source}; None when it knows nothing."""
+        return None
 
     def clock_mark(self) -> dict[str, float]:
         """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put

@@ -4,52 +4,19 @@ each case ends within 5 s (hypothesis' deadline). The whole file stays well unde
 from __future__ import annotations
 
 import json
-import string
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from cellab.errors import CellabError
-
-FUZZ = settings(max_examples=200, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                       HealthCheck.too_slow], database=None)
-
-# text that looks like the formats (keys, digits, separators, YAML syntax) mixed with anything at all
-ALPHABET = string.ascii_letters + string.digits + " \n\t:,-[]{}&*!|>'\"#.%@`?~=_+/\\"
-texty = st.text(alphabet=ALPHABET, max_size=400)
-anything = st.one_of(texty, st.text(max_size=200), st.binary(max_size=200).map(lambda b: b.decode("latin-1")))
-raw = st.one_of(st.binary(max_size=300), anything.map(str.encode))
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
-    max_leaves=30,
-)
-
-
-def _yaml_line(key: str, value: object) -> str:
-    return f"{key}: {json.dumps(value)}\n"
-
-
-def _file(folder: Path, name: str, data: bytes | str) -> Path:
-    path = folder / name
-    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass"))
-    return path
-
+from cellab.fuzzing import FUZZ, csv_rows, json_values, only_ours, raw, write_file, yaml_line
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
-
-
-def only_ours(call, *args: object) -> None:
-    try:
-        call(*args)
-    except CellabError:
-        pass
 
 
 # ------------------------------------------------------------------ YAML documents
@@ -61,7 +28,7 @@ CAMPAIGN_KEYS = ["name", "lab", "repeat", "order", "factors", "fixed", "schedule
 def test_campaign_bytes(folder, data):
     from cellab.campaign import load_campaign
 
-    only_ours(load_campaign, _file(folder, "c.yaml", data))
+    only_ours(load_campaign, write_file(folder, "c.yaml", data))
 
 
 @FUZZ
@@ -69,7 +36,7 @@ def test_campaign_bytes(folder, data):
 def test_campaign_structure(folder, doc):
     from cellab.campaign import load_campaign, plan
 
-    path = _file(folder, "c.yaml", "".join(_yaml_line(k, v) for k, v in doc.items()))
+    path = write_file(folder, "c.yaml", "".join(yaml_line(k, v) for k, v in doc.items()))
     try:
         plan(load_campaign(path), path)
     except CellabError:
@@ -82,66 +49,10 @@ def test_campaign_structure(folder, doc):
 def test_inventory(folder, data, doc):
     from cellab.inventory import load_inventory
 
-    only_ours(load_inventory, _file(folder, "lab.yaml", data))
-    only_ours(load_inventory, _file(folder, "lab.yaml", "".join(_yaml_line(k, v) for k, v in doc.items())))
+    only_ours(load_inventory, write_file(folder, "lab.yaml", data))
+    only_ours(load_inventory, write_file(folder, "lab.yaml", "".join(yaml_line(k, v) for k, v in doc.items())))
 
 
-SEGMENT = st.fixed_dictionaries({"kind": st.sampled_from(["hold", "ramp", "steps", "sine", "repeat", "x"])},
-                                optional={"db": json_values, "duration_s": json_values, "from_db": st.floats(),
-                                          "to_db": st.floats(), "values_db": json_values, "dwell_s": st.floats(),
-                                          "times": st.integers(), "segments": json_values, "channels": json_values,
-                                          "mean_db": st.floats(), "amplitude_db": st.floats(),
-                                          "period_s": st.floats()})
-
-
-@FUZZ
-@given(text=anything, segments=st.lists(SEGMENT, max_size=4), interval=json_values)
-def test_schedule_yaml(text, segments, interval):
-    from cellab.attenuator.schedule import parse_yaml
-
-    only_ours(parse_yaml, text, "s.yaml")
-    only_ours(parse_yaml, json.dumps({"segments": segments, "update_interval_s": interval}), "s.yaml")
-
-
-csv_cell = st.one_of(st.integers().map(str), st.floats().map(str), st.text(alphabet=ALPHABET, max_size=8))
-csv_rows = st.lists(st.lists(csv_cell, max_size=5).map(",".join), max_size=12).map("\n".join)
-
-
-@FUZZ
-@given(text=anything, body=csv_rows)
-def test_schedule_csv(text, body):
-    from cellab.attenuator.schedule import parse_csv
-
-    only_ours(parse_csv, text, "s.csv")
-    only_ours(parse_csv, "t_s,channel,db\n" + body, "s.csv")
-
-
-@FUZZ
-@given(text=anything, body=csv_rows, lines=st.lists(json_values, max_size=6))
-def test_drive_log(text, body, lines):
-    from cellab.attenuator.mobility import ANDROID_SIGNAL_LOG, DriveLogFormat, parse_drive_log
-
-    only_ours(parse_drive_log, text, DriveLogFormat(), "d.csv")
-    only_ours(parse_drive_log, "t_s,rsrp_dbm\n" + body, DriveLogFormat(), "d.csv")
-    only_ours(parse_drive_log, "\n".join(json.dumps(x) for x in lines), ANDROID_SIGNAL_LOG, "d.jsonl")
-
-
-CALIBRATION_KEYS = ["shield_box", "ue", "earfcn", "a_dbm", "b_db_per_db", "residual_rms_db", "max_residual_db",
-                    "min_db", "max_db", "points"]
-
-
-@FUZZ
-@given(data=raw, doc=st.dictionaries(st.sampled_from(CALIBRATION_KEYS), json_values))
-def test_calibration(folder, data, doc):
-    from cellab.attenuator.calibration import load_calibration, parse_calibration
-
-    only_ours(load_calibration, _file(folder, "cal.json", data))
-    try:
-        cal = parse_calibration(doc, "cal.json")
-    except CellabError:
-        return
-    assert cal.b_db_per_db > 0 and cal.min_db < cal.max_db  # a loaded calibration can be replayed
-    cal.db_for(-80.0)
 
 
 @FUZZ
@@ -149,9 +60,9 @@ def test_calibration(folder, data, doc):
 def test_trace(folder, data, numbers):
     from cellab.traces import read_mahimahi
 
-    only_ours(read_mahimahi, _file(folder, "t.down", data))
+    only_ours(read_mahimahi, write_file(folder, "t.down", data))
     try:
-        trace = read_mahimahi(_file(folder, "t.down", "\n".join(numbers)))
+        trace = read_mahimahi(write_file(folder, "t.down", "\n".join(numbers)))
     except CellabError:
         return
     assert trace == sorted(trace) and trace[-1] > 0
@@ -162,8 +73,8 @@ def test_trace(folder, data, numbers):
 def test_probe_log(folder, data, body, header):
     from cellab.traces import trace_from_probe_log
 
-    only_ours(trace_from_probe_log, _file(folder, "p.csv", data))
-    only_ours(trace_from_probe_log, _file(folder, "p.csv", header + "\n" + body))
+    only_ours(trace_from_probe_log, write_file(folder, "p.csv", data))
+    only_ours(trace_from_probe_log, write_file(folder, "p.csv", header + "\n" + body))
 
 
 @FUZZ
@@ -171,8 +82,8 @@ def test_probe_log(folder, data, body, header):
 def test_manifest(folder, data, doc):
     from cellab.store_check import read_manifest
 
-    only_ours(read_manifest, _file(folder, "manifest.json", data))
-    only_ours(read_manifest, _file(folder, "manifest.json", json.dumps(doc)))
+    only_ours(read_manifest, write_file(folder, "manifest.json", data))
+    only_ours(read_manifest, write_file(folder, "manifest.json", json.dumps(doc)))
 
 
 @FUZZ
@@ -180,23 +91,18 @@ def test_manifest(folder, data, doc):
 def test_key_certificate(folder, data):
     from cellab.bus.keys import load_public_key, load_secret_key
 
-    only_ours(load_public_key, _file(folder, "k.key", data))
-    only_ours(load_secret_key, _file(folder, "k.key", data))
+    only_ours(load_public_key, write_file(folder, "k.key", data))
+    only_ours(load_secret_key, write_file(folder, "k.key", data))
 
 
 # ------------------------------------------------------------------ the bus's operation parameters
 def _operation_models() -> list[tuple[str, type[BaseModel]]]:
-    from cellab.attenuator.agent import AttenuatorAgent
-    from cellab.bus.operation import _MARK, _params_model
+    """Every role contract's operation parameters (what each agent validates a request body with)."""
+    from cellab.contracts import attenuator, core, enb, server, ue
 
-    models = []
-    for cls in AttenuatorAgent.__mro__:
-        for attr, value in vars(cls).items():
-            if getattr(value, _MARK, None) is not None:
-                model = _params_model(value, cls)
-                if model is not None:
-                    models.append((f"{cls.__name__}.{attr}", model))
-    return models
+    return [(f"{c.role}.{op.name}", op.params) for c in (attenuator.ATTENUATOR_CONTRACT, core.CORE_CONTRACT,
+                                                         enb.ENB_CONTRACT, server.SERVER_CONTRACT, ue.UE_CONTRACT)
+            for op in c.ops]
 
 
 @FUZZ
@@ -212,28 +118,3 @@ def test_operation_parameters(body, pick):
         pass
 
 
-@FUZZ
-@given(schedule=anything)
-def test_play_schedule_texts(schedule):
-    """play_schedule's schedule_csv / schedule_yaml texts go through the schedule parsers."""
-    from cellab.attenuator.schedule import parse_csv, parse_yaml
-
-    only_ours(parse_csv, schedule, "play_schedule.schedule_csv")
-    only_ours(parse_yaml, schedule, "play_schedule.schedule_yaml")
-
-
-# ------------------------------------------------------------------ the attenuator emulators' replies
-@FUZZ
-@given(reply=st.one_of(anything, st.sampled_from(["1", "2", "0", "", "inf", "nan", "1e400", "12.5 dB"])),
-       channels=st.sampled_from([1, 4]))
-def test_minicircuits_replies(reply, channels):
-    from cellab.attenuator.config import AttenuatorConfig
-    from cellab.attenuator.driver import create
-
-    cfg = AttenuatorConfig(name="a", model="minicircuits-rc4dat", transport="http", address="http://127.0.0.1:1",
-                           channels=channels, max_db=90)
-    drv = create(cfg)
-    drv.command = lambda _text: reply  # the device's answer to whatever was asked
-    only_ours(drv._read, 1)
-    only_ours(drv._write, 1, 10.0)
-    only_ours(drv._describe)

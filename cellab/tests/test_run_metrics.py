@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cellab.emulator.ttilog import HEADER_DTYPE, MAGIC, RECORD_DTYPE, VERSION
 from cellab.errors import InputError
-from cellab.metrics import (RunContext, attenuation_timeline, cell_metrics, probe_metrics, probe_run_metrics,
-                            sender_metrics)
+from cellab.metrics import (attenuation_timeline, probe_metrics, sender_metrics)
+from cellab.testing import write_probe_summary as write_summary
 from cellab.traces import sample_commercial_trace, sample_drive_log, trace_from_probe_log, write_mahimahi
 
 T0 = 1_700_000_000.0
-
-
-def write_summary(path: Path, rates: list[float], sizes: list[int | None], sr: dict | None = None) -> Path:
-    flows = [{"bytes": 1000 * (i + 1), "throughput_bps": r, "rtt": {"mean_ms": 40.0 + i}, "retransmitted_packets": i}
-             for i, r in enumerate(rates)]
-    requests = [{"index": i, "mode": "bytes" if s else "milliseconds", "fct_ms": 500.0 * (i + 1)}
-                for i, s in enumerate(sizes)]
-    path.write_text(json.dumps({"status": "ok", "flows": flows, "requests": requests, "total_bytes": 3000,
-                                "throughput_bps": sum(rates), "rtt": {"n": 10, "mean_ms": 41.0, "p95_ms": 50.0},
-                                "sr_estimate": sr or {"regime": "sr-limited", "period_ms": 20}}))
-    return path
 
 
 def test_probe_summary_gives_fct_fairness_and_sr(tmp_path):
@@ -39,29 +26,6 @@ def test_probe_summary_gives_fct_fairness_and_sr(tmp_path):
     assert "fct_mean_s" not in unfair  # timed flows have no completion time
     none = probe_metrics(write_summary(tmp_path / "n.json", [5e6], [None], {"regime": "undetermined", "period_ms": None}))
     assert "sr_estimate_ms" not in none and none["sr_regime"] == "unknown"
-
-
-def write_ttilog(path: Path, capacity_bytes: np.ndarray, delivered_bytes: np.ndarray) -> Path:
-    header = np.zeros(1, HEADER_DTYPE)
-    header["magic"], header["version"], header["rec_size"], header["n_ues"], header["n_prb"] = (
-        MAGIC, VERSION, RECORD_DTYPE.itemsize, 1, 25)
-    rec = np.zeros(capacity_bytes.size, RECORD_DTYPE)
-    rec["tti"] = np.arange(capacity_bytes.size)
-    rec["dl_capacity_bytes"] = capacity_bytes
-    rec["dl_delivered_bytes"] = delivered_bytes
-    path.write_bytes(header.tobytes() + rec.tobytes())
-    return path
-
-
-def test_cell_capacity_is_aligned_to_the_workload(tmp_path):
-    # 1000 TTIs before the workload at 1000 B/ms, then 2000 TTIs at 2000 B/ms: only the latter count
-    cap = np.r_[np.full(1000, 1000), np.full(2000, 2000)].astype(np.uint16)
-    log = write_ttilog(tmp_path / "tti.bin", cap, cap // 2)
-    m = cell_metrics(log, {"tti": 1000.0, "t_s": T0}, T0, span_s=2.0)
-    assert m["capacity_bps"] == pytest.approx(2000 * 8 * 1000)
-    assert m["cell_delivered_bps"] == pytest.approx(1000 * 8 * 1000)
-    series = m["timeline"]["capacity_bps"]
-    assert len(series["t_s"]) == 20 and set(series["v"]) == {2000 * 8 * 1000}
 
 
 def test_attenuation_timeline_uses_the_player_clock(tmp_path):
@@ -83,22 +47,6 @@ def test_sender_rtt_skips_samples_before_the_first_ack(tmp_path):
     assert m["retransmits"] == 3 and m["rtt_samples"] == 10
     assert m["rtt_min_ms"] == 21.0 and m["rtt_max_ms"] == 30.0 and m["rtt_mean_ms"] == pytest.approx(25.5)
     assert m["rtt_jitter_ms"] == pytest.approx(1.0)
-
-
-def test_probe_run_metrics_combines_and_scores_sr(tmp_path):
-    summary = write_summary(tmp_path / "s.json", [8e6], [None], {"regime": "sr-limited", "period_ms": 40})
-    ms_log = tmp_path / "ms.csv"
-    ms_log.write_text("ms,flow,bytes,packets,acks,rtt_mean_us,rwnd_bytes\n" + "".join(
-        f"{int((T0 + 0.5) * 1000) + i},0,1000,1,1,,0\n" for i in range(1000)))
-    cap = np.full(3000, 2000, np.uint16)
-    log = write_ttilog(tmp_path / "tti.bin", cap, cap)
-    m = probe_run_metrics({"probe-summary": summary, "probe-ms": ms_log, "cell_tti_log": log},
-                          RunContext(t0_s=T0, duration_s=1.0, cell_mark={"tti": 0.0, "t_s": T0}, sr_true_ms=20))
-    assert m["sr_true_ms"] == 20 and m["sr_estimate_ms"] == 40.0 and m["sr_correct"] is False
-    assert m["utilization"] == pytest.approx(8e6 / 16e6)
-    assert m["throughput_series_bps"] == pytest.approx([8e6] * 10)  # the 1 s transfer, not the idle bins around it
-    assert m["rtt_mean_ms"] == 41.0 and m["rtt_source"] == "receiver"
-    assert set(m["timeline"]) == {"throughput_bps", "capacity_bps"}
 
 
 def test_trace_from_probe_log_keeps_the_rate(tmp_path):

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+from cellab.contracts.ue import FetchRequest, ProbeFlow
 from cellab.ue.probe_runner import (
     AnalyzeRequest,
-    FetchRequest,
-    ProbeFlow,
     ProbeResult,
     run_analyze,
     run_fetch,
@@ -40,7 +39,8 @@ class Cell:
     """A virtual lab with cellab-send listening in its server namespace."""
 
     def __init__(self, prefix: str, work: Path, params: dict[str, Any]):
-        from cellab.emulator.vlab import VirtualLab
+        from cellab.labs import embedded_lab_class
+        VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, found through the registry
 
         self.lab = VirtualLab(prefix=prefix, params={**BASE_CELL, **params})
         self.work = work

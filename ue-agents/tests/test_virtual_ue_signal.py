@@ -12,7 +12,8 @@ from cellab.labs.cellctl import CellControl
 
 
 def test_signal_follows_the_cells_attenuation(require_root, netns_prefix, tmp_path):
-    from cellab.emulator.vlab import VirtualLab
+    from cellab.labs import embedded_lab_class
+    VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, found through the registry
 
     lab = VirtualLab(prefix=netns_prefix, params={"n_prb": 6, "n_ues": 2, "attenuation_db": [20.0, 50.0]})
     try:

@@ -1,0 +1,110 @@
+"""Telemetry recorded into the run folder: every agent's samples (the bus's PUB/SUB stream) and the
+embedded cell's own (its PUB socket), one JSON line each, on the controller's clock.
+
+    <run>/telemetry/<agent>.jsonl     {"t_s": controller time, "topic": ..., <the sample's fields>}
+    <run>/telemetry/cell.jsonl        the virtual cell's summaries (per UE, every 100 ms)
+
+An agent's sample carries its own clock (`agent_time_s`); the run's measured clock offset of that agent
+turns it into the controller's. The cell stamps its TTI; the lab's clock mark ties a TTI to the
+controller's clock. Samples arriving between runs are not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+import zmq
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+CELL_TOPIC = b"cell"
+
+
+class TelemetryRecorder:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dir: Path | None = None
+        self._offsets_s: dict[str, float] = {}
+        self._files: dict[str, IO[str]] = {}
+        self._cell: _CellSubscriber | None = None
+        self.samples = 0
+
+    def start(self, run_dir: Path, offsets_s: dict[str, float], cell_pub: str | None = None,
+              cell_mark: dict[str, float] | None = None) -> None:
+        """Record from now into run_dir/telemetry (offsets: agent -> its clock minus the controller's)."""
+        self.stop()
+        folder = run_dir / "telemetry"
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._dir, self._offsets_s, self.samples = folder, dict(offsets_s), 0
+        if cell_pub and cell_mark:
+            self._cell = _CellSubscriber(cell_pub, cell_mark, self._write)
+            self._cell.start()
+
+    def on_sample(self, agent: str, topic: str, data: dict[str, Any]) -> None:
+        """The controller's telemetry callback (its telemetry thread)."""
+        agent_time = data.get("agent_time_s")
+        with self._lock:
+            if self._dir is None:
+                return
+            offset = self._offsets_s.get(agent, 0.0)
+        t_s = float(agent_time) - offset if isinstance(agent_time, (int, float)) else None
+        self._write(agent, {"t_s": t_s, "topic": topic, **data})
+
+    def _write(self, stream: str, row: dict[str, Any]) -> None:
+        with self._lock:
+            if self._dir is None:
+                return
+            handle = self._files.get(stream)
+            if handle is None:
+                handle = self._files[stream] = open(self._dir / f"{_SAFE_NAME.sub('_', stream)}.jsonl", "a")
+            handle.write(json.dumps(row, default=str) + "\n")
+            self.samples += 1
+
+    def stop(self) -> None:
+        if self._cell is not None:
+            self._cell.stop()
+            self._cell = None
+        with self._lock:
+            for handle in self._files.values():
+                handle.close()
+            self._files, self._dir = {}, None
+
+
+class _CellSubscriber(threading.Thread):
+    """The virtual cell's PUB socket: two frames, `cell` and a JSON summary with the TTI it was taken at."""
+
+    def __init__(self, endpoint: str, mark: dict[str, float], write: Any):
+        super().__init__(name="cell-telemetry", daemon=True)
+        self.endpoint, self.mark, self.write = endpoint, mark, write
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.SUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SUBSCRIBE, CELL_TOPIC)
+        sock.connect(self.endpoint)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stopping.is_set():
+                if not poller.poll(100):
+                    continue
+                frames = sock.recv_multipart()
+                try:
+                    sample = json.loads(frames[-1])
+                    tti = float(sample["tti"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # not a summary: the cell's format is the emulator room's; skip what we cannot place
+                t_s = self.mark["t_s"] + (tti - self.mark["tti"]) / 1000.0
+                self.write("cell", {"t_s": t_s, "topic": "cell.summary", **sample})
+        finally:
+            sock.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=2)

@@ -1,0 +1,96 @@
+"""Helpers the rooms' tests share: run the CLI, read a result folder, start an agent as its host would, and
+write a small lab inventory. (Tests only; nothing here runs in a campaign.)"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from cellab.bus.keys import generate_keypair
+
+
+def run_cellab(*args: str, timeout_s: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cellab", *args], capture_output=True, text=True,
+                          timeout=timeout_s, **kwargs)
+
+
+def result_rows(folder: Path) -> list[tuple]:
+    """(run_id, status, attempts, finished_at, error) of every run, in plan order."""
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        return db.execute("SELECT run_id, status, attempts, finished_at, error FROM runs ORDER BY idx").fetchall()
+
+
+def only_folder(out: Path) -> Path:
+    folders = [p for p in out.iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_agent(tmp_path: Path, name: str, role: str, netns: str | None, port: int, telemetry_port: int,
+                *extra: str) -> subprocess.Popen:
+    """An agent as its host would run it, with the key pair made in tmp_path/keys."""
+    keys = tmp_path / "keys"
+    return subprocess.Popen(
+        [sys.executable, "-m", "cellab", "agent", "--role", role, "--name", name,
+         "--controller", f"tcp://127.0.0.1:{port}", "--telemetry", f"tcp://127.0.0.1:{telemetry_port}",
+         "--key", str(keys / f"{name}.key_secret"), "--controller-key", str(keys / "controller.key"),
+         "--artifact-dir", str(tmp_path / f"artifacts-{name}"), *extra] + (["--netns", netns] if netns else []),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def write_lab(tmp_path: Path, port: int = 7700, telemetry_port: int = 7701, attenuator_url: str | None = None,
+              enb: bool = False, ues: int = 1) -> Path:
+    """An inventory of a server and `ues` UE hosts; with attenuator_url a Mini-Circuits RC4DAT whose channels
+    3, 4, ... are in front of the UEs; with enb an eNB agent. Key pairs for every agent in tmp_path/keys."""
+    agents = {"server1": ("server", "edge")} | {f"ue{i + 1}": ("ue", "laptop") for i in range(ues)}
+    agents |= ({"atten1": ("attenuator", "laptop")} if attenuator_url else {}) | (
+        {"enb1": ("enb", "edge")} if enb else {})
+    for name in ["controller", *agents]:
+        generate_keypair(tmp_path / "keys", name)
+    phones = [{"name": "phone" if i == 0 else f"phone{i + 1}", "kind": "virtual", "agent": f"ue{i + 1}"}
+              for i in range(ues)]
+    devices: dict = {"servers": [{"name": "edge", "agent": "server1", "address": "10.90.1.1"}], "ues": phones}
+    if enb:
+        devices["enb"] = [{"name": "enb", "agent": "enb1", "rf": "zmq"}]
+    if attenuator_url:
+        devices["attenuators"] = [{"name": "box1", "model": "minicircuits-rc4dat", "transport": "http",
+                                   "address": attenuator_url, "channels": 4, "min_db": 10, "max_db": 60,
+                                   "step_db": 0.25, "agent": "atten1"}]
+        for i, phone in enumerate(phones):
+            phone["attenuator"] = {"attenuator": "box1", "channel": 3 + i}
+    inventory = {
+        "name": "test-lab",
+        "controller": {"bind": f"tcp://127.0.0.1:{port}", "telemetry_bind": f"tcp://127.0.0.1:{telemetry_port}",
+                       "secret_key": "keys/controller.key_secret"},
+        "hosts": [{"name": "edge", "address": "127.0.0.1"}, {"name": "laptop", "address": "127.0.0.1"}],
+        "agents": [{"name": name, "role": role, "host": host, "public_key": f"keys/{name}.key"}
+                   for name, (role, host) in agents.items()],
+        "devices": devices,
+    }
+    path = tmp_path / "lab.yaml"
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def write_probe_summary(path: Path, rates: list[float], sizes: list[int | None], sr: dict | None = None) -> Path:
+    """A cellab-probe summary with these per-flow rates and sizes (None: a timed flow)."""
+    flows = [{"bytes": 1000 * (i + 1), "throughput_bps": r, "rtt": {"mean_ms": 40.0 + i}, "retransmitted_packets": i}
+             for i, r in enumerate(rates)]
+    requests = [{"index": i, "mode": "bytes" if s else "milliseconds", "fct_ms": 500.0 * (i + 1)}
+                for i, s in enumerate(sizes)]
+    path.write_text(json.dumps({"status": "ok", "flows": flows, "requests": requests, "total_bytes": 3000,
+                                "throughput_bps": sum(rates), "rtt": {"n": 10, "mean_ms": 41.0, "p95_ms": 50.0},
+                                "sr_estimate": sr or {"regime": "sr-limited", "period_ms": 20}}))
+    return path

@@ -1,0 +1,78 @@
+"""A campaign with four UEs in one virtual cell (issue 13's Show): one Cubic and three C2TCP flows at once,
+each UE with its own row, artifacts and metrics; the run's Jain index and the report's UE table; the PRBs the
+cell logged per UE add up to the cell's when all are backlogged; telemetry recorded per agent (root, BPF)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+import numpy as np
+
+from cellab.emulator.ttilog import read_ttilog
+from cellab.testing import only_folder, result_rows, run_cellab
+
+UE_NAMES = ["cubic-ue", "c2tcp-1", "c2tcp-2", "c2tcp-3"]
+CAMPAIGN = textwrap.dedent("""
+    name: four-ues
+    lab: virtual
+    fixed:
+      n_prb: 25
+      core_delay_ms: 10
+      attenuation_db: 10
+      ues:
+        - {name: cubic-ue, cc: cubic}
+        - {name: c2tcp-1, cc: c2tcp}
+        - {name: c2tcp-2, cc: c2tcp}
+        - {name: c2tcp-3, cc: c2tcp}
+    workload: {tool: probe, duration_s: 5}
+    measurements: [throughput, rtt, pcap]
+    timeouts: {run_s: 150, request_s: 30}
+    retry: {max_attempts: 2, backoff_s: 1}
+""")
+
+
+def test_four_ues_share_one_cell_with_their_own_rows_artifacts_and_fairness(require_root, netns_prefix, tmp_path):
+    path = tmp_path / "four.yaml"
+    path.write_text(CAMPAIGN)
+    out = tmp_path / "out"
+    result = run_cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_folder(out)
+    ((run_id, status, *_),) = result_rows(folder)
+    assert status == "ok"
+    run_dir = folder / "runs" / run_id
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        ue_rows = db.execute("SELECT ue, slot, metrics FROM ue_runs WHERE run_id = ? ORDER BY slot",
+                             (run_id,)).fetchall()
+    assert [r[0] for r in ue_rows] == UE_NAMES
+    per_ue = {name: json.loads(metrics) for name, _, metrics in ue_rows}
+    for name, m in per_ue.items():
+        assert (run_dir / "ues" / name / "metrics.json").is_file()
+        assert list((run_dir / "ues" / name).glob("*-summary.json")), f"{name}: no probe summary"
+        assert m["throughput_bps"] > 0.5e6, (name, m["throughput_bps"])  # each got a share of the cell
+    assert per_ue["cubic-ue"]["congestion_control"] == "cubic"
+    assert all(per_ue[n]["congestion_control"] == "c2tcp" for n in UE_NAMES[1:])
+    run_metrics = json.loads((run_dir / "metrics.json").read_text())
+    total = sum(m["throughput_bps"] for m in per_ue.values())
+    assert run_metrics["ues"] == 4 and run_metrics["throughput_bps"] == total
+    assert total < 18.4e6  # 25 PRB at CQI 15 carries 18.3 Mbit/s by the TBS table: the UEs shared one cell
+    jain = run_metrics["ue_fairness_jain"]
+    throughputs = np.array([m["throughput_bps"] for m in per_ue.values()])
+    assert jain == (throughputs.sum() ** 2 / (4 * np.square(throughputs).sum()))
+    # the cell's ground truth: in every TTI where all four queues hold data, their PRBs are the cell's 25
+    log = read_ttilog(run_dir / "cell_tti.bin")
+    busy = log.backlogged()
+    assert busy.sum() > 500, "the four UEs were never backlogged together"
+    prbs = log.per_tti("dl_prb")[busy]
+    assert (prbs.sum(axis=1) == 25).all()
+    # telemetry recorded on the controller's clock: the cell's per-UE summaries and the attenuator's values
+    cell = [json.loads(line) for line in (run_dir / "telemetry" / "cell.jsonl").read_text().splitlines()]
+    assert {row["ue"] for row in cell} == {0, 1, 2, 3}
+    assert all(abs(row["t_s"] - cell[0]["t_s"]) < 60 for row in cell)
+    timeline = run_metrics["timeline"]
+    assert {f"throughput_bps.{n}" for n in UE_NAMES} <= set(timeline)
+    assert {f"cqi.{n}" for n in UE_NAMES} <= set(timeline)
+    report = (folder / "report.html").read_text()
+    assert all(name in report for name in UE_NAMES) and "Jain index over UEs" in report
