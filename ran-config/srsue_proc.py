@@ -1,0 +1,138 @@
+"""One srsue over ZMQ, supervised by the srsran-zmq lab: ue.conf rendered from the run's settings, started
+(argv list, no shell) inside the stack's namespace with its TUN put into the UE namespace, attach detected on
+its console ("Network attach successful. ... IP: a.b.c.d"), stopped politely then firmly.
+
+srsue does not use SCTP: no LD_PRELOAD shim.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cellab.errors import CellabError
+from cellab.proc import ManagedProcess
+
+from .srsenb_proc import BIN_ENV
+
+ATTACH_RE = re.compile(r"Network attach successful\..*IP: (\d+\.\d+\.\d+\.\d+)")
+_ERROR_RE = re.compile(r"^(error|failed|couldn't|cannot|could not|.*Attach failed|.*Attach Reject)", re.I)
+TUN_NAME = "tun_srsue"
+# the srsRAN example USIM (public test values; the matching subscriber row is rendered for srsEPC)
+TEST_USIM = {"imsi": "001010123456780", "k": "00112233445566778899aabbccddeeff",
+             "opc": "63bfa50ee6523365ff14c1f45f88737d", "imei": "353490069873319"}
+#: DL SNR of the UE's AWGN channel emulator at attenuation_db 0; each dB of attenuation takes one dB off
+REF_SNR_DB = 30.0
+
+
+class SrsueError(CellabError):
+    """srsue could not be found, started, or did not attach; the message carries its own console line."""
+
+
+@dataclass(frozen=True)
+class UeSettings:
+    """What srsue is started with (a change restarts it)."""
+
+    dl_earfcn: int = 3350
+    n_prb: int = 25  # srsue reads the cell's PRBs from the MIB; kept so an eNB change restarts the UE too
+    attenuation_db: float = 0.0
+
+    def dl_snr_db(self) -> float | None:
+        """The AWGN channel emulator's DL SNR (None: no emulator at 0 dB)."""
+        return REF_SNR_DB - self.attenuation_db if self.attenuation_db > 0 else None
+
+
+def find_srsue(bin_dir: str | Path | None = None) -> Path:
+    searched: list[str] = []
+    for folder in filter(None, [str(bin_dir) if bin_dir else None, os.environ.get(BIN_ENV)]):
+        cand = Path(folder) / "srsue"
+        searched.append(str(cand))
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand.resolve()
+    on_path = shutil.which("srsue")
+    searched.append("PATH")
+    if on_path:
+        return Path(on_path).resolve()
+    raise SrsueError("srsue not found; searched: " + "; ".join(searched) + f" (set {BIN_ENV} or install srsRAN 4G)")
+
+
+def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, tx_port: int = 2001, rx_port: int = 2000) -> str:
+    snr = s.dl_snr_db()
+    channel = "[channel.dl]\nenable = false\n" if snr is None else (
+        f"[channel.dl]\nenable = true\n[channel.dl.awgn]\nenable = true\nsnr = {snr:g}\n")
+    u = TEST_USIM
+    return (
+        "# rendered by cellab.ran.srsue_proc (the srsran-zmq lab)\n"
+        "[rf]\nfreq_offset = 0\ntx_gain = 80\ndevice_name = zmq\n"
+        f"device_args = tx_port=tcp://*:{tx_port},rx_port=tcp://localhost:{rx_port},id=ue,base_srate=23.04e6\n"
+        f"[rat.eutra]\ndl_earfcn = {s.dl_earfcn}\n"
+        "[pcap]\nenable = none\n"
+        f"[log]\nall_level = warning\nphy_lib_level = none\nall_hex_limit = 32\nfilename = {log_path}\n"
+        "file_max_size = -1\n"
+        f"[usim]\nmode = soft\nalgo = milenage\nopc = {u['opc']}\nk = {u['k']}\nimsi = {u['imsi']}\nimei = {u['imei']}\n"
+        f"[gw]\nnetns = {ue_netns}\nip_devname = {TUN_NAME}\n"
+        "[gui]\nenable = false\n" + channel)
+
+
+class SrsueProcess:
+    """srsue started in `netns` (where srsenb's ZMQ ports are), its TUN in `ue_netns`."""
+
+    def __init__(self, binary: Path, work_dir: Path, settings: UeSettings, *, netns: str | None, ue_netns: str):
+        self.binary, self.work_dir, self.settings = binary, work_dir, settings
+        self.netns, self.ue_netns = netns, ue_netns
+        self.console = work_dir / "srsue_console.log"
+        self.log = work_dir / "srsue.log"
+        self.proc: ManagedProcess | None = None
+        self.started_s: float | None = None
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.work_dir / "ue.conf"
+        conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log))
+        self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns)
+        self.started_s = time.time()
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.running()
+
+    def console_text(self) -> str:
+        try:
+            return self.console.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def attached_ip(self) -> str | None:
+        found = ATTACH_RE.findall(self.console_text())
+        return found[-1] if found else None
+
+    def error_line(self) -> str | None:
+        for line in self.console_text().splitlines():
+            if _ERROR_RE.match(line.strip()):
+                return line.strip()[:300]
+        return None
+
+    def wait_attached(self, timeout_s: float) -> str:
+        """The UE's IP once srsue printed its attach; SrsueError naming srsue's own line otherwise."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ip = self.attached_ip()
+            if ip:
+                return ip
+            if not self.running():
+                code = self.proc.proc.returncode if self.proc else None
+                raise SrsueError(f"srsue exited (code {code}) before attaching: "
+                                 f"{self.error_line() or self._tail()}")
+            time.sleep(0.2)
+        raise SrsueError(f"srsue did not attach within {timeout_s:g} s: {self.error_line() or self._tail()}")
+
+    def _tail(self) -> str:
+        lines = [line.strip() for line in self.console_text().splitlines() if line.strip()]
+        return " | ".join(lines[-3:]) if lines else f"(no output; console {self.console})"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop(grace_s=5.0)
