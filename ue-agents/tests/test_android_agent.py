@@ -96,6 +96,8 @@ def test_unknown_serial_is_refused_before_connecting(tmp_path: Path, farm) -> No
 @pytest.mark.skipif(shutil.which("qemu-aarch64-static") is None, reason="needs qemu-user-static (make setup)")
 def test_fetch_pushes_runs_and_pulls_the_aarch64_probe(tmp_path: Path, farm, sender: int) -> None:
     with _bus(tmp_path, farm, ROOTED) as (controller, agents):
+        samples: list[tuple[str, str, dict]] = []
+        controller.subscribe(lambda agent, topic, data: samples.append((agent, topic, data)))
         reply = controller.request("phone", "fetch", {
             "server": "127.0.0.1", "port": sender, "tag": "run-1", "control": "exll",
             "flows": [{"duration_s": 2.5, "cc": "cubic"}]}, timeout_s=120)
@@ -108,6 +110,8 @@ def test_fetch_pushes_runs_and_pulls_the_aarch64_probe(tmp_path: Path, farm, sen
         lines = [json.loads(line) for line in (artifacts / "run-1-signal.jsonl").read_text().splitlines()]
         assert len(lines) >= 2 and all(line["rsrp_dbm"] == -95 for line in lines)  # 1 Hz over ~3 s
         assert all(b["time_ms"] - a["time_ms"] == pytest.approx(1000, abs=300) for a, b in zip(lines, lines[1:], strict=False))
+        signal_samples = [d for agent, topic, d in samples if agent == "phone" and topic == "signal"]
+        assert signal_samples and all(d["rsrp_dbm"] == -95 for d in signal_samples)  # published as telemetry
 
 
 @pytest.mark.skipif(shutil.which("qemu-aarch64-static") is None, reason="needs qemu-user-static (make setup)")
