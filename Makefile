@@ -25,7 +25,7 @@ BUILD_TARGETS :=
 -include cellab/flowstat/rules.mk
 -include core-config/rules.mk
 
-.PHONY: setup apt venv build samples test demo bench lint clean
+.PHONY: setup apt venv build samples test demo demo-srsran bench lint clean
 
 setup: apt venv build samples
 
@@ -62,6 +62,15 @@ demo: setup
 	$(VENV)/bin/cellab run runs/demo/sr-validation.yaml || status=1; \
 	$(VENV)/bin/cellab run runs/demo/cc-shootout.yaml || status=1; \
 	exit $$status
+
+# the SR validation on the real srsRAN 4G stack over ZMQ (lab srsran-zmq): the bundle in ../shared/tools/srsran
+# (or CELLAB_SRSRAN_BIN); it skips, saying why, when neither is there
+SRSRAN_BIN ?= $(if $(CELLAB_SRSRAN_BIN),$(CELLAB_SRSRAN_BIN),$(abspath $(ROOT)/../shared/tools/srsran/bin))
+demo-srsran: setup
+	@if [ ! -x "$(SRSRAN_BIN)/srsenb" ]; then \
+		echo "demo-srsran: skipped: no srsRAN 4G in $(SRSRAN_BIN) (set CELLAB_SRSRAN_BIN to a folder with srsenb, srsue, srsepc)"; \
+		exit 0; fi; \
+	CELLAB_SRSRAN_BIN=$(SRSRAN_BIN) $(VENV)/bin/cellab run runs/demo-srsran/sr-validation.yaml
 
 bench: setup
 	$(PY) -m cellab.bench $(BENCH)
