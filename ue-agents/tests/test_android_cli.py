@@ -78,3 +78,12 @@ def test_doctor_lists_the_phones(fake_adb: int) -> None:
     text = done.stdout + done.stderr
     assert "phone S9TEST" in text and "SM-G960F, Android 9, not rooted, RSRP -95 dBm" in text
     assert "phone P8TEST" in text and "Pixel 8, Android 14, rooted" in text
+
+
+def test_agent_command_refuses_an_unknown_serial(fake_adb: int, tmp_path: Path) -> None:
+    done = subprocess.run([*CELLAB, "agent", "--role", "ue", "--kind", "android", "--serial", "GHOST9",
+                           "--adb-port", str(fake_adb), "--name", "ue0", "--controller", "tcp://127.0.0.1:9",
+                           "--key", str(tmp_path / "k"), "--controller-key", str(tmp_path / "c")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "no phone 'GHOST9'" in done.stdout + done.stderr and "Traceback" not in done.stderr
