@@ -41,3 +41,33 @@ def test_virtual_android_lab_puts_a_phone_on_each_ue(tmp_path: Path, require_roo
     finally:
         lab.down()
     assert lab.adb_server is None
+
+
+def test_calibration_auto_through_the_phone_agents_signal(tmp_path: Path, require_root, netns_prefix) -> None:
+    """What `calibration: auto` does, with the phone agent as the RSRP reader: sweep the cell's attenuation,
+    read `signal` over the bus from the virtual phone's dumpsys, fit; the residual check must pass."""
+    import json
+
+    from cellab.contracts.attenuator import planning
+
+    lab = load("cellab.labs", "virtual-android", "embedded lab")(prefix=netns_prefix)
+    try:
+        topo = lab.up()
+        spec = lab.ue_agent_spec("ue0", 0, topo.ues[0])
+        plan = planning()
+        config = plan.virtual_lab_attenuator(str(tmp_path / "atten.pty"), 1)
+        with lab_bus(tmp_path, {"ue0": AndroidUEAgent},
+                     agent_kwargs={"ue0": {"serial": spec.args[1], "adb_port": int(spec.args[3])}}) as (controller, _), \
+                CellControl(topo.extra["ctl"]) as cell:
+            def set_db(channel: int, db: float) -> float:
+                return float(cell.set_attenuation(channel - 1, db).get("attenuation_db", db))
+
+            def read_rsrp() -> float:
+                return controller.request("ue0", "signal")["rsrp_dbm"]
+
+            fit = json.loads(plan.calibrate(config, set_db, read_rsrp, 1, 0.0, 60.0, 10.0, settle_s=0.3,
+                                            samples=2, shield_box="vbox", ue="ue0", earfcn=3350))
+        assert fit["b_db_per_db"] == pytest.approx(1.0, abs=0.05)  # 1 dB of attenuation, 1 dB of RSRP
+        assert fit["residual_rms_db"] <= 1.5  # the fit's own acceptance check passed (it raises otherwise)
+    finally:
+        lab.down()
