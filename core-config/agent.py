@@ -7,7 +7,8 @@ that exits at start fails `start` with its own last error line."""
 
 from __future__ import annotations
 
-import os
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -53,6 +54,7 @@ class CoreAgent(Agent):
         self._procs: dict[str, ManagedProcess] = {}
         self._errors: dict[str, str] = {}
         self._reported: set[str] = set()
+        self._secrets: Path | None = None
 
     # ----- operations ---------------------------------------------------------------------------
     @operation
@@ -84,9 +86,9 @@ class CoreAgent(Agent):
                 raise OperationFailed(f"subscribers_csv: {exc}", field="params.subscribers_csv") from None
             finally:
                 source.unlink()
-        files = render(profile, flavour, config_dir, subscribers_csv=csv_text, absolute_paths=True)
-        if flavour == "srsepc":  # it holds K and OPc
-            os.chmod(config_dir / "user_db.csv", 0o600)
+        # srsEPC's user_db.csv holds K and OPc: it lives in a private folder, never among the artifacts
+        user_db = self._secrets_dir() / f"user_db-{run_dir.name}.csv" if flavour == "srsepc" else None
+        files = render(profile, flavour, config_dir, subscribers_csv=csv_text, user_db=user_db)
         with self._lock:
             self._flavour, self._profile, self._run_dir = flavour, profile, run_dir
             self._daemons = daemons_for(flavour, profile)
@@ -139,7 +141,18 @@ class CoreAgent(Agent):
         for proc in self._procs.values():
             proc.stop(grace_s=3.0)
 
+    def stop(self) -> None:
+        """The agent's end: daemons stopped, the private folder of subscriber files removed."""
+        super().stop()
+        if self._secrets is not None:
+            shutil.rmtree(self._secrets, ignore_errors=True)
+
     # ----- helpers ------------------------------------------------------------------------------
+    def _secrets_dir(self) -> Path:
+        if self._secrets is None:
+            self._secrets = Path(tempfile.mkdtemp(prefix=f"cellab-{self.name}-secrets-"))  # mode 0700
+        return self._secrets
+
     def _new_run_dir(self) -> Path:
         base = self.artifact_dir / "core-runs"
         base.mkdir(parents=True, exist_ok=True)

@@ -183,11 +183,10 @@ def freediameter_conf(daemon: str, realm: str = "localdomain") -> str:
     return "\n".join(lines) + "\n"
 
 
-def srsepc_conf(p: CoreProfile, folder: Path | None = None) -> str:
-    """folder: write absolute paths of user_db.csv and the log in it (srsEPC opens them relative to its
-    working folder otherwise)."""
-    db_file, log_file = ("user_db.csv", "epc.log") if folder is None else \
-        (str(folder / "user_db.csv"), f"{p.log_dir}/epc.log")
+def srsepc_conf(p: CoreProfile, user_db: Path | None = None) -> str:
+    """user_db: name it, and the log (in the profile's log_dir), by absolute path (srsEPC opens them
+    relative to its working folder otherwise)."""
+    db_file, log_file = ("user_db.csv", "epc.log") if user_db is None else (str(user_db), f"{p.log_dir}/epc.log")
     ini = configparser.ConfigParser(interpolation=None)
     ini["mme"] = {"mme_code": f"0x{p.mme.code:02x}", "mme_group": f"0x{p.mme.group_id:04x}",
                   "tac": f"0x{p.tacs[0]:04x}", "mcc": p.plmn.mcc, "mnc": p.plmn.mnc,
@@ -216,10 +215,10 @@ def _dump_yaml(data: dict) -> str:
 
 
 def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str | None = None,
-           absolute_paths: bool = False) -> list[Path]:
+           user_db: Path | None = None) -> list[Path]:
     """Write `flavour`'s files into `out`; returns their paths. srsEPC gets a user_db.csv (empty of
-    subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one), with
-    `absolute_paths` named by absolute path in epc.conf."""
+    subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one) in `out`,
+    or at `user_db` (an absolute path, mode 0600: it holds K and OPc), which epc.conf then names."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     texts: dict[str, str] = {}
@@ -235,8 +234,12 @@ def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str |
     elif flavour == "srsepc":
         from .subscribers import SRSEPC_CSV_HEADER
 
-        folder = out.resolve() if absolute_paths else None
-        texts = {"epc.conf": srsepc_conf(profile, folder), "user_db.csv": subscribers_csv or SRSEPC_CSV_HEADER}
+        texts = {"epc.conf": srsepc_conf(profile, user_db)}
+        db_path = user_db or out / "user_db.csv"
+        db_path.touch(mode=0o600)
+        db_path.write_text(subscribers_csv or SRSEPC_CSV_HEADER)
+        if user_db is None:
+            texts["user_db.csv"] = subscribers_csv or SRSEPC_CSV_HEADER
     else:
         from .profile import FLAVOURS
 
