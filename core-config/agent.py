@@ -7,6 +7,7 @@ that exits at start fails `start` with its own last error line."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -25,7 +26,7 @@ from cellab.contracts.core import (
     LogFinding,
     StartParams,
 )
-from cellab.errors import CellabError
+from cellab.errors import CellabError, from_validation_error
 from cellab.proc import ManagedProcess
 
 from .daemons import Daemon, classify, clean, daemons_for, start_error_line, listening
@@ -43,8 +44,11 @@ class CoreAgent(Agent):
     def __init__(self, *args: Any, netns: str | None = None, programs: dict[str, str] | None = None,
                  env: dict[str, str] | None = None, **kwargs: Any):
         """programs: daemon program name -> path (default: found on PATH / build/bin);
-        env: extra environment for the daemons (e.g. LD_PRELOAD of an SCTP shim)."""
+        env: extra environment for the daemons (default: LD_PRELOAD=$CELLAB_CORE_LD_PRELOAD when set, the
+        SCTP shim a kernel without SCTP needs for the MME / srsEPC)."""
         super().__init__(*args, **kwargs)
+        if env is None and os.environ.get("CELLAB_CORE_LD_PRELOAD"):
+            env = {"LD_PRELOAD": os.environ["CELLAB_CORE_LD_PRELOAD"]}
         self.netns, self.programs, self.env = netns, dict(programs or {}), dict(env or {})
         self._lock = threading.Lock()
         self._flavour: str | None = None
@@ -67,10 +71,13 @@ class CoreAgent(Agent):
         if any(self._alive().values()):
             raise OperationFailed("daemons are running: stop them before configuring a new run")
         try:
-            data = yaml.safe_load(params.profile_yaml)
-            profile = CoreProfile.model_validate(data)
-        except (yaml.YAMLError, ValidationError) as exc:
-            raise OperationFailed(f"profile_yaml: {str(exc).splitlines()[0]}", field="params.profile_yaml") from None
+            profile = CoreProfile.model_validate(yaml.safe_load(params.profile_yaml))
+        except yaml.YAMLError as exc:
+            raise OperationFailed(f"profile_yaml: bad YAML: {getattr(exc, 'problem', exc)}",
+                                  field="params.profile_yaml") from None
+        except ValidationError as exc:
+            raise OperationFailed(str(from_validation_error("profile_yaml", exc)).replace("\n", "; "),
+                                  field="params.profile_yaml") from None
         flavour = params.flavour or profile.flavour
         run_dir = self._new_run_dir()
         config_dir, logs = run_dir / "config", run_dir / "logs"
@@ -163,7 +170,10 @@ class CoreAgent(Agent):
 
     def _program(self, daemon: Daemon) -> str:
         if daemon.program in self.programs:
-            return self.programs[daemon.program]
+            path = self.programs[daemon.program]
+            if not os.access(path, os.X_OK):
+                raise OperationFailed(f"{daemon.name}: program {path} is not installed")
+            return path
         from cellab.paths import find_program
 
         try:

@@ -1,0 +1,66 @@
+"""The core agent over the real bus (CURVE controller, DEALER agent), without daemons that need root:
+contract conformance, refusals that name the field, per-run folders, and a program that is not installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from cellab.bus.errors import OperationError
+from cellab.bus.testing import lab_bus
+from cellab.contracts.core import CORE_CONTRACT, ConfigureParams, CoreClient, StartParams
+from cellab.contracts.registry import agent_class
+from cellab.epc.agent import CoreAgent
+
+from .conftest import EXAMPLES
+
+
+def test_registered_and_implements_the_contract():
+    assert agent_class("core", "epc") is CoreAgent
+    assert CORE_CONTRACT.missing_in(CoreAgent) == []
+
+
+def test_configure_start_refusals_and_run_folders(tmp_path):
+    profile = (EXAMPLES / "lab-core.yaml").read_text()
+    programs = {"open5gs-hssd": "/nonexistent/open5gs-hssd"}
+    with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs={"core1": {"programs": programs}}) as (ctl, agents):
+        core = CoreClient(ctl, "core1", timeout_s=20)
+        status = core.status()
+        assert not status.ok and status.problems == ["not configured"]
+        with pytest.raises(OperationError) as err:
+            core.start(StartParams())
+        assert "configure first" in str(err.value)
+
+        with pytest.raises(OperationError) as err:
+            core.configure(ConfigureParams(profile_yaml=profile.replace("tacs: [7]", "tacs: [70000]")))
+        assert "profile_yaml" in str(err.value) and "tacs" in str(err.value)
+
+        first = core.configure(ConfigureParams(profile_yaml=profile, flavour="open5gs-2.6"))
+        second = core.configure(ConfigureParams(profile_yaml=profile))
+        assert (first.run_dir, second.run_dir) == ("core-runs/001", "core-runs/002")
+        assert second.flavour == "open5gs" and second.daemons == ["hss", "pcrf", "sgwc", "sgwu", "upf", "smf", "mme"]
+        run = agents["core1"].artifact_dir / second.run_dir
+        assert (run / "config/mme.yaml").is_file() and str(run / "logs") in (run / "config/mme.yaml").read_text()
+
+        with pytest.raises(OperationError) as err:
+            core.start(StartParams(daemons=["hss", "amf"]))
+        assert "amf" in str(err.value) and err.value.field == "params.daemons"
+        with pytest.raises(OperationError) as err:
+            core.start(StartParams(daemons=["hss"]))
+        assert "hss: program /nonexistent/open5gs-hssd is not installed" in str(err.value)
+        status = core.status()
+        assert not status.ok
+
+
+def test_start_error_line_is_the_cause_not_the_teardown():
+    from cellab.epc.daemons import classify, start_error_line
+
+    log = ("NextEPC daemon v0.3.10\n\x1b[31m[11/25 08:34:32.966] FATL: Loading of extension x.so failed\x1b[0m\n"
+           "[11/25 08:34:32.966] ERRR: ERROR: in '((fd_ext_load()))'\n[11/25 08:34:33.077] ERRR: 1 not freed\n")
+    assert start_error_line(log) == "[11/25 08:34:32.966] FATL: Loading of extension x.so failed"
+    assert start_error_line("a\nb: error: no config\nc\n") == "b: error: no config"
+    assert start_error_line("only line\n") == "only line"
+    assert classify("[HSS    ] [E] User not found at HSS. IMSI: 001010123456780") == "imsi_unknown"
+    assert classify("WARN: Cannot find IMSI in DB : 001010999999999") == "imsi_unknown"
+    assert classify("Sending S1 Setup Failure - Unknown PLMN") == "s1_setup_failure"
+    assert classify("Network attach successful. IP: 172.16.0.2") == "attach_ok"
+    assert classify("INFO: NextEPC daemon start") is None
