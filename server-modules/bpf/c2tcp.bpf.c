@@ -62,6 +62,7 @@ struct c2tcp_sk {
 	__u32 interval_us;
 	__u32 n_backoffs;     /* N: consecutive Bad actions */
 	__u32 target_us;      /* 0 = Tuner off */
+	__u32 flight_rtt_us;  /* smoothed RTT of ACKs that ended a small flight (0: none yet) */
 	__u8 first_time;
 	__u8 condition;
 };
@@ -72,6 +73,7 @@ struct c2tcp_conf {
 	__u32 tune_period_us;
 	__u32 tuner;           /* TUNER_EQ10 | TUNER_AUTHORS_V2 */
 	__u32 alpha_min_fp;    /* lower bound of alpha * 1024 (paper: 1; 0 = the paper's 1) */
+	__u32 small_flight_pkts; /* Setpoint floor from flights of at most this many packets; 0 = paper */
 };
 
 struct c2tcp_target_key {
@@ -103,7 +105,7 @@ struct {
 
 enum {
 	ST_FLOWS, ST_GOOD_ACKS, ST_BAD_EVENTS, ST_INVALID_RTT, ST_TUNER_UPDATES,
-	ST_LAST_ALPHA_FP, ST_LAST_AVG_RTT_US, ST_LAST_MIN_RTT_US,
+	ST_LAST_ALPHA_FP, ST_LAST_AVG_RTT_US, ST_LAST_MIN_RTT_US, ST_FLOORED_ACKS, ST_LAST_FLIGHT_RTT_US,
 };
 DEFINE_STATS_MAP()
 
@@ -155,6 +157,7 @@ static __always_inline void state_init(struct sock *sk, struct c2tcp_sk *s)
 	s->tune_start_us = now_us();
 	s->rtt_sum_us = 0;
 	s->rtt_cnt = 0;
+	s->flight_rtt_us = 0;
 	s->condition = COND_GOOD;
 }
 
@@ -239,12 +242,36 @@ static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
 	stat_add(ST_BAD_EVENTS, 1);
 }
 
+/* Deviation (issue 18), the Setpoint floor: an ACK that ends a flight of at most small_flight_pkts
+ * packets (those still out plus those it acks) measures the RTT of a flight with no queue of its own:
+ * on an SR-granted uplink the wait for an SR occasion, on a gappy trace the wait for a delivery
+ * opportunity. Setpoint = max(alpha x MINRTT, its EWMA (1/8)): a flight that small is never Bad for
+ * the delay it cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at
+ * every Interval. Every Bad (cwnd 1) refreshes the floor, so it follows the path. 0 = the paper. */
+static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp, __u32 acked,
+					     __u32 rtt_us)
+{
+	const struct c2tcp_conf *cf = get_conf();
+	__u32 small = cf ? cf->small_flight_pkts : 0;
+
+	if (!small) {
+		s->flight_rtt_us = 0;
+		return 0;
+	}
+	if (tp->packets_out + acked <= small) {
+		s->flight_rtt_us = s->flight_rtt_us ? s->flight_rtt_us - (s->flight_rtt_us >> 3) + (rtt_us >> 3)
+						    : rtt_us;
+		stat_set(ST_LAST_FLIGHT_RTT_US, s->flight_rtt_us);
+	}
+	return s->flight_rtt_us;
+}
+
 SEC("struct_ops")
 void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct c2tcp_sk *s;
-	__u32 rtt_us, setpoint_us, idx;
+	__u32 rtt_us, setpoint_us, floor_us, idx;
 	__u64 now;
 	__s32 rtt_raw = sample->rtt_us;
 
@@ -271,6 +298,11 @@ void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 		stat_set(ST_LAST_MIN_RTT_US, rtt_us);
 	}
 	setpoint_us = (__u32)(((__u64)s->alpha_fp * s->min_rtt_us) / ALPHA_ONE);
+	floor_us = flight_floor_us(s, tp, sample->pkts_acked, rtt_us);
+	if (floor_us > setpoint_us) {
+		setpoint_us = floor_us;
+		stat_add(ST_FLOORED_ACKS, 1);
+	}
 
 	if (rtt_us < setpoint_us) {
 		s->interval_us = setpoint_us;

@@ -33,10 +33,11 @@ static const struct param_desc c2tcp_params[] = {
 	{ "tune_period_ms", 2, 10, 10000, 1000, 500, "ms" },      /* paper: 0.5 s */
 	{ "tuner", 3, 0, 1, 1, 0, "0 Eq. 10 | 1 authors' v2" },   /* paper Eq. 10 / authors' Mahimahi scripts */
 	{ "alpha_min", 4, 1, 10, 1024, 1.5, "x MINRTT" },         /* NOT the paper's 1: SR-uplink trap, issue 4 */
+	{ "small_flight_pkts", 5, 0, 64, 1, 2, "packets" },       /* NOT the paper (0): Setpoint floor, issue 18 */
 };
 static const char *const c2tcp_counters[] = {
 	"flows", "good_acks", "bad_events", "invalid_rtt", "tuner_updates",
-	"last_alpha_x1024", "last_avg_rtt_us", "last_min_rtt_us",
+	"last_alpha_x1024", "last_avg_rtt_us", "last_min_rtt_us", "floored_acks", "last_flight_rtt_us",
 };
 
 static const struct param_desc scubic_params[] = {
@@ -91,7 +92,7 @@ static const char *const drop_counters[] = { "data_pkts", "dropped" };
 	  c, N(c), orf, pt }
 
 static const struct module_desc modules[] = {
-	CC(c2tcp, c2tcp_params, c2tcp_counters, 5, 0, 1),
+	CC(c2tcp, c2tcp_params, c2tcp_counters, 6, 0, 1),
 	CC(scubic, scubic_params, scubic_counters, 4, 0, 0),
 	CC(exll, exll_params, exll_counters, 4, 0, 0),
 	CC(cubic_qarr, qarr_params, recovery_counters, 4, 1, 0),
