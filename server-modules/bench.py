@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cellab.paths import PROJECT_ROOT
 
-from . import experiment, flowclient, modules
+from . import experiment, flowclient, modules, table1
 
 TRACES = PROJECT_ROOT.parent / "shared" / "data" / "traces"
 
@@ -35,58 +35,20 @@ def prefix() -> str:
     return "bn" + secrets.token_hex(2)
 
 
-TRACE_SLICES = 5           # evenly spaced over the whole trace: the paper ran each trace to its end
-SLICE_MS = 20_000
-C2TCP_TARGET_MS = 50       # paper: trace-driven default Target
-TABLE1_MIN_RTT_MS = 20.0   # paper: 20 ms minimum RTT
-TABLE1_BUFFER_BYTES = 150_000  # paper: 150 KB (100 packets, mm-link droptail)
-TABLE1_UPLINK_MBIT = 48    # the authors' ACK path: Mahimahi's wired48 trace
-
-
 def bench_c2tcp(logs: Path) -> None:
-    """Paper Table I on the TMobile LTE driving trace: 20 ms min RTT, 150 kB buffer, Target 50 ms, a
-    constant 48 Mbit/s uplink (the authors' wired48 ACK path, no SR wait). Each scheme runs 20 s on the
-    same slices (start times evenly spaced over the 475 s trace; the cell restarts for each run, so every
-    scheme sees the same capacity). Throughput = all bytes / all time; delay = per-packet queueing delay
-    at the bottleneck (Mahimahi's, which Table I normalises), pooled over the slices; the mean RTT the
-    sender saw is printed for context."""
-    src = TRACES / "TMobile-LTE-driving.down"
-    period_ms = int(src.read_text().split()[-1])
-    offsets_ms = [i * period_ms // TRACE_SLICES for i in range(TRACE_SLICES)]
-    schemes = ("c2tcp", "cubic", "bbr")
-    got: dict[str, dict[str, list[float]]] = {cc: {"bytes": [], "s": [], "qdelay": [], "rtt": []} for cc in schemes}
-    with experiment.loaded(["c2tcp"]):
-        modules.set_param("c2tcp", "target_ms", C2TCP_TARGET_MS)
-        for offset_ms in offsets_ms:
-            trace = experiment.rotated_trace(src, offset_ms, logs / f"trace-{offset_ms}.down")
-            idle = experiment.idle_trace_rtt_ms(trace, SLICE_MS, TABLE1_MIN_RTT_MS)
-            row = []
-            for cc in schemes:
-                with experiment.virtual_path(prefix(), 0, TABLE1_MIN_RTT_MS, TABLE1_BUFFER_BYTES, trace=trace,
-                                             uplink_mbit=TABLE1_UPLINK_MBIT) as topo, \
-                        experiment.sender_in(topo, logs / f"c2tcp-{cc}-{offset_ms}", sample_ms=20) as sender:
-                    run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SLICE_MS,
-                                              rcvbuf_bytes=8 << 20, timeout_s=SLICE_MS / 1e3 + 30)
-                    qdelay = experiment.queueing_delays_ms(topo.extra["tti_log"])
-                g = got[cc]
-                g["bytes"].append(run.result.bytes_received)
-                g["s"].append(run.result.fct_s)
-                g["qdelay"] += qdelay
-                g["rtt"].append(run.mean_rtt_ms())
-                alpha = f" alpha {modules.stats('c2tcp')['last_alpha_x1024'] / 1024:.2f}" if cc == "c2tcp" else ""
-                row.append(f"{cc} {run.throughput_bps / 1e6:.2f} Mbit/s {statistics.mean(qdelay or [0]):.0f} ms{alpha}")
-            print(f"c2tcp slice {offset_ms / 1e3:.0f} s (trace {experiment.trace_rate_mbit(trace, SLICE_MS):.1f} Mbit/s, "
-                  f"idle-path RTT mean {idle:.0f} ms): " + "; ".join(row), flush=True)
-    tput = {cc: sum(g["bytes"]) * 8 / sum(g["s"]) / 1e6 for cc, g in got.items()}
-    mean_q = {cc: statistics.mean(g["qdelay"]) for cc, g in got.items()}
-    p95_q = {cc: percentile(g["qdelay"], 95) for cc, g in got.items()}
-    rtt = {cc: statistics.mean(g["rtt"]) for cc, g in got.items()}
-    for cc, paper_tput, paper_delay, paper_p95 in (("cubic", "1.28", "8.95", "8.54"), ("bbr", "1.22", "2.44", "2.31")):
-        line(f"c2tcp table I {cc}/c2tcp throughput", tput["c2tcp"], tput[cc], "Mbit/s", f"{paper_tput} (paper)")
-        line(f"c2tcp table I {cc}/c2tcp average queueing delay", mean_q["c2tcp"], mean_q[cc], "ms",
-             f"{paper_delay} (paper)")
-        line(f"c2tcp table I {cc}/c2tcp p95 queueing delay", p95_q["c2tcp"], p95_q[cc], "ms", f"{paper_p95} (paper)")
-        line(f"c2tcp {cc}/c2tcp mean RTT (sender, context)", rtt["c2tcp"], rtt[cc], "ms", "-")
+    """Paper Table I (Cubic against C2TCP) on every downlink trace in ../shared/data/traces: `cellab bench
+    table1` over all of them (see table1.py for the setup), then the averaged ratios beside the paper's."""
+    traces = sorted(TRACES.glob("*.down"))
+    results = table1.run(traces, table1.DEFAULT_SLICES, logs)
+    for row in table1.table_rows(results):
+        print(row, flush=True)
+    avg = table1.average(results)
+    line("c2tcp table I cubic/c2tcp throughput, averaged over traces", 1.0, 1 / avg["throughput_ratio"], "x",
+         f"{table1.PAPER['throughput_ratio']} (paper)")
+    line("c2tcp table I cubic/c2tcp average queueing delay, averaged over traces", 1.0, avg["delay_ratio"], "x",
+         f"{table1.PAPER['delay_ratio']} (paper)")
+    line("c2tcp table I cubic/c2tcp p95 queueing delay, averaged over traces", 1.0, avg["p95_ratio"], "x",
+         f"{table1.PAPER['p95_ratio']} (paper)")
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -35,7 +35,28 @@ BPF_LOCK_PATH = Path("/run/lock/cellab-server-modules.lock")
 def bpf_lock(timeout_s: float = 600.0) -> Iterator[None]:
     """Registered congestion controls and /sys/fs/bpf/cellab are host-wide: test runs and benchmarks
     (also from another checkout of the repository) take this lock so they do not unload each other's
-    modules."""
+    modules. Re-entrant within a process (a test holding it runs `cellab bench table1`, which takes it):
+    flock on a second open of the file would wait for the first forever."""
+    with _LOCK_DEPTH_GUARD:
+        _LOCK_DEPTH[0] += 1
+        nested = _LOCK_DEPTH[0] > 1
+    try:
+        if nested:
+            yield
+        else:
+            with _flock(timeout_s):
+                yield
+    finally:
+        with _LOCK_DEPTH_GUARD:
+            _LOCK_DEPTH[0] -= 1
+
+
+_LOCK_DEPTH = [0]
+_LOCK_DEPTH_GUARD = threading.Lock()
+
+
+@contextmanager
+def _flock(timeout_s: float) -> Iterator[None]:
     BPF_LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
     with open(BPF_LOCK_PATH, "a+") as fh:
         deadline = time.monotonic() + timeout_s
