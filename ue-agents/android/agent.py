@@ -250,6 +250,7 @@ class AndroidUEAgent(Agent):
         started = time.monotonic()
         try:
             if params.ping_interval_ms is not None:
+                # Android's ping refuses intervals below 200 ms without root
                 with open(ping_path, "w") as ping_out:
                     pinger = self.adb.popen_shell(self.phone.serial, [
                         "ping", "-D", "-n", "-i", f"{max(params.ping_interval_ms, 200) / 1000:g}",
