@@ -314,6 +314,8 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     for field, name, _ in _assignments(campaign):
         if not field.endswith("]") and name not in model.model_fields:  # fixed values and bundle levels
             errors.append(InputError(source, field, "unknown parameter", known))
+    errors += [InputError(source, field, "the run's UEs are set with `ues` (a count or a list of UEs)", ["ues"])
+               for field, name, _ in _assignments(campaign) if name == "n_ues"]
     receivers = [value for _, name, value in _assignments(campaign) if name == "receiver"]
     if any(r != "none" for r in receivers) and campaign.workload.tool == "iperf3":
         errors.append(InputError(source, "workload.tool", "receiver control (exll, dfcsd) runs in cellab-probe",

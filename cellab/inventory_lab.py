@@ -68,7 +68,7 @@ class InventoryLab:
         """Every listed agent answers (versions and roles recorded); the core runs; the eNB has its profile."""
         for agent in self.inventory.agents:
             try:
-                described = self.controller.request(agent.name, "describe", {}, timeout_s=self.request_s)
+                described = self.controller.request(agent.name, "describe", {}, timeout_s=self.request_s)  # built-in
             except (AgentLost, AgentTimeout, OperationError) as exc:
                 raise CellabError(f"{self.inventory.name}: agent {agent.name} ({agent.role} on {agent.host}) failed "
                                   f"its health check: {exc}") from None

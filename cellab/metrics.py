@@ -107,6 +107,7 @@ class RunContext:
     sr_true_ms: float | None = None
     cell_ue: int = 0  # the UE's index in the emulated cell
     sender_port: int = 5301  # the server port of this UE's flows (its capture packets)
+    shared_capture: bool = False  # the capture holds other UEs' flows too: its flow metrics are the run's, not this UE's
 
 
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -258,8 +259,9 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
         parts.append({"timeline": attenuation_timeline(artifacts["attenuation-log"], ctx.t0_s,
                                                        ctx.offsets_s.get("attenuator", 0.0))})
     if "pcap" in artifacts:
-        parts.append(pcap_run_metrics(artifacts["pcap"]))
-        if "probe-packets" in artifacts:
+        if not ctx.shared_capture:
+            parts.append(pcap_run_metrics(artifacts["pcap"]))
+        if "probe-packets" in artifacts:  # paired by this UE's port: its own one-way delay
             parts.append(owd_metrics(artifacts["pcap"], artifacts["probe-packets"], ctx.sender_port,
                                      ctx.offsets_s.get("ue", 0.0) - ctx.offsets_s.get("server", 0.0)))
     timeline = _merge_timelines(*parts)

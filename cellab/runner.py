@@ -27,7 +27,14 @@ from cellab.contracts.attenuator import AttenuatorClient, PlayParams
 from cellab.contracts.server import CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
-from cellab.metrics import RunContext, multi_ue_metrics, probe_run_metrics, run_metrics, telemetry_timeline
+from cellab.metrics import (
+    RunContext,
+    multi_ue_metrics,
+    pcap_run_metrics,
+    probe_run_metrics,
+    run_metrics,
+    telemetry_timeline,
+)
 from cellab.schedules import Schedules
 from cellab.session import LabSession
 from cellab.store import ResultStore, write_json
@@ -237,12 +244,14 @@ class Runner:
                     t0_s=t0, duration_s=workload.duration_s,
                     offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
                     cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
-                    sender_port=SENDER_PORT + ue.slot)
+                    sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1)
                 ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
             else:
                 ue_metrics[ue.name] = run_metrics(artifacts)
         # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
         metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
+        if len(ues) > 1 and "pcap" in shared:  # the capture's flow metrics cover every UE: the run's
+            metrics |= pcap_run_metrics(shared["pcap"])
         timeline = metrics.setdefault("timeline", {})
         timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
         if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report

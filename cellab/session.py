@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cellab.contracts.attenuator import WIRE_FORBIDDEN_OPTIONS
+from cellab.contracts.attenuator import WIRE_FORBIDDEN_OPTIONS, AttenuatorClient
 from cellab.bus import Controller
 from cellab.bus.errors import OperationError
 from cellab.bus.keys import generate_keypair
@@ -122,16 +122,16 @@ class LabSession:
         to load (an SDK or VISA library), which only the agent host's own config may do; then the agent
         must already hold the entry."""
         agent, name = self.roles["attenuator"], attenuator.name
+        client = AttenuatorClient(self.controller, agent, 15.0)
         if WIRE_FORBIDDEN_OPTIONS & set(attenuator.config.options):
             try:
-                self.controller.request(agent, "info", {"attenuator": name}, timeout_s=15)
+                client.info(name)
             except OperationError as exc:
                 raise CellabError(f"{self.lab_name}: attenuator {name}: its options "
                                   f"({', '.join(sorted(WIRE_FORBIDDEN_OPTIONS))}) are read from agent {agent}'s own "
                                   f"config (CELLAB_ATTENUATOR_CONFIG), and the agent answered: {exc}") from None
         else:
-            self.controller.request(agent, "configure", {"attenuators": [attenuator.config.model_dump(mode="json")]},
-                                    timeout_s=15)
+            client.configure([attenuator.config])
 
     def _open_embedded(self) -> None:
         lab_cls = embedded_lab_class(self.lab_name)
@@ -195,8 +195,7 @@ class LabSession:
     def _configure_attenuator(self) -> None:
         assert self.attenuator is not None
         config = self.attenuator.config.model_copy(update={"address": str(self._pty_link)})
-        self.controller.request(self.roles["attenuator"], "configure",
-                                {"attenuators": [config.model_dump(mode="json")]}, timeout_s=15)
+        AttenuatorClient(self.controller, self.roles["attenuator"], 15.0).configure([config])
 
     def _spawn(self, agent: LocalAgent) -> None:
         log = open(self._tmp / f"agent-{agent.name}.log", "ab")

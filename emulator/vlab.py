@@ -165,7 +165,9 @@ class VirtualLab(EmbeddedLab):
     def configure(self, params: dict[str, Any]) -> None:
         """Restart the cell with this run's parameters (a fresh TTI log per run); the namespaces stay.
         Run parameters of other concerns (cc, receiver, ...) are not the cell's and are ignored here."""
-        own = {k: v for k, v in params.items() if k in CellParams.model_fields}
+        # the UE count is fixed when the lab comes up (the session brings up as many as the campaign's largest
+        # run asks for with `ues`); a run's planned parameters carry the cell model's default n_ues
+        own = {k: v for k, v in params.items() if k in CellParams.model_fields and k != "n_ues"}
         merged = {**self.params.model_dump(exclude_none=True), **own}
         new = validate_params(merged, "run parameters")
         if new.n_ues != self.params.n_ues:
