@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cellab.bus.testing import lab_bus
+from cellab.contracts.registry import load
 from cellab.labs.cellctl import CellControl
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
 from cellab.proc import ManagedProcess
@@ -41,9 +42,8 @@ def _wait_listening(netns: str, port: int) -> None:
 
 
 def test_transfer_through_the_virtual_cell_from_the_phone_agent(tmp_path: Path, require_root, netns_prefix) -> None:
-    from cellab.emulator.vlab import VirtualLab
-
-    lab = VirtualLab(prefix=netns_prefix, params={"core_delay_ms": 10.0, "ul_policy": "sr-strict"})
+    virtual_lab = load("cellab.labs", "virtual", "embedded lab")  # rooms meet through entry points
+    lab = virtual_lab(prefix=netns_prefix, params={"core_delay_ms": 10.0, "ul_policy": "sr-strict"})
     sender = None
     try:
         topo = lab.up()
