@@ -136,6 +136,9 @@ def test_phone_that_disappears_mid_run_fails_naming_it_then_works_again(tmp_path
         assert "kept: lost-signal.jsonl" in errors[0]
         assert (agents["phone"].artifact_dir / "lost-signal.jsonl").stat().st_size > 0
         assert not farm.shells[ROOTED].running or all(e.proc.poll() is not None for e in farm.shells[ROOTED].running)
+        started = time.monotonic()
+        agents["phone"].safe_state()  # with the phone gone: stops its own children, does not hang
+        assert time.monotonic() - started < 5 and not agents["phone"]._loggers
         farm.restore(ROOTED)
         reply = controller.request("phone", "fetch", {"server": "127.0.0.1", "port": sender, "tag": "back",
                                                       "flows": [{"size_bytes": 500_000}]}, timeout_s=120)
