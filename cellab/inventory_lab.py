@@ -60,7 +60,6 @@ class InventoryLab:
         self.core = (CoreClient(controller, inventory.devices.core[0].agent, request_s)
                      if inventory.devices.core else None)
         self.health: dict[str, Any] = {}
-        self._enb_overrides: RadioOverrides | None = None
         self._ground_truth: dict[str, Any] | None = None
 
     # --- before the first run ---------------------------------------------------------------------
@@ -106,7 +105,6 @@ class InventoryLab:
         assert self.enb is not None
         result = self.enb.configure(EnbConfigureParams(profile_yaml=read_text(entry.profile, PROFILE_MAX_BYTES),
                                                        profile_name=Path(entry.profile).name, overrides=overrides))
-        self._enb_overrides = overrides
         if result.restarted:
             self._ground_truth = None
             self._wait_for_attach()
@@ -137,13 +135,17 @@ class InventoryLab:
 
     # --- per run -----------------------------------------------------------------------------------
     def configure(self, params: dict[str, Any]) -> None:
+        """The run's radio parameters to the eNB agent, every run: the agent restarts srsenb only when one that
+        needs it changed, or when srsenb is not running (a restarted agent, a crash) — then the UEs re-attach.
+        A core whose daemons stopped (a restarted core agent) is started again first."""
         overrides = RadioOverrides(**{k: params[k] for k in RADIO_PARAMS if params.get(k) is not None})
+        if self.core is not None and not self.core.status().ok:
+            self._start_core()
         if self.enb is None:
             if overrides.model_dump(exclude_none=True):
                 raise CellabError(f"{self.inventory.name}: radio parameters need an eNB agent (devices.enb)")
             return
-        if overrides != self._enb_overrides:
-            self._configure_enb(overrides)
+        self._configure_enb(overrides)
 
     def clock_mark(self) -> dict[str, float]:
         return {}

@@ -31,9 +31,9 @@ class LabAttenuator:
 
 def lab_attenuator(lab: str, ues: int = 1) -> LabAttenuator | None:
     """The attenuator of an embedded lab kind or a lab inventory file (None when the lab has none)."""
-    from cellab.labs import EMBEDDED_LABS
+    from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 
-    if lab == "virtual":
+    if lab in EMBEDDED_LABS and getattr(embedded_lab_class(lab), "cell_attenuator", False):
         from cellab.contracts.attenuator import planning
 
         # The serial device path is the session's; limits and step are what validation needs.

@@ -150,7 +150,8 @@ class Runner:
         where its own entry sets none."""
         asked = run.params.get("ues")
         available = len(session.ue_agents)
-        count = _ue_count(asked) if asked is not None or self.campaign.lab in ("virtual", "wired") else available
+        inventory = self.campaign.lab.endswith((".yaml", ".yml"))
+        count = _ue_count(asked) if asked is not None or not inventory else available
         if count > available:
             raise CellabError(f"run {run.run_id} asks for {count} UEs; the lab has {available}")
         specs = asked if isinstance(asked, list) else [{} for _ in range(count)]
@@ -158,8 +159,7 @@ class Runner:
         out = []
         for slot, spec in enumerate(specs):
             spec = spec if isinstance(spec, dict) else spec.model_dump()
-            name = spec.get("name") or (session.topology.ues[slot].name if self.campaign.lab.endswith(
-                (".yaml", ".yml")) else f"ue{slot}")
+            name = spec.get("name") or (session.topology.ues[slot].name if inventory else f"ue{slot}")
             out.append(RunUE(
                 name=name, agent=session.ue_agents[slot], slot=slot, lab_index=slot,
                 cc=spec.get("cc") or run.params["cc"], receiver=spec.get("receiver") or run.params.get("receiver", "none"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cellab.contracts.attenuator import WIRE_FORBIDDEN_OPTIONS, AttenuatorClient
+from cellab.contracts.server import ServerClient
 from cellab.bus import Controller
 from cellab.bus.errors import OperationError
 from cellab.bus.keys import generate_keypair
@@ -146,8 +147,8 @@ class LabSession:
         self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
         self.ue_agents = [f"ue{i}" for i in range(len(self.topology.ues))]
         plan = [AgentSpec("server", "server", netns=self.topology.server.netns)]
-        plan += [AgentSpec(name, "ue", netns=host.netns) for name, host in zip(self.ue_agents, self.topology.ues,
-                                                                               strict=True)]
+        plan += [self._ue_agent_spec(name, i, host)
+                 for i, (name, host) in enumerate(zip(self.ue_agents, self.topology.ues, strict=True))]
         plan += self.lab.extra_agents()
         if "ctl" in self.topology.extra:
             # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell (a channel per
@@ -170,8 +171,6 @@ class LabSession:
                     "--key", str(agent_keys[name][1]), "--controller-key", str(ctl_public),
                     "--artifact-dir", str(artifacts)] + (["--netns", ns] if ns else [])
             args += (["--kind", spec.kind] if spec.kind else []) + list(spec.args)
-            if role == "ue" and "ctl" in self.topology.extra:  # its radio: the cell
-                args += ["--cell-ctl", self.topology.extra["ctl"], "--cell-ue", str(self.ue_agents.index(name))]
             self._local[name] = LocalAgent(name, role, ns or "", args=args)
             self.agents[name] = role
             self.roles.setdefault(role, name)
@@ -180,6 +179,16 @@ class LabSession:
         if "attenuator" in self.roles:
             self._configure_attenuator()
         self.lab.bind(self.controller, dict(self.agents))
+
+    def _ue_agent_spec(self, name: str, index: int, host: Host) -> AgentSpec:
+        """A lab may give its UEs an agent of its own kind (a virtual phone behind adb); by default the virtual
+        UE agent in the UE's namespace, whose radio is the emulated cell when the lab has one."""
+        own = getattr(self.lab, "ue_agent_spec", None)
+        if own is not None:
+            return own(name, index, host)
+        assert self.topology is not None
+        cell = ("--cell-ctl", self.topology.extra["ctl"], "--cell-ue", str(index)) if "ctl" in self.topology.extra else ()
+        return AgentSpec(name, "ue", netns=host.netns, args=cell)
 
     def _start_attenuator_bridge(self, cell_ctl: str, ues: int) -> None:
         self._pty_link = self._tmp / "attenuator.pty"
@@ -205,7 +214,23 @@ class LabSession:
         log.close()
 
     def ensure_agents(self) -> list[str]:
-        """Restart local agents that died (they reconnect by themselves); returns the restarted names."""
+        """Restart local agents that died (they reconnect by themselves); returns the restarted names. An
+        inventory's agents are restarted by their hosts: wait for every one to answer again, and give a
+        restarted attenuator agent its entry and a restarted server agent's modules back to the runner."""
+        if isinstance(self.lab, InventoryLab):
+            self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
+            if self.attenuator is not None:
+                try:
+                    AttenuatorClient(self.controller, self.roles["attenuator"], 15.0).info(self.attenuator.name)
+                except OperationError:  # a fresh agent does not hold the entry yet
+                    self._configure_inventory_attenuator(self.attenuator)
+            registered = {m.name for m in ServerClient(self.controller, self.roles["server"], 15.0)
+                          .list_modules().modules if m.registered}
+            if self.loaded_modules - registered:
+                self.loaded_modules.clear()
+                self.module_values.clear()
+                self.module_defaults.clear()
+            return []
         restarted = [a.name for a in self._local.values() if a.proc is None or a.proc.poll() is not None]
         for name in restarted:
             self._spawn(self._local[name])

@@ -52,6 +52,7 @@ class VirtualLab(EmbeddedLab):
     kind = "virtual"
     #: the run-parameter model the campaign loader merges into RunParams (cellab.campaign.params_model_for)
     params_model = CellParams
+    cell_attenuator = True
     parameters = frozenset(CellParams.model_fields)
 
     #: UEs one virtual lab can run (one namespace each, one cell serving them all)

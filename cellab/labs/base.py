@@ -57,6 +57,9 @@ class EmbeddedLab(abc.ABC):
 
     #: the most UEs one instance can run (the session refuses a campaign that asks for more)
     max_ues: int = 1
+    #: the UEs sit behind the virtual cell's attenuator (a Mini-Circuits serial emulator bridged to the cell,
+    #: one channel per UE; the session starts it and an attenuator agent driving it)
+    cell_attenuator: bool = False
 
     def extra_agents(self) -> list[AgentSpec]:
         """Agents this lab needs beyond server and UEs, started by the session after `up()`."""
