@@ -11,6 +11,7 @@ import textwrap
 import numpy as np
 
 from cellab.emulator.ttilog import read_ttilog
+from cellab.sr_config import sr_config_index
 from cellab.testing import only_folder, result_rows, run_cellab
 
 UE_NAMES = ["cubic-ue", "c2tcp-1", "c2tcp-2", "c2tcp-3"]
@@ -53,6 +54,9 @@ def test_four_ues_share_one_cell_with_their_own_rows_artifacts_and_fairness(requ
         assert list((run_dir / "ues" / name).glob("*-summary.json")), f"{name}: no probe summary"
         assert m["throughput_bps"] > 0.5e6, (name, m["throughput_bps"])  # each got a share of the cell
     manifest = json.loads((run_dir / "manifest.json").read_text())
+    truth = manifest["ground_truth"]  # the SR configuration the cell gave (its config: no RRC here)
+    assert truth["source"] == "config" and truth["sr_period_ms"] == manifest["params"]["sr_period_ms"]
+    assert truth["sr_config_index"] == sr_config_index(truth["sr_period_ms"], truth["sr_offset_ms"])
     assert {ue["name"]: ue["cc"] for ue in manifest["ues"]} == {
         "cubic-ue": "cubic", "c2tcp-1": "c2tcp", "c2tcp-2": "c2tcp", "c2tcp-3": "c2tcp"}
     # each UE's flows were sent with its own congestion control (the sender's per-flow summary)
