@@ -139,17 +139,18 @@ def _sysctl(netns: str, key: str, value: str) -> None:
 @contextmanager
 def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int, n_ues: int = 1,
                  trace: Path | None = None, sr_period_ms: int = 5, initrwnd_pkts: int | None = None,
-                 uplink_mbit: float | None = None) -> Iterator[Topology]:
+                 uplink_mbit: float | None = None, realtime: bool = False) -> Iterator[Topology]:
     """The virtual cell in trace mode: a constant-rate (or given) trace, a base RTT of about rtt_ms.
     uplink_mbit: a constant-rate uplink trace too (no SR wait, like Mahimahi's wired48 ACK path);
-    otherwise the uplink keeps the cell's SR/grant model."""
+    otherwise the uplink keeps the cell's SR/grant model. realtime: the cell at SCHED_FIFO (a loaded
+    host then delays the flows' end hosts, not the model)."""
     from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
 
     with tempfile.TemporaryDirectory(prefix="cellab-sm-") as tmp:
         if trace is None:
             trace = constant_trace(Path(tmp) / "constant.trace", rate_mbit)
         params: dict[str, Any] = {"trace": str(trace), "sr_period_ms": sr_period_ms,
-                                  "rlc_queue_bytes": queue_bytes, "n_ues": n_ues}
+                                  "rlc_queue_bytes": queue_bytes, "n_ues": n_ues, "realtime": realtime}
         overhead_ms = CELL_OVERHEAD_RTT_MS
         if uplink_mbit is not None:
             params["trace_up"] = str(constant_trace(Path(tmp) / "uplink.trace", uplink_mbit))

@@ -94,7 +94,7 @@ def run_trace(trace: Path, slices: int, logs: Path, progress: Callable[[str], No
         row = []
         for cc in SCHEMES:
             with experiment.virtual_path("t1" + secrets.token_hex(2), 0, MIN_RTT_MS, BUFFER_BYTES, trace=sliced,
-                                         uplink_mbit=UPLINK_MBIT) as topo, \
+                                         uplink_mbit=UPLINK_MBIT, realtime=True) as topo, \
                     experiment.sender_in(topo, logs / f"{trace.stem}-{cc}-{offset_ms}", sample_ms=20) as sender:
                 run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SLICE_MS,
                                           rcvbuf_bytes=8 << 20, timeout_s=SLICE_MS / 1e3 + 30)
