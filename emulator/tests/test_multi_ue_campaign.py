@@ -22,6 +22,7 @@ CAMPAIGN = textwrap.dedent("""
       n_prb: 25
       core_delay_ms: 10
       attenuation_db: 10
+      realtime: true  # SCHED_FIFO: nine busy processes share two cores with the cell
       ues:
         - {name: cubic-ue, cc: cubic}
         - {name: c2tcp-1, cc: c2tcp}

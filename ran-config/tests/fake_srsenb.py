@@ -1,7 +1,8 @@
 """A stand-in srsenb for agent tests: reads the rendered rr.conf (libconf) like srsenb, prints srsenb's ready
 line, writes the JSON report (a banner, then pretty-printed concatenated objects) with one UE whose
 RRCConnectionSetup carries the sr-ConfigIndex of the configured SR period (offset 0, as srsENB gives the
-first UE), and echoes stdin commands to the console. `FAKE_SRSENB_ERROR=line` exits with that line."""
+first UE), and echoes stdin commands to the console. `FAKE_SRSENB_ERROR=line` exits with that line;
+`FAKE_SRSENB_UES=n` reports n connected UEs (RNTIs 70, 71, ...) in its metrics."""
 
 import json
 import os
@@ -35,10 +36,12 @@ asn1 = json.dumps([{"DL-CCCH-Message": {"message": {"c1": {"rrcConnectionSetup":
     "schedulingRequestConfig": {"setup": {"sr-ConfigIndex": first_index}}}}}}}}])
 objs = [{"type": "event", "timestamp": time.time(), "event_name": "rrc_log",
          "event_data": {"rnti": 70, "asn1_message": asn1}}]
+rntis = range(70, 70 + int(os.environ.get("FAKE_SRSENB_UES", "1")))
 for i in range(1000):
     objs.append({"type": "metrics", "timestamp": time.time(), "cell_list": [{"cell_container": {
-        "carrier_id": 0, "pci": 1, "ue_list": [{"ue_container": {"ue_rnti": 70, "dl_cqi": 15.0, "dl_bitrate": 1000.0 * i,
-                                                                 "ul_bsr": i, "bearer_list": []}}]}}]})
+        "carrier_id": 0, "pci": 1, "ue_list": [{"ue_container": {"ue_rnti": rnti, "dl_cqi": 15.0,
+                                                                 "dl_bitrate": 1000.0 * i, "ul_bsr": i,
+                                                                 "bearer_list": []}} for rnti in rntis]}}]})
     for obj in objs:
         report.write(json.dumps(obj, indent=2) + "\n")
     report.flush()
