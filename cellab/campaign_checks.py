@@ -5,17 +5,22 @@ range and channels, the run timeout against the workload) and the size of the pl
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellab.errors import InputError, InputErrors
+from cellab.contracts.server import ListModulesResult, check_param
+from cellab.errors import CellabError, InputError, InputErrors
+from cellab.paths import find_program
 
 if TYPE_CHECKING:
     from cellab.campaign import Campaign
     from cellab.lab_attenuator import LabAttenuator
 
 MAX_PLANNED_RUNS = 100_000
+MODULE_LOADER = "cellab-modules"  # the server room's loader program (build/bin), asked with `list`
 FILE_PARAMS = ("trace", "trace_up")
 
 
@@ -44,6 +49,7 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
             _read(errors, source, field, _trace, value)
         if name == "attenuation_db" and attenuator is not None:
             _check_attenuation(errors, source, field, value, attenuator)
+    _check_module_params(errors, source, [(f, v) for f, n, v in assignments if n == "module_params"])
     for name, spec in campaign.schedules.items():
         if spec.channel is not None and attenuator is not None and spec.channel > attenuator.config.channels:
             errors.append(InputError(source, f"schedules.{name}.channel", f"{attenuator.name} has "
@@ -54,6 +60,35 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
             if spec.calibration != "auto":
                 _read(errors, source, f"schedules.{name}.calibration", _calibration, spec.calibration)
     return errors
+
+
+def _check_module_params(errors: list[InputError], source: str | Path, assigned: list[tuple[str, Any]]) -> None:
+    """Module parameter names and ranges, from this host's server-module loader when it is installed (the
+    server agent's own loader checks them again before the first run: its host may have another build)."""
+    if not assigned:
+        return
+    ranges = _local_module_ranges()
+    if ranges is None:
+        return
+    for field, value in assigned:
+        for module, params in (value or {}).items():
+            for param, number in params.items():
+                try:
+                    check_param(ranges.get(module, {}), param, number, source, f"{field}.{module}.{param}")
+                except InputError as exc:
+                    errors.append(exc)
+
+
+def _local_module_ranges() -> dict[str, dict[str, Any]] | None:
+    """module -> parameter ranges as `cellab-modules list` reports them (the server contract's listing), or
+    None when this host has no loader or it cannot answer here."""
+    try:
+        program = find_program(MODULE_LOADER)
+        out = subprocess.run([str(program), "list"], capture_output=True, text=True, timeout=20, check=True).stdout
+        listing = ListModulesResult.model_validate({**json.loads(out), "available_cc": []})
+    except (CellabError, OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return {m.name: m.param_ranges for m in listing.modules}
 
 
 def _workload_s(campaign: Campaign) -> float:

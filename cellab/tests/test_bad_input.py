@@ -340,3 +340,12 @@ def test_a_new_key_folder_is_0700_and_secrets_0600(capsys, tmp_path):
     assert stat.S_IMODE((folder / "agent1.key_secret").stat().st_mode) == 0o600
     assert stat.S_IMODE((folder / "agent1.key").stat().st_mode) == 0o644
 
+
+
+def test_an_unknown_module_parameter_is_refused_at_validate(capsys, tmp_path):
+    # the names and ranges come from this host's server-module loader (build/bin/cellab-modules, `make setup`)
+    path = campaign(tmp_path, "name: x\nlab: wired\nfixed: {module_params: {c2tcp: {target: 30}}}\n")
+    refused(capsys, ["validate", path], "fixed.module_params.c2tcp.target: unknown parameter", "target_ms")
+    path = campaign(tmp_path, "name: x\nlab: wired\nfactors: {module_params: [{c2tcp: {target_ms: 30000}}]}\n")
+    refused(capsys, ["validate", path], "factors.module_params[0].c2tcp.target_ms: 30000 is out of range",
+            "0..10000 ms")
