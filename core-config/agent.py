@@ -34,6 +34,7 @@ from .profile import CoreProfile
 from .render import render
 
 MAX_FINDINGS = 50
+LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings come from each log's tail
 PORT_WAIT_S = 5.0
 
 
@@ -126,7 +127,7 @@ class CoreAgent(Agent):
         if dead:
             lines = []
             for name in dead:
-                self._errors[name] = start_error_line(self._procs[name].log_path.read_text(errors="replace"))
+                self._errors[name] = start_error_line(_head(self._procs[name].log_path))
                 lines.append(f"{name} exited at start (code {self._procs[name].proc.poll()}): {self._errors[name]}")
             raise OperationFailed("; ".join(lines))
         self._wait_ports(wanted)
@@ -212,7 +213,7 @@ class CoreAgent(Agent):
         for daemon in self._daemons:
             seen: set[str] = set()
             for path in self._logs(daemon.name):
-                for raw in path.read_text(errors="replace").splitlines():
+                for raw in _tail(path).splitlines():
                     line = clean(raw)
                     kind = classify(line)
                     if kind and kind != "error" and line not in seen:
@@ -232,7 +233,7 @@ class CoreAgent(Agent):
             running = proc.running()
             code = proc.proc.poll()
             if not running and daemon.name not in self._errors:
-                self._errors[daemon.name] = start_error_line(proc.log_path.read_text(errors="replace"))
+                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
             ports = listening(daemon.ports, proc.proc.pid) if running else {}
             error = "" if running else self._errors.get(daemon.name, "")
             states.append(DaemonState(name=daemon.name, running=running, pid=proc.proc.pid, exit_code=code,
@@ -255,3 +256,16 @@ class CoreAgent(Agent):
         if key not in self._reported:
             self._reported.add(key)
             self.publish("core.event", {"daemon": daemon, "kind": kind, "line": line})
+
+
+def _tail(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
+    with open(path, "rb") as log:
+        log.seek(0, os.SEEK_END)
+        log.seek(max(0, log.tell() - size_bytes))
+        return log.read().decode(errors="replace")
+
+
+def _head(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
+    """A dead daemon's reason comes first in its output (the cause, then the teardown)."""
+    with open(path, "rb") as log:
+        return log.read(size_bytes).decode(errors="replace")

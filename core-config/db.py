@@ -44,7 +44,8 @@ class SubscriberDb:
         try:
             return fn()
         except PyMongoError as exc:
-            first = str(exc).split(",")[0].split(" Timeout:")[0]
+            # pymongo appends its timeouts and a topology dump: keep the reason
+            first = str(exc).split(" (configured timeouts")[0].split(", Timeout:")[0]
             raise DatabaseError(f"database {_redact(self.url)}: {what} failed: {first}") from None
 
     def check(self) -> None:

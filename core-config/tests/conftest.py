@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -32,3 +35,27 @@ def ferretdb(tmp_path: Path):
         yield state.url, folder
     finally:
         ferret.down(folder)
+
+
+SRSRAN_LOCK = Path("/tmp/cellab-srsran.lock")
+SRSRAN_LOCK_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def srsran_lock(wait_s: float = SRSRAN_LOCK_WAIT_S):
+    """The machine's one srsRAN stack (fixed ZMQ ports, netns ue1): held exclusively, waited for at most
+    wait_s (another session's campaign may hold it for minutes)."""
+    with open(SRSRAN_LOCK, "a") as lock:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{SRSRAN_LOCK} stayed held by another srsRAN stack for {wait_s:.0f} s")
+                time.sleep(1)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

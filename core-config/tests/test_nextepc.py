@@ -21,7 +21,7 @@ from cellab.epc.render import NX_HSS, NX_MME
 from cellab.labs.netns import in_netns
 from cellab.proc import ManagedProcess
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, srsran_lock
 
 SCTP_SHIM = Path(__file__).resolve().parents[3] / "shared/tools/srsran/lib/sctpshim.so"
 KNOWN_IMSI, UNKNOWN_IMSI = "001010123456780", "001010999999999"
@@ -164,3 +164,76 @@ def test_daemon_that_exits_at_start_names_its_error(core_netns, tmp_path):
         hss = next(d for d in status.daemons if d.name == "hss")
         assert not hss.running and "cellab_missing" in hss.error
         assert not status.ok
+
+
+SRSRAN = Path(__file__).resolve().parents[3] / "shared/tools/srsran"
+
+
+SHIM_ACCEPT_ERROR = "accept failed(95"  # EOPNOTSUPP from accept() on a shimmed socket
+
+
+@pytest.mark.timeout(900)  # the srsRAN lock may be held by another stack for minutes
+def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
+    """The whole NextEPC core on our configuration with the bundle's srsenb and srsue over ZMQ, all in the
+    test's namespace (its own loopback: the ZMQ ports and 127.0.0.x addresses collide with nothing), the
+    S1AP SCTP of srsenb and the MME carried by the shim.
+
+    Measured here: NextEPC's MME serves S1AP on a one-to-one SCTP socket (listen, then accept per eNB);
+    the shim maps only one-to-many SCTP sockets, so the MME's accept() fails with EOPNOTSUPP (errno 95) in
+    a loop (12 million log lines in 100 s) and srsenb reports "S1setup failed". The test skips saying so
+    while the shim cannot carry that socket, and checks the attach once it can."""
+    if not (SRSRAN / "bin/srsenb").is_file() or not SCTP_SHIM.is_file():
+        pytest.skip(f"the srsRAN bundle or its SCTP shim is absent ({SRSRAN})")
+    ns = core_netns
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    for name in ("enb.conf", "ue.conf", "rr.conf", "sib.conf", "rb.conf"):
+        shutil.copy(SRSRAN / "etc/zmq-example" / name, lab / name)
+    procs: list[ManagedProcess] = []
+    shim_refused = ""
+    with srsran_lock():
+        subprocess.run(["ip", "netns", "add", "ue1"], check=False)  # under the lock, a leftover ue1 is stale
+        agent_kwargs = {"core1": {"netns": ns, "env": {"LD_PRELOAD": str(SCTP_SHIM)}}}
+        try:
+            with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs=agent_kwargs) as (ctl, agents):
+                core = CoreClient(ctl, "core1", timeout_s=30)
+                conf = core.configure(ConfigureParams(profile_yaml=_profile()))
+                mme_log = agents["core1"].artifact_dir / conf.run_dir / "logs/mme.log"
+                try:
+                    status = core.start(StartParams(settle_s=2))
+                    assert status.ok, status.problems
+                    procs.append(ManagedProcess(
+                        ["env", f"LD_PRELOAD={SCTP_SHIM}", str(SRSRAN / "bin/srsenb"), str(lab / "enb.conf"),
+                         f"--enb.mme_addr={NX_MME}", f"--enb_files.sib_config={lab / 'sib.conf'}",
+                         f"--enb_files.rr_config={lab / 'rr.conf'}", f"--enb_files.rb_config={lab / 'rb.conf'}",
+                         f"--log.filename={lab / 'enb.log'}"], lab / "enb.out", netns=ns))
+                    deadline = time.monotonic() + 15
+                    while time.monotonic() < deadline and not shim_refused:
+                        with open(mme_log, "rb") as log:
+                            head = log.read(1 << 20).decode(errors="replace")
+                        if SHIM_ACCEPT_ERROR in head:
+                            shim_refused = next(line for line in head.splitlines() if SHIM_ACCEPT_ERROR in line)
+                        elif "S1-Setup" in head or "S1SetupRe" in head:
+                            break
+                        time.sleep(0.2)
+                    if not shim_refused:
+                        procs.append(ManagedProcess([str(SRSRAN / "bin/srsue"), str(lab / "ue.conf"),
+                                                     f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", netns=ns))
+                        deadline = time.monotonic() + 90
+                        out = ""
+                        while time.monotonic() < deadline:
+                            out = (lab / "ue.out").read_text(errors="replace")
+                            if "Network attach successful" in out or not all(p.running() for p in procs):
+                                break
+                            time.sleep(0.5)
+                        assert "Network attach successful" in out, (
+                            f"ue: {out[-600:]}\nenb: {(lab / 'enb.out').read_text(errors='replace')[-600:]}")
+                finally:
+                    for proc in reversed(procs):
+                        proc.stop(grace_s=10)
+                    core.stop()
+        finally:
+            subprocess.run(["ip", "netns", "del", "ue1"], check=False)
+    if shim_refused:
+        pytest.skip("the SCTP shim cannot carry NextEPC's MME socket: the MME listens on a one-to-one SCTP "
+                    f"socket and its accept() fails through the shim: {shim_refused.split('] ', 1)[-1]}")

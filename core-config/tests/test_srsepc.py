@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import fcntl
 import shutil
 import subprocess
 import time
@@ -20,10 +19,9 @@ from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import CoreAgent
 from cellab.proc import ManagedProcess
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, srsran_lock
 
 BUNDLE = Path(__file__).resolve().parents[3] / "shared/tools/srsran"
-LOCK = Path("/tmp/cellab-srsran.lock")
 ATTACH_TIMEOUT_S = 90
 
 
@@ -48,9 +46,8 @@ def srsran_stack(tmp_path: Path, subscriber_imsi: Callable[[str], str]) -> Itera
                    f"ue1,{subscriber_imsi(usim['imsi'])},{usim['k']},{usim['opc']},8000,7\n")
     shim = str(BUNDLE / "lib/sctpshim.so")
     procs: list[ManagedProcess] = []
-    with open(LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run(["ip", "netns", "add", "ue1"], check=True)
+    with srsran_lock():
+        subprocess.run(["ip", "netns", "add", "ue1"], check=False)  # under the lock, a leftover ue1 is stale
         try:
             agent_kwargs = {"core1": {"programs": {"srsepc": str(BUNDLE / "bin/srsepc")}, "env": {"LD_PRELOAD": shim}}}
             with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs=agent_kwargs) as (ctl, agents):
@@ -87,6 +84,7 @@ def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
+@pytest.mark.timeout(900)  # the srsRAN lock may be held by another stack for minutes
 def test_srsue_attaches_to_srsepc_on_our_config(require_root, tmp_path):
     with srsran_stack(tmp_path, lambda imsi: imsi) as (core, run_dir, lab, usim, agent):
         epc_conf = configparser.ConfigParser()
@@ -105,6 +103,7 @@ def test_srsue_attaches_to_srsepc_on_our_config(require_root, tmp_path):
             assert usim["k"].lower() not in text and usim["opc"].lower() not in text, artifact
 
 
+@pytest.mark.timeout(900)
 def test_unknown_imsi_is_the_cores_reason(require_root, tmp_path):
     other = "001010000000099"
     with srsran_stack(tmp_path, lambda imsi: other) as (core, _run_dir, lab, usim, _agent):
