@@ -25,6 +25,9 @@ class DatabaseError(CellabError):
 class SubscriberDb:
     def __init__(self, url: str, flavour: str = "open5gs", timeout_s: float = DEFAULT_TIMEOUT_S):
         self.url, self.flavour = url, flavour
+        if not url.startswith(("mongodb://", "mongodb+srv://")):
+            raise InputError("--db", "url", f"{_redact(url)} is not a MongoDB URL",
+                             allowed=["mongodb://HOST[:PORT]/[DATABASE]", "mongodb+srv://..."])
         ms = int(timeout_s * 1000)
         try:
             self.client: MongoClient = MongoClient(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms,

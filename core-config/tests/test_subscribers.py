@@ -149,3 +149,8 @@ def test_db_up_status_down(tmp_path):
         down = cellab("core", "db", "down", "--dir", str(folder))
     assert "stopped" in down.stdout
     assert cellab("core", "db", "status", "--dir", str(folder), "--port", str(port)).returncode == 1
+
+
+def test_not_a_mongodb_url_is_refused_before_any_connection():
+    result = cellab("core", "subscribers", "list", "--db", "http://127.0.0.1:9/x")
+    assert result.returncode == 2 and "--db: url: http://127.0.0.1:9/x is not a MongoDB URL" in result.stderr
