@@ -45,7 +45,7 @@ LOCK_PATH = Path("/tmp/cellab-srsran.lock")
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
 SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
-UE_ADDR = "172.16.0.2"  # what srsEPC gives the first UE (the core profile's ue_subnet 172.16.0.0/24)
+UE_ADDR = "172.16.0.2"  # the subscriber's static IP (the core profile's ue_subnet 172.16.0.0/24)
 CELL_ID = 1  # the example profile's cell
 ATTACH_TIMEOUT_S = 60.0
 ENB_READY_TIMEOUT_S = 30.0
@@ -85,7 +85,7 @@ def subscribers_csv() -> str:
     """The one subscriber srsue's USIM matches, in the core room's subscriber CSV format."""
     u = TEST_USIM
     return ("name,imsi,k,opc,amf,apn,static_ip,sqn,qci\n"
-            f"ue1,{u['imsi']},{u['k']},{u['opc']},8000,srsapn,,0,7\n")
+            f"ue1,{u['imsi']},{u['k']},{u['opc']},8000,srsapn,{UE_ADDR},0,7\n")
 
 
 class SrsranZmqLab(EmbeddedLab):
@@ -182,33 +182,48 @@ class SrsranZmqLab(EmbeddedLab):
 
     # ---- per run ------------------------------------------------------------------------------
     def configure(self, params: dict[str, Any]) -> None:
-        """srsenb (through its agent; restarted only on an n_prb/SR/CQI change or after it died), srsue
-        (restarted with srsenb, or when the attenuation changes), attach, the UE's default route."""
+        """srsenb through its agent and srsue, restarted together when a radio parameter changed or either is
+        not running (a new srsue does not sync to an srsenb whose ZMQ peer went away); then attach, the eNB's
+        RNTI, the UE's default route and one ping through the EPC."""
         p = validate_params(params)
         started = time.monotonic()
         enb = self._enb()
         status = enb.status()
-        enb_changes = self._applied is None or status.state != "running" or (
-            (p.n_prb, p.sr_period_ms, p.cqi_period_ms)
-            != (self._applied.n_prb, self._applied.sr_period_ms, self._applied.cqi_period_ms))
-        if enb_changes and self._ue is not None:
-            self._ue.stop()  # before srsenb goes: the ZMQ link breaks with it
+        reasons = self._restart_reasons(p, status.state)
+        if reasons:
+            if self._ue is not None:
+                self._ue.stop()  # first: srsue detaches while srsenb still runs
+            if status.state in ("running", "starting"):
+                enb.safe_state()
         result = enb.configure(ConfigureParams(
             profile_yaml=ENB_PROFILE.read_text(), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
             ready_timeout_s=ENB_READY_TIMEOUT_S))
-        settings = UeSettings(n_prb=p.n_prb, attenuation_db=p.attenuation_db)
-        restart_ue = (result.restarted or self._ue is None or not self._ue.running()
-                      or self._ue.settings != settings)
-        if result.restarted or self._applied is None or p.attenuation_db != self._applied.attenuation_db:
+        if result.restarted and not reasons:  # it died between status and configure
+            reasons = result.restart_reasons
+            if self._ue is not None:
+                self._ue.stop()
+        if reasons:
+            self._applied = None  # until the UE is attached again
             enb.cell_gain(CELL_ID, -p.attenuation_db)
-        if restart_ue:
-            self._start_ue(settings)
+            self._start_ue(UeSettings(n_prb=p.n_prb, attenuation_db=p.attenuation_db))
         self._enb_restarts = enb.status().restarts
         self._applied = p
         self._console_offset = self._ue.console.stat().st_size if self._ue and self._ue.console.exists() else 0
-        self.last_configure = {"enb_restarted": result.restarted, "enb_restart_reasons": result.restart_reasons,
-                               "ue_restarted": restart_ue, "configure_s": time.monotonic() - started}
+        self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
+                               "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
+                               "attach_s": self.last_attach_s if reasons else None}
+
+    def _restart_reasons(self, p: ZmqLabParams, enb_state: str) -> list[str]:
+        if self._applied is None:
+            return ["first start" if self._ue is None else "the last configure did not finish"]
+        reasons = [f"{name} {getattr(self._applied, name)} -> {getattr(p, name)}" for name in ZmqLabParams.model_fields
+                   if getattr(self._applied, name) != getattr(p, name)]
+        if enb_state != "running":
+            reasons.append(f"srsenb {enb_state}")
+        if self._ue is None or not self._ue.running():
+            reasons.append("srsue not running")
+        return reasons
 
     def _start_ue(self, settings: UeSettings) -> None:
         if self._ue is not None:
