@@ -323,7 +323,7 @@ class Agent:
         for item, _ in events:
             if item is self._sock:
                 try:
-                    frames = self._sock.recv_multipart(flags=zmq.NOBLOCK)
+                    frames = self._sock.recv_multipart(flags=wire.NOBLOCK)
                 except zmq.Again:
                     continue
                 handled = True
@@ -341,8 +341,8 @@ class Agent:
         sock = self._sock
         assert sock is not None
         try:
-            sock.send(frames[0], zmq.SNDMORE | zmq.NOBLOCK)
-            sock.send(frames[1], zmq.NOBLOCK)
+            sock.send(frames[0], wire.SNDMORE_NOBLOCK)
+            sock.send(frames[1], wire.NOBLOCK)
         except zmq.Again:
             # Only after a long disconnection (1000 queued messages); heartbeats are dropped quietly.
             if not quiet:

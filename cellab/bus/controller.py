@@ -352,9 +352,9 @@ class Controller:
                     try:
                         # Three plain sends: the first one either queues the whole message or fails.
                         sock = self._sock
-                        sock.send(agent.encode(), zmq.SNDMORE | zmq.NOBLOCK)
-                        sock.send(header, zmq.SNDMORE | zmq.NOBLOCK)
-                        sock.send(body, zmq.NOBLOCK)
+                        sock.send(agent.encode(), wire.SNDMORE_NOBLOCK)
+                        sock.send(header, wire.SNDMORE_NOBLOCK)
+                        sock.send(body, wire.NOBLOCK)
                     except zmq.ZMQError as exc:
                         if exc.errno == zmq.EHOSTUNREACH:
                             unreachable_at = time.monotonic()
@@ -457,7 +457,7 @@ class Controller:
             for item, _ in poll(int(wait_s * 1000) + 1):
                 if item is sock:
                     try:
-                        frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                        frames = sock.recv_multipart(flags=wire.NOBLOCK, copy=False)
                     except zmq.Again:
                         continue
                     self._on_frames(frames)
@@ -467,8 +467,8 @@ class Controller:
     # ----- I/O (caller holds _io_lock) ---------------------------------------------------------
     def _drain_socket(self) -> None:
         sock = self._sock
-        while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            self._on_frames(sock.recv_multipart(flags=zmq.NOBLOCK, copy=False))
+        while sock.getsockopt(wire.EVENTS) & wire.POLLIN:
+            self._on_frames(sock.recv_multipart(flags=wire.NOBLOCK, copy=False))
 
     def _speaks_for(self, name: str, frame: zmq.Frame) -> bool:
         """False when `name` has its own key file (NAME.key) and the message came with another key."""
