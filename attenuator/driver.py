@@ -37,6 +37,17 @@ class LimitError(AttenuatorError):
     """A requested value lies outside the lab's safety limits."""
 
 
+def reply_number(text: str, what: str) -> float:
+    """A number a device printed ("31.5", "-0"); a garbled or non-finite one is the device's error, not ours."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise AttenuatorError(f"{what}: the device replied {text[:40]!r}, not a number") from None
+    if not math.isfinite(value):
+        raise AttenuatorError(f"{what}: the device replied {text[:40]!r}, not a finite number")
+    return value
+
+
 def quantize_db(value_db: float, step_db: float) -> float:
     """Nearest multiple of the device step (half-way values round up, as a user expects)."""
     steps = math.floor(value_db / step_db + 0.5 + 1e-9)

@@ -11,7 +11,7 @@ import re
 import urllib.parse
 
 from ..config import AttenuatorConfig
-from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register
+from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register, reply_number
 from ..transport import HttpLink, LineLink, SerialLink, TcpLink, split_host_port
 
 _SET_OK = re.compile(r"^Channel (\d+) successfully set to ([-+0-9.]+)$", re.IGNORECASE)
@@ -87,13 +87,13 @@ class Adaura(Attenuator):
         m = _SET_OK.match(reply)
         if not m or int(m.group(1)) != channel:
             raise AttenuatorError(f"{self.config.name}: set {channel} {value_db:.2f} → {reply[:60]!r}")
-        return float(m.group(2))
+        return reply_number(m.group(2), f"{self.config.name}: channel {channel}")
 
     def _read(self, channel: int) -> float:
         for line in self._command("status", lines=self.config.channels):
             m = _STATUS.match(line)
             if m and int(m.group(1)) == channel:
-                return float(m.group(2))
+                return reply_number(m.group(2), f"{self.config.name}: channel {channel}")
         raise AttenuatorError(f"{self.config.name}: status did not list channel {channel}")
 
     def _describe(self) -> DeviceInfo:

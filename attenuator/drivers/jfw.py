@@ -13,7 +13,7 @@ import re
 import time
 
 from ..config import AttenuatorConfig
-from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register
+from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register, reply_number
 from ..transport import LineLink, SerialLink, TcpLink, split_host_port
 
 _ATTEN = re.compile(r"^Atten\s*#\s*(\d+)\s*=\s*([-+0-9.]+)\s*dB$", re.IGNORECASE)
@@ -60,12 +60,18 @@ class Jfw(Attenuator):
             self._link = None
 
     def _lines_until_port(self, port: int) -> float:
+        """The `Atten #port = x dB` line among what the box prints (echoes, prompts, other ports), within the
+        timeout: a box that keeps talking without ever naming the port must not hold us forever."""
         assert self._link is not None
+        deadline = time.monotonic() + self.config.timeout_s
         while True:
-            line = self._link.readline()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AttenuatorError(f"{self.config.name}: no reading for port {port} within {self.config.timeout_s} s")
+            line = self._link.readline(left)
             m = _ATTEN.match(line)
             if m and int(m.group(1)) == port:
-                return float(m.group(2))
+                return reply_number(m.group(2), f"{self.config.name}: port {port}")
             if any(e in line.lower() for e in _ERRORS):
                 raise AttenuatorError(f"{self.config.name}: device replied {line!r}")
 

@@ -11,7 +11,7 @@ Needs pyvisa + pyvisa-py (pip). Verified only against our SCPI emulator.
 from __future__ import annotations
 
 from ..config import AttenuatorConfig
-from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register
+from ..driver import Attenuator, AttenuatorError, DeviceInfo, LinkClosed, register, reply_number
 from ..emulators.keysight import STEP_MODELS
 
 
@@ -99,8 +99,8 @@ class Keysight11713C(Attenuator):
     def _write(self, channel: int, value_db: float) -> float | None:
         x_model, y_model = self._models[(channel, "X")], self._models[(channel, "Y")]
         x, y = split_total(value_db, x_model, y_model)
-        old_x = float(self._query(f"ATT:BANK{channel}:X?"))
-        old_y = float(self._query(f"ATT:BANK{channel}:Y?"))
+        old_x = reply_number(self._query(f"ATT:BANK{channel}:X?"), f"{self.config.name}: bank {channel} X")
+        old_y = reply_number(self._query(f"ATT:BANK{channel}:Y?"), f"{self.config.name}: bank {channel} Y")
         steps = [("X", x, x - old_x), ("Y", y, y - old_y)]
         steps.sort(key=lambda s: -s[2])  # the section that increases moves first
         for side, v, _delta in steps:
@@ -109,10 +109,8 @@ class Keysight11713C(Attenuator):
         return None
 
     def _read(self, channel: int) -> float:
-        try:
-            return float(self._query(f"ATT:BANK{channel}:X?")) + float(self._query(f"ATT:BANK{channel}:Y?"))
-        except ValueError as exc:
-            raise AttenuatorError(f"{self.config.name}: unreadable attenuation: {exc}") from None
+        return (reply_number(self._query(f"ATT:BANK{channel}:X?"), f"{self.config.name}: bank {channel} X")
+                + reply_number(self._query(f"ATT:BANK{channel}:Y?"), f"{self.config.name}: bank {channel} Y"))
 
     def _describe(self) -> DeviceInfo:
         idn = self._query("*IDN?").split(",")

@@ -98,3 +98,88 @@ def test_minicircuits_replies(reply, channels):
     only_ours(drv._read, 1)
     only_ours(drv._write, 1, 10.0)
     only_ours(drv._describe)
+
+
+class ScriptedLink:
+    """A line link whose device says these lines, then nothing (a timeout, as a quiet device gives)."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+
+    def drain(self) -> None:
+        pass
+
+    def send(self, _text: str) -> None:
+        pass
+
+    def readline(self, _timeout_s: float | None = None) -> str:
+        from cellab.attenuator.driver import AttenuatorError
+
+        if not self.lines:
+            raise AttenuatorError("no reply within 0.1 s")
+        return self.lines.pop(0)
+
+
+REPLY_LINE = st.one_of(anything, st.sampled_from(["Atten #1 = 31.5dB", "Atten #1 = ..dB", "Atten #1 = +-dB",
+                                                   "Atten #2 = 1e400dB", "Channel 1 successfully set to -.",
+                                                   "Channel 1: 1e999", "Channel 1: .", "Syntax error"]))
+
+
+@FUZZ
+@given(lines=st.lists(REPLY_LINE, max_size=8), model=st.sampled_from(["jfw-50pa", "adaura"]))
+def test_jfw_and_adaura_replies(lines, model):
+    """Whatever a JFW or Adaura box prints (garbled numbers, other ports, endless chatter), the driver ends
+    with a reading or the project's own error, within its timeout."""
+    from cellab.attenuator.config import AttenuatorConfig
+    from cellab.attenuator.driver import create
+
+    cfg = AttenuatorConfig(name="a", model=model, transport="serial", address="/dev/null", channels=4, max_db=90,
+                           timeout_s=0.2)
+    for call, args in (("_read", (1,)), ("_write", (1, 10.0)), ("_describe", ())):
+        drv = create(cfg)
+        link = ScriptedLink(lines)
+        drv._link = drv._line = link
+        only_ours(getattr(drv, call), *args)
+
+
+@FUZZ
+@given(reply=st.one_of(anything, st.sampled_from(["0", "+0,\"No error\"", "1e400", "nan", "..", "-5,\"x\""])))
+def test_keysight_replies(reply):
+    from cellab.attenuator.config import AttenuatorConfig
+    from cellab.attenuator.driver import create
+
+    cfg = AttenuatorConfig(name="a", model="keysight-11713c", transport="visa", address="GPIB0::28::INSTR",
+                           channels=1, max_db=81)
+
+    class Instrument:
+        def write(self, _text: str) -> None:
+            pass
+
+        def query(self, _text: str) -> str:
+            return reply
+
+    drv = create(cfg)
+    drv._inst = Instrument()
+    drv._models = {(1, "X"): "AG8494H", (1, "Y"): "AG8496H"}
+    for call, args in (("_read", (1,)), ("_write", (1, 10.0)), ("_describe", ())):
+        only_ours(getattr(drv, call), *args)
+
+
+def test_a_jfw_box_that_chatters_without_naming_the_port_ends_within_its_timeout():
+    import time
+
+    from cellab.attenuator.config import AttenuatorConfig
+    from cellab.attenuator.driver import AttenuatorError, create
+
+    class Chatter(ScriptedLink):
+        def readline(self, _timeout_s: float | None = None) -> str:
+            time.sleep(0.001)
+            return "Atten #2 = 10dB"  # another port, forever
+
+    drv = create(AttenuatorConfig(name="a", model="jfw-50pa", transport="serial", address="/dev/null", channels=4,
+                                  max_db=90, timeout_s=0.3))
+    drv._link = Chatter([])
+    started = time.monotonic()
+    with pytest.raises(AttenuatorError, match="no reading for port 1 within 0.3 s"):
+        drv._read(1)
+    assert time.monotonic() - started < 1.0
