@@ -61,7 +61,8 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sqn_error", re.compile(r"Cannot increment SQN|SQN.*(fail|error)|synch(roni[sz]ation)? failure", re.I)),
     ("db_error", re.compile(r"mongoc|Failed to connect to server|DB .*(fail|error)|database.*(fail|error)", re.I)),
     ("attach_ok", re.compile(r"Attach (Accept|Complete)|Network attach successful", re.I)),
-    ("error", re.compile(r"\b(ERROR|ERRR|FATL|FATAL|CRIT)\b|\[error\]|: error:", re.I)),
+    ("error", re.compile(r"\b(ERROR|ERRR|FATL|FATAL|CRIT)\b|\[error\]|: error:|invalid option|unrecognized option|"
+                         r"No such file|Permission denied|cannot |can't |failed", re.I)),
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -64,3 +64,33 @@ def test_start_error_line_is_the_cause_not_the_teardown():
     assert classify("Sending S1 Setup Failure - Unknown PLMN") == "s1_setup_failure"
     assert classify("Network attach successful. IP: 172.16.0.2") == "attach_ok"
     assert classify("INFO: NextEPC daemon start") is None
+
+
+def test_a_program_that_exits_at_start_is_reported_with_its_own_line(tmp_path):
+    """`sleep -c CONF` (a real program refusing an option) stands in for a daemon that exits at start: the
+    start error carries its own words, status keeps them, and telemetry says it exited."""
+    import shutil
+    import threading
+
+    sleep = shutil.which("sleep")
+    programs = {name: sleep for name in ("open5gs-hssd", "open5gs-pcrfd")}
+    events: list[dict] = []
+    seen = threading.Event()
+    with lab_bus(tmp_path, {"core1": CoreAgent}, telemetry=True,
+                 agent_kwargs={"core1": {"programs": programs}}) as (ctl, _agents):
+        def on_event(agent: str, topic: str, data: dict) -> None:
+            if topic == "core.event":
+                events.append(data)
+                seen.set()
+
+        ctl.subscribe(on_event)
+        core = CoreClient(ctl, "core1", timeout_s=20)
+        core.configure(ConfigureParams(profile_yaml=(EXAMPLES / "lab-core.yaml").read_text()))
+        with pytest.raises(OperationError) as err:
+            core.start(StartParams(daemons=["hss", "pcrf"], settle_s=3))
+        assert f"hss exited at start (code 1): {sleep}: invalid option -- 'c'" in str(err.value)
+        status = core.status()
+        hss = next(d for d in status.daemons if d.name == "hss")
+        assert hss.exit_code == 1 and hss.error == f"{sleep}: invalid option -- 'c'" and not status.ok
+        assert any(p.startswith("hss exited (code 1)") for p in status.problems)
+        assert seen.wait(5) and events[0]["daemon"] in ("hss", "pcrf") and events[0]["kind"] == "exited"
