@@ -17,6 +17,7 @@ BENCHMARKS = {
     "modules": "cellab.server.bench",
     "probe": "cellab.ue.probe_bench",
     "pcap": "cellab.pcap_bench",
+    "srsran": "cellab.ran.bench",
     "orchestration": "cellab.orchestration_bench",
 }
 
