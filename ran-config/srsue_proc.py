@@ -27,6 +27,7 @@ TEST_USIM = {"imsi": "001010123456780", "k": "00112233445566778899aabbccddeeff",
              "opc": "63bfa50ee6523365ff14c1f45f88737d", "imei": "353490069873319"}
 #: DL SNR of the UE's AWGN channel emulator at attenuation_db 0; each dB of attenuation takes one dB off
 REF_SNR_DB = 30.0
+STOP_GRACE_S = 3.0  # srsue without its eNB blocks in ZMQ and ignores SIGTERM; its attach state is not kept
 
 
 class SrsueError(CellabError):
@@ -135,4 +136,4 @@ class SrsueProcess:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.stop(grace_s=5.0)
+            self.proc.stop(grace_s=STOP_GRACE_S)

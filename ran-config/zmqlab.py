@@ -191,10 +191,10 @@ class SrsranZmqLab(EmbeddedLab):
         status = enb.status()
         reasons = self._restart_reasons(p, status.state)
         if reasons:
-            if self._ue is not None:
-                self._ue.stop()  # first: srsue detaches while srsenb still runs
             if status.state in ("running", "starting"):
-                enb.safe_state()
+                enb.safe_state()  # first: with srsue still on its ZMQ link srsenb stops at once
+            if self._ue is not None:
+                self._ue.stop()
         result = enb.configure(ConfigureParams(
             profile_yaml=ENB_PROFILE.read_text(), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
