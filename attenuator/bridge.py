@@ -44,7 +44,8 @@ class AttenuatorBridge:
         self.cell = CellControl(cell_ctl, int(timeout_s * 1000))
         self.pty_link = Path(pty_link)
         self.forwarded = 0
-        chosen = model or ("RCDAT-6000-110" if ues == 1 else "RC4DAT-6G-95")
+        # more than 4 UEs: a box Mini-Circuits does not sell, named like its RC4DAT so the driver counts channels
+        chosen = model or ("RCDAT-6000-110" if ues == 1 else "RC4DAT-6G-95" if ues <= 4 else f"RC{ues}DAT-6G-95")
         self.device = MiniCircuitsDevice(model=chosen, serial_number="VLAB0001", channels=ues, on_set=self._forward)
         self._lock = threading.Lock()
         self.server: PtyServer | None = None

@@ -10,12 +10,21 @@ our emulator: there is no device here.
 
 from __future__ import annotations
 
+import re
+
 from ..config import AttenuatorConfig
 from ..driver import Attenuator, AttenuatorError, DeviceInfo, register
 from ..transport import HidLink, HttpLink, LineLink, SerialLink, TcpLink, split_host_port
 
 MINICIRCUITS_VID = 0x20CE
 MINICIRCUITS_PID = 0x0023
+
+
+def model_channels(model: str) -> int:
+    """Channels a Mini-Circuits model has: RC<n>DAT-… has n (RC2DAT, RC4DAT; the virtual lab's bridge names
+    larger boxes the same way), RUDAT/RCDAT one."""
+    m = re.match(r"^RC(\d+)DAT", model.upper())
+    return int(m.group(1)) if m else 1
 
 
 def _fmt(value_db: float) -> str:
@@ -112,7 +121,7 @@ class MiniCircuits(Attenuator):
             max_db = float(model.rsplit("-", 1)[1])  # model-maxfreq-maxatten, e.g. RCDAT-6000-110
         except (IndexError, ValueError):
             max_db = self.config.max_db
-        channels = 4 if model.upper().startswith("RC4DAT") else 1
+        channels = model_channels(model)
         return DeviceInfo(
             model=model,
             serial=field(":SN?", "SN"),

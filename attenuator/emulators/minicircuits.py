@@ -41,7 +41,8 @@ class MiniCircuitsDevice:
     ):
         self.model, self.serial_number, self.firmware = model, serial_number, firmware
         self.max_db = float(model.rsplit("-", 1)[1])
-        self.channels = channels if channels is not None else (4 if model.upper().startswith("RC4DAT") else 1)
+        match = re.match(r"^RC(\d+)DAT", model.upper())
+        self.channels = channels if channels is not None else (int(match.group(1)) if match else 1)
         self.step_db = step_db
         self.att_db = [0.0] * self.channels
         self.startup_db = 0.0
