@@ -15,6 +15,7 @@ Prints one line per measurement: value, baseline, ratio, target.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,12 @@ def _serve_raw_dealer(endpoint: str, server_key: str) -> None:
                              json.dumps({"text": json.loads(body)["text"]}).encode()])
 
 
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU of a process (all its threads, ZeroMQ's I/O thread included), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -88,7 +95,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
     """Round-trip times (s) per variant: 'bus', 'baseline', 'baseline_curve', 'floor', and 'bus_sporadic',
-    'baseline_sporadic' (one request after IDLE_S of idleness)."""
+    'baseline_sporadic' (one request after IDLE_S of idleness); 'cpu_client_<variant>' and
+    'cpu_server_<variant>' hold one value each, the CPU seconds per back-to-back round trip."""
     from cellab.bus.controller import Controller
     from cellab.bus.keys import generate_keypair
 
@@ -158,13 +166,23 @@ def measure(n_round_trips: int = N_ROUND_TRIPS) -> dict[str, list[float]]:
                                                        "bus": bus, "floor": floor}
             samples: dict[str, list[float]] = {name: [] for name in variants}
             perf = time.perf_counter
+            # where the time goes: CPU of this (client) thread per variant, and of each server process
+            servers = dict(zip(("baseline", "baseline_curve", "floor", "bus"), procs, strict=True))
+            client_cpu = dict.fromkeys(variants, 0.0)
+            server_cpu0 = {name: _process_cpu_s(p.pid) for name, p in servers.items()}
             for block_no in range((N_WARMUP + n_round_trips) // BLOCK):
                 for name, call in variants.items():
                     keep = samples[name] if block_no * BLOCK >= N_WARMUP else []
+                    cpu0 = time.thread_time()
                     for _ in range(BLOCK):
                         start = perf()
                         call()
                         keep.append(perf() - start)
+                    client_cpu[name] += time.thread_time() - cpu0
+            rounds = (N_WARMUP + n_round_trips) // BLOCK * BLOCK
+            for name, p in servers.items():
+                samples[f"cpu_client_{name}"] = [client_cpu[name] / rounds]
+                samples[f"cpu_server_{name}"] = [(_process_cpu_s(p.pid) - server_cpu0[name]) / rounds]
             for name in ("bus", "baseline"):
                 samples[f"{name}_sporadic"] = []
             for _ in range(N_SPORADIC):
@@ -208,6 +226,10 @@ def main() -> None:
     base_p50, base_p99 = statistics.median(base), _percentile(base, 0.99)
     floor = samples["floor"]
     floor_p50, floor_p99 = statistics.median(floor), _percentile(floor, 0.99)
+    labels = {"baseline": "plain REQ/REP", "baseline_curve": "REQ/REP with CURVE", "floor": "floor", "bus": "bus"}
+    print("CPU per round trip (where the time goes), client thread / server process (its ZeroMQ I/O thread "
+          "included): " + "; ".join(f"{label} {samples[f'cpu_client_{k}'][0] * 1e6:.1f} / "
+                                    f"{samples[f'cpu_server_{k}'][0] * 1e6:.1f} us" for k, label in labels.items()))
     print(f"floor: raw pyzmq ROUTER/DEALER with CURVE and the JSON envelope, no bus code, p50 "
           f"{floor_p50 * 1e3:.3f} ms, p99 {floor_p99 * 1e3:.3f} ms; against plain REQ/REP ratio p50 "
           f"{floor_p50 / base_p50:.2f}, p99 {floor_p99 / base_p99:.2f}; target (reference only)")
