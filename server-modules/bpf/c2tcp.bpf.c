@@ -251,9 +251,9 @@ static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
 /* Deviation (issue 18), the Setpoint floor: an ACK that ends a flight of at most small_flight_pkts
  * packets (those still out plus those it acks) measures the RTT of a flight with no queue of its own:
  * on an SR-granted uplink the wait for an SR occasion, on a gappy trace the wait for a delivery
- * opportunity. Setpoint = max(alpha x MINRTT, min(its EWMA (1/8), Target)): a flight that small is
- * never Bad for the delay it cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of
- * being reset at every Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning
+ * opportunity. Setpoint = max(alpha x MINRTT, its EWMA (1/8)): a flight that small is never Bad for
+ * the delay it cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at
+ * every Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning
  * cycle without a small flight, so it follows the path. 0 = the paper. */
 static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp, __u32 acked,
 					     __u32 rtt_us)
@@ -271,8 +271,7 @@ static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tc
 		s->flight_fresh = 1;
 		stat_set(ST_LAST_FLIGHT_RTT_US, s->flight_rtt_us);
 	}
-	/* never above Target: a small flight slower than that (a deep fade) cannot meet it anyway */
-	return s->target_us && s->flight_rtt_us > s->target_us ? s->target_us : s->flight_rtt_us;
+	return s->flight_rtt_us;
 }
 
 SEC("struct_ops")
