@@ -48,3 +48,16 @@ def test_a_short_run_prints_json_per_trace_and_the_average(require_root, host_cl
     assert per["buffer_ms"] == 100.0
     assert per["delay_ratio"] >= 2, per
     assert per["throughput_ratio"] >= 0.8, per
+
+
+def test_the_average_normalises_each_trace_first():
+    """The paper's average: every trace's ratio, then their mean (not the ratio of averaged delays)."""
+    def trace(name, cubic_ms, c2tcp_ms):
+        return table1.TraceResult(name, 5, 10.0, 120.0, 10.0, table1.SchemeResult(10.0, cubic_ms, 2 * cubic_ms, 0.0),
+                                  table1.SchemeResult(8.0, c2tcp_ms, 2 * c2tcp_ms, 0.0))
+    results = [trace("a.down", 100.0, 10.0), trace("b.down", 20.0, 20.0)]
+    avg = table1.average(results)
+    assert avg["delay_ratio"] == (10.0 + 1.0) / 2 and avg["throughput_ratio"] == 0.8
+    assert avg["cubic"]["delay_ms"] == 60.0  # the plain means are printed beside it
+    rows = table1.table_rows(results)
+    assert rows[-2].startswith("average") and "5.50" in rows[-2] and rows[-1].startswith("paper (Table I)") and "8.95" in rows[-1]
