@@ -25,8 +25,13 @@ TUN_NAME = "tun_srsue"
 # the srsRAN example USIM (public test values; the matching subscriber row is rendered for srsEPC)
 TEST_USIM = {"imsi": "001010123456780", "k": "00112233445566778899aabbccddeeff",
              "opc": "63bfa50ee6523365ff14c1f45f88737d", "imei": "353490069873319"}
-#: DL SNR of the UE's AWGN channel emulator at attenuation_db 0; each dB of attenuation takes one dB off
+#: The UE's DL noise floor (srsue AWGN channel emulator, always on): the SNR srsue measures with the eNB's
+#: cell_gain at 0 dB. The eNB's cell_gain moves the signal against it, so SNR = REF_SNR_DB - attenuation_db.
 REF_SNR_DB = 30.0
+#: srsue's `awgn.snr` sets noise relative to `awgn.signal_power` (0 dBfs), not to the ZMQ signal: measured here,
+#: srsue reports dl_snr = ZMQ_SNR_OFFSET_DB + awgn.snr - attenuation_db (awgn.snr 20, cell_gain -10: 77 dB;
+#: awgn.snr 10, cell_gain -20: 57 dB; RSRP 60/50/40 at cell_gain 0/-10/-20); without noise 141 dB
+ZMQ_SNR_OFFSET_DB = 67.0
 STOP_GRACE_S = 3.0  # srsue without its eNB blocks in ZMQ and ignores SIGTERM; its attach state is not kept
 
 
@@ -40,11 +45,11 @@ class UeSettings:
 
     dl_earfcn: int = 3350
     n_prb: int = 25  # srsue reads the cell's PRBs from the MIB; kept so an eNB change restarts the UE too
-    attenuation_db: float = 0.0
+    ref_snr_db: float = REF_SNR_DB
 
-    def dl_snr_db(self) -> float | None:
-        """The AWGN channel emulator's DL SNR (None: no emulator at 0 dB)."""
-        return REF_SNR_DB - self.attenuation_db if self.attenuation_db > 0 else None
+    def awgn_snr_setting(self) -> float:
+        """srsue's `channel.dl.awgn.snr` that gives ref_snr_db at 0 dB attenuation."""
+        return self.ref_snr_db - ZMQ_SNR_OFFSET_DB
 
 
 def find_srsue(bin_dir: str | Path | None = None) -> Path:
@@ -61,10 +66,11 @@ def find_srsue(bin_dir: str | Path | None = None) -> Path:
     raise SrsueError("srsue not found; searched: " + "; ".join(searched) + f" (set {BIN_ENV} or install srsRAN 4G)")
 
 
-def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, tx_port: int = 2001, rx_port: int = 2000) -> str:
-    snr = s.dl_snr_db()
-    channel = "[channel.dl]\nenable = false\n" if snr is None else (
-        f"[channel.dl]\nenable = true\n[channel.dl.awgn]\nenable = true\nsnr = {snr:g}\n")
+def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: Path | None = None,
+                   tx_port: int = 2001, rx_port: int = 2000) -> str:
+    metrics_path = metrics_path or log_path.with_name("srsue_metrics.csv")
+    channel = (f"[channel.dl]\nenable = true\n[channel.dl.awgn]\nenable = true\nsnr = {s.awgn_snr_setting():g}\n"
+               "signal_power = 0\n")
     u = TEST_USIM
     return (
         "# rendered by cellab.ran.srsue_proc (the srsran-zmq lab)\n"
@@ -76,7 +82,9 @@ def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, tx_port: int = 
         "file_max_size = -1\n"
         f"[usim]\nmode = soft\nalgo = milenage\nopc = {u['opc']}\nk = {u['k']}\nimsi = {u['imsi']}\nimei = {u['imei']}\n"
         f"[gw]\nnetns = {ue_netns}\nip_devname = {TUN_NAME}\n"
-        "[gui]\nenable = false\n" + channel)
+        "[gui]\nenable = false\n"
+        f"[general]\nmetrics_csv_enable = true\nmetrics_period_secs = 1\nmetrics_csv_filename = {metrics_path}\n"
+        "metrics_csv_flush_period_sec = 1\n" + channel)
 
 
 class SrsueProcess:
@@ -87,13 +95,15 @@ class SrsueProcess:
         self.netns, self.ue_netns = netns, ue_netns
         self.console = work_dir / "srsue_console.log"
         self.log = work_dir / "srsue.log"
+        self.metrics = work_dir / "srsue_metrics.csv"  # per second: rsrp, snr, cqi, mcs, rates (srsue's CSV)
         self.proc: ManagedProcess | None = None
         self.started_s: float | None = None
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         conf = self.work_dir / "ue.conf"
-        conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log))
+        self.metrics.unlink(missing_ok=True)
+        conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics))
         self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns)
         self.started_s = time.time()
 

@@ -9,9 +9,10 @@ S1 (through the bundle's SCTP shim: abstract AF_UNIX sockets), GTP-U and ZMQ all
 nothing of the stack touches the root namespace. The lab holds /tmp/cellab-srsran.lock from `up` to `down`
 (one srsRAN stack per machine).
 
-Attenuation (anchors §1.6): over ZMQ the eNB's `cell_gain` moves RSRP but not SINR, so a run's
-attenuation_db is both `cell_gain -attenuation_db` and srsue's DL AWGN channel emulator at
-SNR = REF_SNR_DB - attenuation_db (none at 0 dB).
+Attenuation (anchors §1.6): over ZMQ the eNB's `cell_gain` moves RSRP but not SINR (there is no noise), so
+srsue runs its DL AWGN channel emulator as a fixed noise floor (30 dB SNR at 0 dB, srsue_proc.REF_SNR_DB) and
+a run's attenuation_db is `cell_gain -attenuation_db` against it: RSRP and SNR both drop dB for dB, and a new
+attenuation needs no restart.
 """
 
 from __future__ import annotations
@@ -62,8 +63,11 @@ class ZmqLabParams(BaseModel):
     sr_period_ms: Literal[5, 10, 20, 40, 80] = 20
     cqi_period_ms: Literal[2, 5, 10, 20, 40, 80, 160, 32, 64, 128] = 40
     attenuation_db: float = Field(0.0, ge=0, le=MAX_ATTENUATION_DB, allow_inf_nan=False,
-                                  description="eNB cell_gain -attenuation_db and srsue DL AWGN at "
-                                              "30 - attenuation_db dB SNR")
+                                  description="eNB cell_gain -attenuation_db against srsue's fixed DL "
+                                              "noise floor: SNR 30 - attenuation_db dB")
+
+
+RESTART_FIELDS = ("n_prb", "sr_period_ms", "cqi_period_ms")  # srsenb reads them only at start
 
 
 def srsran_bin_dir() -> Path:
@@ -203,10 +207,11 @@ class SrsranZmqLab(EmbeddedLab):
             reasons = result.restart_reasons
             if self._ue is not None:
                 self._ue.stop()
+        if reasons or self._applied is None or p.attenuation_db != self._applied.attenuation_db:
+            enb.cell_gain(CELL_ID, -p.attenuation_db)
         if reasons:
             self._applied = None  # until the UE is attached again
-            enb.cell_gain(CELL_ID, -p.attenuation_db)
-            self._start_ue(UeSettings(n_prb=p.n_prb, attenuation_db=p.attenuation_db))
+            self._start_ue(UeSettings(n_prb=p.n_prb))
         self._enb_restarts = enb.status().restarts
         self._applied = p
         self._console_offset = self._ue.console.stat().st_size if self._ue and self._ue.console.exists() else 0
@@ -217,7 +222,7 @@ class SrsranZmqLab(EmbeddedLab):
     def _restart_reasons(self, p: ZmqLabParams, enb_state: str) -> list[str]:
         if self._applied is None:
             return ["first start" if self._ue is None else "the last configure did not finish"]
-        reasons = [f"{name} {getattr(self._applied, name)} -> {getattr(p, name)}" for name in ZmqLabParams.model_fields
+        reasons = [f"{name} {getattr(self._applied, name)} -> {getattr(p, name)}" for name in RESTART_FIELDS
                    if getattr(self._applied, name) != getattr(p, name)]
         if enb_state != "running":
             reasons.append(f"srsenb {enb_state}")
@@ -299,9 +304,9 @@ class SrsranZmqLab(EmbeddedLab):
                 src.seek(self._console_offset)
                 (run_dir / "srsue_console.log").write_bytes(src.read())
             out["srsue-console"] = run_dir / "srsue_console.log"
-            if self._ue.log.exists():
-                shutil.copyfile(self._ue.log, run_dir / "srsue.log")
-                out["srsue-log"] = run_dir / "srsue.log"
+            for key, src_path in (("srsue-log", self._ue.log), ("srsue-metrics", self._ue.metrics)):
+                if src_path.exists():  # srsue's own log; its per-second CSV (rsrp, dl_snr, mcs, rates)
+                    out[key] = Path(shutil.copyfile(src_path, run_dir / src_path.name))
         statuses = {"enb": self._enb().status().model_dump(mode="json"),
                     "core": self._core().status().model_dump(mode="json"), "configure": self.last_configure}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))

@@ -57,11 +57,11 @@ def test_defaults_and_other_concerns_are_left_alone():
     assert (p.n_prb, p.cqi_period_ms, p.attenuation_db) == (25, 40, 0.0)
 
 
-def test_ue_conf_adds_the_channel_emulator_only_with_attenuation(tmp_path):
-    plain = render_ue_conf(UeSettings(), "x-ue0", tmp_path / "ue.log")
-    assert "[channel.dl]\nenable = false" in plain and "netns = x-ue0" in plain and "device_name = zmq" in plain
-    noisy = render_ue_conf(UeSettings(attenuation_db=12), "x-ue0", tmp_path / "ue.log")
-    assert "[channel.dl.awgn]\nenable = true\nsnr = 18" in noisy
+def test_ue_conf_has_a_fixed_noise_floor_and_its_metrics(tmp_path):
+    conf = render_ue_conf(UeSettings(), "x-ue0", tmp_path / "ue.log")
+    assert "netns = x-ue0" in conf and "device_name = zmq" in conf
+    assert "[channel.dl.awgn]\nenable = true\nsnr = -37\n" in conf  # 30 dB SNR at 0 dB attenuation
+    assert f"metrics_csv_filename = {tmp_path / 'srsue_metrics.csv'}" in conf
 
 
 def test_missing_binaries_name_the_paths_searched(monkeypatch, tmp_path):
@@ -132,7 +132,7 @@ def _no_leftovers(prefix: str) -> None:
 
 @pytest.mark.root
 def test_one_sr_run_end_to_end_with_rrc_ground_truth(bundle, tmp_path):
-    camp = _campaign(tmp_path, "name: zmq-e2e\nfactors: {sr_period_ms: [40]}\n"
+    camp = _campaign(tmp_path, "name: zmq-e2e\nfactors: {sr_period_ms: [40], attenuation_db: [10]}\n"
                                "workload: {tool: probe, duration_s: 2, sr_probes: 30}\n"
                                "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 1}\n")
     proc, folder = _run(camp, tmp_path / "out", "zqe", bundle, 400)
@@ -152,6 +152,11 @@ def test_one_sr_run_end_to_end_with_rrc_ground_truth(bundle, tmp_path):
     assert status_["core"]["ok"], status_["core"]["problems"]
     assert "Network attach successful" in console or status_["configure"]["restarted"]
     assert (run_dir / "enb_metrics.jsonl").stat().st_size > 0  # the eNB agent's telemetry, per UE
+    # attenuation 10 dB: cell_gain -10 against srsue's noise floor (30 dB SNR, RSRP 60 at 0 dB): both drop 10 dB
+    rows = [line.split(";") for line in (run_dir / "srsue_metrics.csv").read_text().splitlines()]
+    header, last = rows[0], rows[-1]
+    rsrp, snr = float(last[header.index("rsrp")]), float(last[header.index("dl_snr")])
+    assert abs(rsrp - 50) <= 3 and abs(snr - 20) <= 3, (rsrp, snr)
     _no_leftovers("zqe")
 
 
