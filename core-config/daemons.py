@@ -36,7 +36,8 @@ def daemons_for(flavour: str, p: CoreProfile) -> list[Daemon]:
             Daemon("sgw", "nextepc-sgwd", "sgw.conf", "-f", (("udp", r.NX_SGW, GTPC_PORT), ("udp", p.gtpu_addr, GTPU_PORT))),
             Daemon("pgw", "nextepc-pgwd", "pgw.conf", "-f", (("tcp", r.NX_PGW, DIAMETER_PORT),
                                                              ("udp", r.NX_PGW, GTPC_PORT))),
-            Daemon("mme", "nextepc-mmed", "mme.conf", "-f", (("tcp", r.NX_MME, DIAMETER_PORT),)),
+            Daemon("mme", "nextepc-mmed", "mme.conf", "-f", (("tcp", r.NX_MME, DIAMETER_PORT),
+                                                             ("udp", r.NX_MME_GTPC, GTPC_PORT))),
         ]
     if flavour in ("open5gs", "open5gs-2.6"):
         return [

@@ -19,8 +19,10 @@ from .profile import CoreProfile
 # Open5GS defaults: mme .2, sgwc .3, smf .4, hss .8, pcrf .9, sgwu .6, upf .7
 O5_MME, O5_SGWC, O5_SMF, O5_SGWU, O5_UPF, O5_HSS, O5_PCRF = (f"127.0.0.{n}" for n in (2, 3, 4, 6, 7, 8, 9))
 METRICS_PORT = 9090
-# NextEPC (Debian's /etc/nextepc): mme .2 (diameter), sgw .2 (gtpc), pgw .3, hss .4, pcrf .5
+# NextEPC (Debian's /etc/nextepc): mme .2 (diameter), sgw .2 (gtpc), pgw .3, hss .4, pcrf .5. The MME's own
+# GTP-C gets .1: on the SGW's .2:2123 its Create Session Requests came back to itself.
 NX_MME, NX_SGW, NX_PGW, NX_HSS, NX_PCRF = (f"127.0.0.{n}" for n in (2, 2, 3, 4, 5))
+NX_MME_GTPC = "127.0.0.1"
 NEXTEPC_FD_DIR = "/etc/nextepc/freeDiameter"  # the packages' certificates and extensions
 OPEN5GS_ETC = "/etc/open5gs"
 
@@ -135,7 +137,7 @@ def nextepc(p: CoreProfile, out: Path) -> dict[str, dict]:
     nextepc.conf; the freeDiameter files point at the rendered folder."""
     fd = out / "freeDiameter"
     sections = {
-        "mme": {"freeDiameter": str(fd / "mme.conf"), "s1ap": {"addr": p.mme.s1ap_addr}, "gtpc": {"addr": NX_MME},
+        "mme": {"freeDiameter": str(fd / "mme.conf"), "s1ap": {"addr": p.mme.s1ap_addr}, "gtpc": {"addr": NX_MME_GTPC},
                 "gummei": {"plmn_id": _plmn(p), "mme_gid": p.mme.group_id, "mme_code": p.mme.code},
                 "tai": [{"plmn_id": _plmn(p), "tac": t} for t in p.tacs],
                 "security": {"integrity_order": p.mme.integrity_order, "ciphering_order": p.mme.ciphering_order},

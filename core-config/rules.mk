@@ -19,3 +19,13 @@ BUILD_TARGETS += $(NEXTEPC_STAMP)
 $(NEXTEPC_STAMP): core-config/install-nextepc.sh
 	bash core-config/install-nextepc.sh $(NEXTEPC_PACKAGES)
 	@mkdir -p $(BUILD) && touch $@
+
+# An LD_PRELOAD library that carries one-to-one SCTP servers (NextEPC's MME) over the srsRAN bundle
+# shim's AF_UNIX datagrams, on kernels without SCTP (core-config/sctpshim/cellab_sctp_stream.c).
+APT_PACKAGES += libsctp-dev
+SCTP_STREAM_SHIM := $(BUILD)/lib/cellab_sctp_stream.so
+BUILD_TARGETS += $(SCTP_STREAM_SHIM)
+
+$(SCTP_STREAM_SHIM): core-config/sctpshim/cellab_sctp_stream.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -shared -fPIC -o $@ $< -ldl -lpthread
