@@ -19,6 +19,7 @@ from cellab.bus.testing import lab_bus
 from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import CoreAgent
 from cellab.epc.render import NX_HSS, NX_MME
+from cellab.epc.subscribers import load_subscribers
 from cellab.labs.netns import in_netns
 from cellab.proc import ManagedProcess
 
@@ -122,6 +123,11 @@ def test_hss_serves_our_subscriber(core_netns, tmp_path):
         assert not any(d.running for d in stopped.daemons)
         logs = agents["core1"].artifact_dir / conf.run_dir / "logs"
         assert "CONNECTED TO 'mme.localdomain'" in (logs / "hss.log").read_text()
+        secrets = [v for sub in load_subscribers(EXAMPLES / "subscribers.csv") for v in (sub.k, sub.opc)]
+        for log in (agents["core1"].artifact_dir / conf.run_dir).rglob("*"):
+            if log.is_file():
+                text = log.read_text(errors="replace").lower()
+                assert not any(secret in text for secret in secrets), log
 
 
 def test_mme_through_the_sctp_shim(core_netns, tmp_path):
