@@ -60,12 +60,14 @@ def time_to_attach(workdir: Path) -> None:
     for i, (run_id, _, _) in enumerate(rows):
         run_dir = folder / "runs" / run_id
         m = json.loads((run_dir / "manifest.json").read_text())
-        conf = json.loads((run_dir / "lab_status.json").read_text())["configure"]
+        lab_status = json.loads((run_dir / "lab_status.json").read_text())
+        conf = lab_status["configure"]
         run_s = m["finished_at"] - m["started_at"]
         runs_s += run_s
         if i == 0:
             print(f"  `cellab run` -> UE attached (first configure returned): "
-                  f"{m['started_at'] + conf['configure_s'] - t0:.1f} s (srsue start -> attach {conf['attach_s']:.1f} s)")
+                  f"{m['started_at'] + conf['configure_s'] - t0:.1f} s (srsue start -> attach {conf['attach_s']:.1f} s; "
+                  f"waiting for the srsRAN lock {lab_status['lab']['lock_wait_s']:.1f} s)")
         what = ", ".join(conf["restart_reasons"]) or "nothing restarted"
         print(f"  run {i + 1}: {run_s:.1f} s, overhead beyond the workload {run_s - WORKLOAD_S:.1f} s "
               f"(configure {conf['configure_s']:.1f} s: {what})")

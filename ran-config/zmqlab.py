@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -110,6 +111,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._console_offset = 0
         self.last_attach_s: float | None = None  # configure → attached, of the last (re)attach
         self.last_configure: dict[str, Any] = {}
+        self.lock_wait_s = 0.0  # how long up() waited for another srsRAN stack to finish
 
     # ---- names --------------------------------------------------------------------------------
     @property
@@ -308,7 +310,8 @@ class SrsranZmqLab(EmbeddedLab):
                 if src_path.exists():  # srsue's own log; its per-second CSV (rsrp, dl_snr, mcs, rates)
                     out[key] = Path(shutil.copyfile(src_path, run_dir / src_path.name))
         statuses = {"enb": self._enb().status().model_dump(mode="json"),
-                    "core": self._core().status().model_dump(mode="json"), "configure": self.last_configure}
+                    "core": self._core().status().model_dump(mode="json"), "configure": self.last_configure,
+                    "lab": {"lock_wait_s": self.lock_wait_s}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
         out["lab-status"] = run_dir / "lab_status.json"
         for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl"):
@@ -339,18 +342,24 @@ class SrsranZmqLab(EmbeddedLab):
             return
         timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, "600"))
         lock = open(LOCK_PATH, "a")
-        deadline = time.monotonic() + timeout_s
+        started, told = time.monotonic(), False
+        deadline = started + timeout_s
         while True:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told:
+                    told = True
+                    print(f"srsran-zmq lab: another srsRAN stack holds {LOCK_PATH}; waiting up to {timeout_s:g} s",
+                          file=sys.stderr, flush=True)
                 if time.monotonic() >= deadline:
                     lock.close()
                     raise CellabError(f"srsran-zmq lab: another srsRAN stack holds {LOCK_PATH} (waited "
                                       f"{timeout_s:g} s; {LOCK_TIMEOUT_ENV} sets the wait)") from None
                 time.sleep(1.0)
         self._lock = lock
+        self.lock_wait_s = time.monotonic() - started
 
 
 def validate_params(params: dict[str, Any], source: str = "run parameters") -> ZmqLabParams:
