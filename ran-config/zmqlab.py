@@ -314,7 +314,8 @@ class SrsranZmqLab(EmbeddedLab):
                     "lab": {"lock_wait_s": self.lock_wait_s}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
         out["lab-status"] = run_dir / "lab_status.json"
-        for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl"):
+        # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
+        for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl", "srsenb_console.log"):
             try:
                 out[name.split(".")[0].replace("_", "-")] = self.controller.fetch_artifact(
                     self._agent("enb"), name, run_dir / name)
