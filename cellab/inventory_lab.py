@@ -147,6 +147,19 @@ class InventoryLab:
             return
         self._configure_enb(overrides)
 
+    def fault(self) -> str | None:
+        """A crashed srsenb or a stopped core daemon, named when a run fails."""
+        if self.enb is not None:
+            status = self.enb.status()
+            if status.state not in ("starting", "running"):
+                return (f"eNB agent {self.enb.agent}: srsenb {status.state}"
+                        + (f": {status.error_line}" if status.error_line else ""))
+        if self.core is not None:
+            status = self.core.status()
+            if not status.ok:
+                return f"core agent {self.core.agent}: " + "; ".join(status.problems or ["a daemon stopped"])
+        return None
+
     def clock_mark(self) -> dict[str, float]:
         return {}
 

@@ -181,6 +181,9 @@ class Runner:
                 raise
             except RUN_ERRORS as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                fault = self._lab_fault(session)
+                if fault and fault not in error:  # the cause a workload error hides (a crashed eNB)
+                    error = f"{fault}; the workload saw: {error}"
                 self.console.print(f"[yellow]run {run.run_id} attempt {attempt}/{retry.max_attempts} failed:[/] {error}")
                 if attempt == retry.max_attempts:
                     self.store.finish(run, "failed", error=error)
@@ -306,6 +309,13 @@ class Runner:
         if failures:
             raise CellabError("; ".join(failures))
         return results
+
+    @staticmethod
+    def _lab_fault(session: LabSession) -> str | None:
+        try:
+            return session.lab.fault() if hasattr(session.lab, "fault") else None
+        except RUN_ERRORS as exc:
+            return f"the lab could not say what broke ({type(exc).__name__}: {exc})"
 
     def _check_timing(self, timing: dict[str, int]) -> None:
         """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""

@@ -282,17 +282,26 @@ class SrsranZmqLab(EmbeddedLab):
             return ""
         return f" (srsenb {st.state}: {st.error_line or f'exit code {st.exit_code}'})"
 
+    def fault(self) -> str | None:
+        """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited), if
+        anything: the runner names it when a run fails."""
+        st = self._enb().status()
+        if st.state != "running":
+            return (f"srsenb {st.state} during the run (exit code {st.exit_code}"
+                    + (f": {st.error_line}" if st.error_line else "") + ")")
+        if st.restarts != self._enb_restarts:
+            return f"srsenb restarted during the run ({self._enb_restarts} -> {st.restarts} starts)"
+        if self._ue is not None and not self._ue.running():
+            return f"srsue exited during the run: {self._ue.error_line() or 'see srsue_console.log'}"
+        return None
+
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The SR configuration srsENB signalled (RRCConnectionSetup sr-ConfigIndex); a crash or restart of
         srsenb since configure fails the run, naming it."""
+        fault = self.fault()
+        if fault is not None:
+            raise CellabError(fault)
         st = self._enb().status()
-        if st.state != "running":
-            raise CellabError(f"srsenb {st.state} during the run (exit code {st.exit_code}"
-                              + (f": {st.error_line}" if st.error_line else "") + ")")
-        if st.restarts != self._enb_restarts:
-            raise CellabError(f"srsenb restarted during the run ({self._enb_restarts} -> {st.restarts} starts)")
-        if self._ue is not None and not self._ue.running():
-            raise CellabError(f"srsue exited during the run: {self._ue.error_line() or 'see srsue_console.log'}")
         if st.ground_truth is None:
             return None
         return st.ground_truth.model_dump(exclude={"rnti"})

@@ -75,6 +75,11 @@ class EmbeddedLab(abc.ABC):
         `ground_truth`: {sr_period_ms, sr_offset_ms, sr_config_index, source}; None when it knows nothing."""
         return None
 
+    def fault(self) -> str | None:
+        """What broke in the lab since the run's configure (a crashed eNB, a UE that left), if anything: when a
+        run fails, the runner names it beside the error the workload saw."""
+        return None
+
     def clock_mark(self) -> dict[str, float]:
         """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put
         on the workload's timeline; {} when the lab keeps no clock of its own."""
