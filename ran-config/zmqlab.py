@@ -6,7 +6,7 @@ hardware lab uses (`enb` = cellab.ran.agent, `core` = the core room's srsEPC age
     <p>-ue0  tun_srsue 172.16.0.2 (srsue puts its TUN here: [gw] netns)
 
 S1 (through the bundle's SCTP shim: abstract AF_UNIX sockets), GTP-U and ZMQ all stay inside <p>-core, so
-nothing of the stack touches the root namespace. The lab holds /tmp/cellab-srsran.lock from `up` to `down`
+nothing of the stack touches the root namespace. The lab holds the host lock /tmp/cellab-srsran.lock (cellab.hostlock) from `up` to `down`
 (one srsRAN stack per machine).
 
 Attenuation (anchors §1.6): over ZMQ the eNB's `cell_gain` moves RSRP but not SINR (there is no noise), so
@@ -17,18 +17,17 @@ attenuation needs no restart.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cellab.hostlock import SRSRAN_LOCK, HostLock, HostLockTimeout, acquire
 from cellab.contracts.core import ConfigureParams as CoreConfigureParams
 from cellab.contracts.core import CoreClient
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
@@ -43,7 +42,6 @@ from .srsue_proc import TEST_USIM, TUN_NAME, SrsueError, SrsueProcess, UeSetting
 BUNDLE_BIN = PROJECT_ROOT.parent / "shared" / "tools" / "srsran" / "bin"
 ENB_PROFILE = Path(__file__).resolve().parent / "examples" / "zmq-25prb.yaml"
 CORE_PROFILE = PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq.yaml"
-LOCK_PATH = Path("/tmp/cellab-srsran.lock")
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
 SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
@@ -104,7 +102,7 @@ class SrsranZmqLab(EmbeddedLab):
         self.state_dir = STATE_ROOT / f"srsran-{self.prefix}"
         self.controller: Any = None
         self.lab_agents: dict[str, str] = {}
-        self._lock: IO[str] | None = None
+        self._lock: HostLock | None = None
         self._ue: SrsueProcess | None = None
         self._applied: ZmqLabParams | None = None
         self._enb_restarts = 0
@@ -339,8 +337,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._applied = None
         self._remove()
         if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
+            self._lock.release()
             self._lock = None
 
     def _remove(self) -> None:
@@ -351,25 +348,11 @@ class SrsranZmqLab(EmbeddedLab):
         if self._lock is not None:
             return
         timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, "600"))
-        lock = open(LOCK_PATH, "a")
-        started, told = time.monotonic(), False
-        deadline = started + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    told = True
-                    print(f"srsran-zmq lab: another srsRAN stack holds {LOCK_PATH}; waiting up to {timeout_s:g} s",
-                          file=sys.stderr, flush=True)
-                if time.monotonic() >= deadline:
-                    lock.close()
-                    raise CellabError(f"srsran-zmq lab: another srsRAN stack holds {LOCK_PATH} (waited "
-                                      f"{timeout_s:g} s; {LOCK_TIMEOUT_ENV} sets the wait)") from None
-                time.sleep(1.0)
-        self._lock = lock
-        self.lock_wait_s = time.monotonic() - started
+        try:
+            self._lock = acquire(SRSRAN_LOCK, timeout_s, "srsran-zmq lab", tell=True)
+        except HostLockTimeout as exc:
+            raise CellabError(f"{exc} ({LOCK_TIMEOUT_ENV} sets the wait)") from None
+        self.lock_wait_s = self._lock.waited_s
 
 
 def validate_params(params: dict[str, Any], source: str = "run parameters") -> ZmqLabParams:

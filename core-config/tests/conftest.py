@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from cellab.epc import ferret
 from cellab.errors import CellabError
+from cellab.hostlock import SRSRAN_LOCK, host_lock
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -37,25 +35,10 @@ def ferretdb(tmp_path: Path):
         ferret.down(folder)
 
 
-SRSRAN_LOCK = Path("/tmp/cellab-srsran.lock")
-SRSRAN_LOCK_WAIT_S = 600.0
+SRSRAN_LOCK_WAIT_S = 900.0
 
 
-@contextlib.contextmanager
 def srsran_lock(wait_s: float = SRSRAN_LOCK_WAIT_S):
-    """The machine's one srsRAN stack (fixed ZMQ ports, netns ue1): held exclusively, waited for at most
-    wait_s (another session's campaign may hold it for minutes)."""
-    with open(SRSRAN_LOCK, "a") as lock:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{SRSRAN_LOCK} stayed held by another srsRAN stack for {wait_s:.0f} s")
-                time.sleep(1)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    """The machine's one srsRAN stack (fixed ZMQ ports and addresses): held exclusively, waited for at most
+    wait_s (another test's or session's campaign may hold it for minutes)."""
+    return host_lock(SRSRAN_LOCK, wait_s, "core room test")

@@ -7,7 +7,6 @@ fails that run naming it, and the next run works once its host restarted it (roo
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -23,20 +22,19 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
+from cellab.hostlock import SRSRAN_LOCK, host_lock
 from cellab.testing import free_port, only_folder, result_rows, run_cellab, start_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
 FAKE_SRSENB = ROOT / "ran-config" / "tests" / "fake_srsenb.py"
-SRSRAN_LOCK = Path("/tmp/cellab-srsran.lock")
 
 
 @pytest.fixture
 def srsran_lock():
     if not (BUNDLE / "bin" / "srsepc").is_file():
         pytest.skip(f"the srsRAN bundle is absent ({BUNDLE}): srsEPC is the core of this lab")
-    with open(SRSRAN_LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # one srsRAN stack per host (fixed addresses and ports)
+    with host_lock(SRSRAN_LOCK, 900, "inventory test"):  # one srsRAN stack per host (fixed addresses and ports)
         yield
 
 

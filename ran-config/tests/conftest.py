@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cellab.hostlock import SRSRAN_LOCK, host_lock
+
 BUNDLE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran"
-LOCK_PATH = "/tmp/cellab-srsran.lock"  # one srsRAN stack per machine (fixed ZMQ ports 2000/2001)
+LOCK_WAIT_S = 900.0  # another test's or session's srsRAN campaign may hold it for minutes
 
 
 @pytest.fixture(scope="session")
@@ -23,10 +24,6 @@ def srsenb_bin() -> Path:
 
 @pytest.fixture
 def srsran_lock() -> Iterator[None]:
-    """Holds the machine-wide srsRAN lock for one test (helpers and other tests use the same file)."""
-    with open(LOCK_PATH, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    """Holds the machine-wide srsRAN lock for one test (cellab.hostlock: every srsRAN user takes the same)."""
+    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsRAN test"):
+        yield

@@ -7,7 +7,6 @@ these tests first wait for it (and skip, saying so, when another stack keeps it)
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -21,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from cellab.ran.srsue_proc import UeSettings, render_ue_conf
-from cellab.ran.zmqlab import LOCK_PATH, SrsranZmqLab, ZmqLabParams, srsran_bin_dir, validate_params
+from cellab.hostlock import SRSRAN_LOCK, host_lock
+from cellab.ran.zmqlab import SrsranZmqLab, ZmqLabParams, srsran_bin_dir, validate_params
 from cellab.errors import CellabError
 
 BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
-LOCK_WAIT_S = 300.0
+LOCK_WAIT_S = 900.0
 
 
 # ---- without srsRAN ------------------------------------------------------------------------------
@@ -91,17 +91,8 @@ def bundle() -> Path:
                     "or set CELLAB_SRSRAN_BIN)")
     if os.geteuid() != 0:
         pytest.skip("the srsran-zmq lab needs root (network namespaces, TUN devices)")
-    with open(LOCK_PATH, "a") as lock:  # wait for another stack to finish; the lab takes the lock itself
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.skip(f"another srsRAN stack held {LOCK_PATH} for {LOCK_WAIT_S:g} s")
-                time.sleep(1)
-        fcntl.flock(lock, fcntl.LOCK_UN)
+    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):  # another stack finishes first; the lab
+        pass                                                       # takes the lock itself
     return folder
 
 
