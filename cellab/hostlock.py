@@ -15,6 +15,7 @@ from typing import IO
 from cellab.errors import CellabError
 
 SRSRAN_LOCK = Path("/tmp/cellab-srsran.lock")  # one srsRAN stack over ZMQ per host
+SERVER_MODULES_LOCK = Path("/run/lock/cellab-server-modules.lock")  # registered BPF congestion controls
 POLL_S = 0.2
 
 

@@ -4,7 +4,6 @@ on the virtual cell (trace mode, constant rate), the wired lab, loaded modules, 
 
 from __future__ import annotations
 
-import fcntl
 import subprocess
 import tempfile
 import threading
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cellab.hostlock import SERVER_MODULES_LOCK, host_lock
 from cellab.labs.base import Topology
 
 from . import flowclient, modules
@@ -28,7 +28,7 @@ CELL_OVERHEAD_RTT_MS = 8.0
 TRACE_UP_OVERHEAD_RTT_MS = 2.0  # with an uplink trace: TTI rounding both ways
 
 
-BPF_LOCK_PATH = Path("/run/lock/cellab-server-modules.lock")
+BPF_LOCK_PATH = SERVER_MODULES_LOCK
 
 
 @contextmanager
@@ -55,23 +55,8 @@ _LOCK_DEPTH = [0]
 _LOCK_DEPTH_GUARD = threading.Lock()
 
 
-@contextmanager
-def _flock(timeout_s: float) -> Iterator[None]:
-    BPF_LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
-    with open(BPF_LOCK_PATH, "a+") as fh:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{BPF_LOCK_PATH} held by another run for {timeout_s:.0f} s") from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _flock(timeout_s: float):
+    return host_lock(BPF_LOCK_PATH, timeout_s, "server modules")
 
 
 def constant_trace(path: Path, rate_mbit: float, duration_ms: int = 1000) -> Path:
@@ -144,7 +129,8 @@ def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int,
     uplink_mbit: a constant-rate uplink trace too (no SR wait, like Mahimahi's wired48 ACK path);
     otherwise the uplink keeps the cell's SR/grant model. realtime: the cell at SCHED_FIFO (a loaded
     host then delays the flows' end hosts, not the model)."""
-    from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
+    from cellab.labs import embedded_lab_class
+    VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, through the registry
 
     with tempfile.TemporaryDirectory(prefix="cellab-sm-") as tmp:
         if trace is None:
@@ -182,7 +168,8 @@ def queueing_delays_ms(tti_log: Path | str, ue: int = 0) -> list[int]:
     bytes passed n and entered in the TTI where delivered + queued bytes passed n."""
     import numpy as np
 
-    from cellab.emulator.ttilog import read_ttilog  # the emulator room, as virtual_path
+    from cellab.contracts.registry import load
+    read_ttilog = load("cellab.services", "ttilog", "TTI log reader")  # the emulator room's format
 
     time.sleep(TTI_LOG_FLUSH_S)
     rec = read_ttilog(tti_log).ue(ue)

@@ -101,7 +101,8 @@ def describe(cubic, c2tcp, params) -> str:
 
 
 def open_lab(netns_prefix: str, **extra):
-    from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
+    from cellab.labs import embedded_lab_class
+    VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, through the registry
 
     lab = VirtualLab(prefix=netns_prefix, params=CELL | extra)
     lab.up()

@@ -18,7 +18,8 @@ C2TCP_FLOWS = 3
 
 @pytest.fixture
 def lab(require_root, netns_prefix):
-    from cellab.emulator.vlab import VirtualLab  # the emulator room; imported late so tests can skip
+    from cellab.labs import embedded_lab_class
+    VirtualLab = embedded_lab_class("virtual")  # the emulator room's lab, through the registry
 
     lab = VirtualLab(prefix=netns_prefix, params=CELL)
     try:
