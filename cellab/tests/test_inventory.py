@@ -54,7 +54,7 @@ def test_valid_inventory_resolves_key_paths(tmp_path):
         ("host: bench, public_key: keys/phone1.key", "host: lab9, public_key: keys/phone1.key", "host 'lab9' is not in hosts"),
         ("channel: 2}", "channel: 7}", "exceeds the attenuator's channels"),
         ("min_db: 10, max_db: 95", "min_db: 95, max_db: 10", "min_db (95.0) must be below max_db"),
-        ("flavour: open5gs", "flavour: free5gc", "allowed: open5gs, nextepc, srsepc"),
+        ("flavour: open5gs", "flavour: free5gc", "allowed: open5gs, open5gs-2.6, nextepc, srsepc"),
         ("agent: atten1}", "agent: nobody}", "agent 'nobody' is not in agents"),
         ("{name: atten1, role: attenuator", "{name: atten1, role: ue",
          "attenuator box1: agent 'atten1' has role 'ue', not 'attenuator'"),
