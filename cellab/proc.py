@@ -17,14 +17,15 @@ def argv_in(netns: str | None, argv: list[str]) -> list[str]:
 class ManagedProcess:
     """A child process with its output in a file; stop() is polite first (SIGTERM), then firm."""
 
-    def __init__(self, argv: list[str], log_path: Path, netns: str | None = None):
+    def __init__(self, argv: list[str], log_path: Path, netns: str | None = None, cwd: Path | None = None):
+        """cwd: where the program writes what it writes relative (srsenb's report, srsue's NAS context)."""
         self.argv = argv_in(netns, argv)
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "wb")
         # Own process group, so stop() also reaches what `ip netns exec` started.
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
 
     def running(self) -> bool:
         return self.proc.poll() is None

@@ -217,7 +217,7 @@ def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
                         ["env", f"LD_PRELOAD={SCTP_SHIM}", str(SRSRAN / "bin/srsenb"), str(lab / "enb.conf"),
                          f"--enb.mme_addr={NX_MME}", f"--enb_files.sib_config={lab / 'sib.conf'}",
                          f"--enb_files.rr_config={lab / 'rr.conf'}", f"--enb_files.rb_config={lab / 'rb.conf'}",
-                         f"--log.filename={lab / 'enb.log'}"], lab / "enb.out", netns=ns))
+                         f"--log.filename={lab / 'enb.log'}"], lab / "enb.out", netns=ns, cwd=lab))
                     deadline = time.monotonic() + 15
                     while time.monotonic() < deadline and not shim_refused:
                         with open(mme_log, "rb") as log:
@@ -229,7 +229,8 @@ def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
                         time.sleep(0.2)
                     if not shim_refused:
                         procs.append(ManagedProcess([str(SRSRAN / "bin/srsue"), str(lab / "ue.conf"),
-                                                     f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", netns=ns))
+                                                     f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", netns=ns,
+                                                     cwd=lab))
                         logs = mme_log.parent
                         deadline = time.monotonic() + 90
                         out = ""

@@ -62,10 +62,10 @@ def srsran_stack(tmp_path: Path, subscriber_imsi: Callable[[str], str]) -> Itera
                                                  str(lab / "enb.conf"), f"--enb_files.sib_config={lab / 'sib.conf'}",
                                                  f"--enb_files.rr_config={lab / 'rr.conf'}",
                                                  f"--enb_files.rb_config={lab / 'rb.conf'}",
-                                                 f"--log.filename={lab / 'enb.log'}"], lab / "enb.out"))
+                                                 f"--log.filename={lab / 'enb.log'}"], lab / "enb.out", cwd=lab))
                     time.sleep(3)
                     procs.append(ManagedProcess([str(BUNDLE / "bin/srsue"), str(lab / "ue.conf"),
-                                                 f"--log.filename={lab / 'ue.log'}"], lab / "ue.out"))
+                                                 f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", cwd=lab))
                     yield core, run_dir, lab, usim, agents["core1"]
                 finally:
                     for proc in reversed(procs):
