@@ -104,7 +104,8 @@ class SrsueProcess:
         conf = self.work_dir / "ue.conf"
         self.metrics.unlink(missing_ok=True)
         conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics))
-        self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns)
+        # cwd: srsue writes its NAS context (.ctxt) where it runs
+        self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns, cwd=conf.parent)
         self.started_s = time.time()
 
     def running(self) -> bool:
