@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import os
 import select
+import random
 import socket
 import threading
 import tty
@@ -18,6 +19,24 @@ import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+
+# Below Linux's ephemeral range (ip_local_port_range, 32768-60999 by default): an emulator that restarts on
+# the same port (a power-cycled instrument) must not find it taken by some outgoing connection meanwhile.
+STABLE_PORTS = range(20000, 32000)
+
+
+def stable_port(host: str = "127.0.0.1") -> int:
+    """A free TCP port outside the ephemeral range, for a server that will be restarted on it."""
+    for port in random.sample(STABLE_PORTS, 200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port in {STABLE_PORTS.start}-{STABLE_PORTS.stop - 1}")
 
 
 class LineDevice(Protocol):

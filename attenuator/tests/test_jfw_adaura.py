@@ -8,6 +8,7 @@ import pytest
 from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import AttenuatorError, create
 from cellab.attenuator.emulators.adaura import AdauraDevice
+from cellab.attenuator.emulators.servers import stable_port
 from cellab.attenuator.emulators.jfw import JfwDevice
 
 
@@ -138,7 +139,7 @@ def test_adaura_error_reply_and_bad_login() -> None:
 
 def test_adaura_telnet_reconnects_and_logs_in_again() -> None:
     dev = AdauraDevice()
-    srv = dev.serve_telnet()
+    srv = dev.serve_telnet(port=stable_port())  # restarted on the same port below
     port = srv.port
     drv = create(_adaura("telnet", srv.address))
     try:

@@ -15,6 +15,7 @@ from cellab.attenuator.config import AttenuatorConfig
 from cellab.attenuator.driver import AttenuatorError, create
 from cellab.attenuator.drivers.keysight import split_total
 from cellab.attenuator.emulators.keysight import Keysight11713C
+from cellab.attenuator.emulators.servers import stable_port
 from cellab.attenuator.player import Player
 from cellab.attenuator.schedule import parse_csv
 
@@ -95,7 +96,7 @@ def test_keysight_split_keeps_sections_on_their_grids() -> None:
 def keysight_server() -> Iterator[list]:
     pytest.importorskip("pyvisa_py", reason="pyvisa-py is a dev dependency of this room")
     dev = Keysight11713C()
-    servers = [dev, dev.serve()]
+    servers = [dev, dev.serve(port=stable_port())]  # restarted on the same port by a test
     yield servers
     servers[1].stop()
 
