@@ -11,6 +11,7 @@ bpf/c2tcp.bpf.c and README.md ("Deviation: the Setpoint floor")."""
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 
@@ -122,9 +123,11 @@ def lab_factory(require_root, netns_prefix):
         lab.down()
 
 
-# 3 dB Gauss-Markov fading on top of the schedule, five seeds; and the demo's own channel (no fading, the
-# seed draws the HARQ failures).
-CHANNELS = [pytest.param(3.0, seed, id=f"fading3dB-seed{seed}") for seed in (1, 2, 3, 4, 5)] + \
+# 3 dB Gauss-Markov fading on top of the schedule, on several seeds; and the demo's own channel (no fading,
+# the seed draws the HARQ failures). `make test` runs two seeds (each pair is 24 s of flows on a 2-core host
+# whose whole suite must stay under 20 minutes); CELLAB_C2TCP_FADING_SEEDS=5 runs the issue's five.
+FADING_SEEDS = range(1, 1 + int(os.environ.get("CELLAB_C2TCP_FADING_SEEDS", "2")))
+CHANNELS = [pytest.param(3.0, seed, id=f"fading3dB-seed{seed}") for seed in FADING_SEEDS] + \
     [pytest.param(0.0, 1, id="demo-channel")]
 
 
