@@ -255,7 +255,7 @@ def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
         base = Path.cwd() if lab is not None else path.parent
         data["lab"] = str((base / lab_value).resolve())
     try:
-        campaign = Campaign(**data)
+        campaign = Campaign.model_validate(data)  # not **data: a YAML key may be no string (`? x`)
     except ValidationError as exc:
         raise from_validation_error(path, exc) from exc
     _resolve_paths(campaign, path.parent.resolve())

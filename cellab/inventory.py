@@ -163,7 +163,7 @@ def load_inventory(path: str | Path) -> Inventory:
     if not isinstance(data, dict):
         raise InputError(path, "", "a lab inventory is a YAML mapping (name, controller, hosts, agents, devices)")
     try:
-        inventory = Inventory(**data)
+        inventory = Inventory.model_validate(data)  # not **data: a YAML key may be no string
     except ValidationError as exc:
         raise from_validation_error(path, exc) from exc
     # Key files are relative to the inventory file.

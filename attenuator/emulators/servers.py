@@ -8,12 +8,14 @@ stops within a fraction of a second.
 
 from __future__ import annotations
 
+import errno
 import http.server
 import os
-import select
 import random
+import select
 import socket
 import threading
+import time
 import tty
 import urllib.parse
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from typing import Protocol
 # Below Linux's ephemeral range (ip_local_port_range, 32768-60999 by default): an emulator that restarts on
 # the same port (a power-cycled instrument) must not find it taken by some outgoing connection meanwhile.
 STABLE_PORTS = range(20000, 32000)
+REBIND_WAIT_S = 5.0
 
 
 def stable_port(host: str = "127.0.0.1") -> int:
@@ -165,7 +168,18 @@ class TcpLineServer(_Thread):
     def start(self) -> TcpLineServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        # a restart on the same port (a power-cycled instrument) may find the old server's last session still
+        # closing for a moment under load: wait for it as a rebooting box takes its time, then give up
+        deadline = time.monotonic() + REBIND_WAIT_S
+        while True:
+            try:
+                sock.bind((self.host, self.port))
+                break
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or not self.port or time.monotonic() > deadline:
+                    sock.close()
+                    raise
+                time.sleep(0.1)
         sock.listen(8)
         self.port = sock.getsockname()[1]
         self._sock = sock

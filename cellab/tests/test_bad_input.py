@@ -349,3 +349,11 @@ def test_an_unknown_module_parameter_is_refused_at_validate(capsys, tmp_path):
     path = campaign(tmp_path, "name: x\nlab: wired\nfactors: {module_params: [{c2tcp: {target_ms: 30000}}]}\n")
     refused(capsys, ["validate", path], "factors.module_params[0].c2tcp.target_ms: 30000 is out of range",
             "0..10000 ms")
+
+
+@pytest.mark.parametrize("text", ["?\n", "? x\n", "name: x\n? [1]\n: 2\n", "name: x\nfactors: {? y: [1]}\n"])
+def test_a_yaml_key_that_is_no_string(capsys, tmp_path, text):
+    # found by the readers' fuzzing: `? x` makes a key of no string type (None, a list); it was a TypeError
+    path = campaign(tmp_path, text)
+    code, out = cellab(capsys, "validate", path)
+    assert code == 2 and "Traceback" not in out and path in " ".join(out.split()), out
