@@ -37,23 +37,6 @@ class InputErrors(CellabError):
         super().__init__("\n".join(e.render() for e in errors))
 
 
-def read_yaml(path: str | Path) -> object:
-    """A person's YAML file, parsed; unreadable files and syntax errors name the file (and line, column)."""
-    import yaml
-
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror}") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise InputError(path, "", f"bad YAML: {where}{getattr(exc, 'problem', exc)}") from exc
-
-
 def _field_path(loc: tuple[object, ...]) -> str:
     parts: list[str] = []
     for item in loc:

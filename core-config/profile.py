@@ -14,7 +14,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from cellab.contracts.base import Model
 from cellab.contracts.identity import NetworkIdentity
-from cellab.errors import InputError, from_validation_error, read_yaml
+from cellab.errors import InputError, from_validation_error
+from cellab.inputs import read_yaml
 
 Flavour = Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
 FLAVOURS: tuple[str, ...] = ("open5gs", "open5gs-2.6", "nextepc", "srsepc")

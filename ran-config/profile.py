@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cellab.contracts.identity import NetworkIdentity
-from cellab.errors import InputErrors, from_validation_error, read_yaml
+from cellab.errors import InputErrors, from_validation_error
+from cellab.inputs import read_yaml
 
 N_PRB_VALUES = (6, 15, 25, 50, 75, 100)
 SR_PERIODS_MS = (5, 10, 20, 40, 80)  # srsENB's alloc_sr_resources accepts these only (anchors §1.2)

@@ -38,22 +38,6 @@ def farm(tmp_path: Path):
         yield server
 
 
-@pytest.fixture
-def sender(tmp_path: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = ManagedProcess([str(BUILD_BIN / "cellab-send"), "serve", "--bind", "127.0.0.1", "--port", str(port),
-                           "--sample-ms", "0", "--log-dir", str(tmp_path / "send")], tmp_path / "send.log")
-    for _ in range(250):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.02)
-    yield port
-    proc.stop()
-
-
 def _bus(tmp_path: Path, farm, serial: str):
     return lab_bus(tmp_path, {"phone": AndroidUEAgent}, telemetry=True,
                    agent_kwargs={"phone": {"serial": serial, "adb_port": farm.port}})

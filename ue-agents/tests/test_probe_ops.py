@@ -15,7 +15,6 @@ from cellab.ue.probe_synth import SynthConfig, simulate, write_pcap
 from cellab.bus import Agent, OperationError
 from cellab.bus.testing import lab_bus
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.proc import ManagedProcess
 
 
 class _UE(ProbeOps, Agent):
@@ -27,22 +26,6 @@ class _UE(ProbeOps, Agent):
 def bins() -> None:
     subprocess.run(["make", "-s", str(BUILD_BIN / "cellab-probe"), str(BUILD_BIN / "cellab-send")],
                    cwd=PROJECT_ROOT, check=True, capture_output=True, timeout=300)
-
-
-@pytest.fixture
-def sender(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = ManagedProcess([str(BUILD_BIN / "cellab-send"), "serve", "--bind", "127.0.0.1", "--port", str(port),
-                           "--sample-ms", "0", "--log-dir", str(tmp_path / "send")], tmp_path / "send.log")
-    for _ in range(250):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.02)
-    yield port
-    proc.stop()
 
 
 def test_fetch_and_analyze_through_the_bus(tmp_path, sender):
