@@ -1,0 +1,131 @@
+"""cellab-zmq-broker against stand-ins for srsenb and two srsue speaking srsRAN's ZMQ radio framing (a 1-byte
+request, a reply of cf_t samples): downlink copied (and scaled by a UE's dl_gain_db), uplink summed sample for
+sample when the UEs' blocks differ in size, bad input refused. No srsRAN needed; well under a second."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import numpy as np
+import pytest
+import zmq
+
+from cellab.paths import find_program
+from cellab.ran.zmq_broker import broker_argv
+
+
+@pytest.fixture(scope="module")
+def broker_bin():
+    try:
+        return find_program("cellab-zmq-broker")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cellab-zmq-broker not built ({exc}): make build")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _samples(*values: complex) -> bytes:
+    return np.array(values, dtype=np.complex64).tobytes()
+
+
+def _recv_samples(sock: zmq.Socket) -> np.ndarray:
+    return np.frombuffer(sock.recv(), dtype=np.complex64)
+
+
+@pytest.fixture
+def stack(broker_bin):
+    enb_tx, enb_rx, ue0_rx, ue0_tx, ue1_rx, ue1_tx = _free_ports(6)
+    ep = "tcp://127.0.0.1:{}".format
+    argv = [str(broker_bin), "--enb-tx", ep(enb_tx), "--enb-rx", ep(enb_rx), "--stats-s", "60",
+            "--ue", f"rx={ep(ue0_rx)},tx={ep(ue0_tx)}", "--ue", f"rx={ep(ue1_rx)},tx={ep(ue1_tx)},dl_gain_db=-20"]
+    ctx = zmq.Context()
+    socks = {}
+
+    def sock(kind, endpoint, bind):
+        s = ctx.socket(kind)
+        s.setsockopt(zmq.RCVTIMEO, 3000)
+        s.setsockopt(zmq.LINGER, 0)
+        (s.bind if bind else s.connect)(endpoint)
+        return s
+
+    # the stand-ins bind and connect as srsenb and srsue do (tx = REP bound, rx = REQ connected)
+    socks["enb_tx"] = sock(zmq.REP, ep(enb_tx), True)
+    socks["ue0_tx"] = sock(zmq.REP, ep(ue0_tx), True)
+    socks["ue1_tx"] = sock(zmq.REP, ep(ue1_tx), True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("ready"), proc.stderr.read()
+    socks["enb_rx"] = sock(zmq.REQ, ep(enb_rx), False)
+    socks["ue0_rx"] = sock(zmq.REQ, ep(ue0_rx), False)
+    socks["ue1_rx"] = sock(zmq.REQ, ep(ue1_rx), False)
+    yield socks, proc
+    proc.kill()
+    proc.wait()
+    ctx.destroy(linger=0)
+
+
+def test_downlink_block_reaches_every_ue_scaled_by_its_gain(stack):
+    s, _ = stack
+    s["ue0_rx"].send(b"\xff")
+    s["ue1_rx"].send(b"\xff")
+    assert s["enb_tx"].recv() == b"\xff"  # asked once every UE asked
+    block = _samples(1 + 2j, -3 + 4j, 0.5 - 0.25j)
+    s["enb_tx"].send(block)
+    assert _recv_samples(s["ue0_rx"]).tobytes() == block
+    np.testing.assert_allclose(_recv_samples(s["ue1_rx"]), np.frombuffer(block, np.complex64) * 0.1, rtol=1e-5)
+
+
+def test_uplink_is_the_sample_sum_when_blocks_differ_in_size(stack):
+    s, _ = stack
+    s["enb_rx"].send(b"\xff")
+    s["ue0_tx"].recv()
+    s["ue0_tx"].send(_samples(1, 2, 3, 4))       # UE 0's block sets the reply's length: 4 samples
+    s["ue1_tx"].recv()
+    s["ue1_tx"].send(_samples(10j, 20j))         # UE 1 short: asked again
+    s["ue1_tx"].recv()
+    s["ue1_tx"].send(_samples(30j, 40j, 50j))    # one sample left over for the next reply
+    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [1 + 10j, 2 + 20j, 3 + 30j, 4 + 40j])
+    s["enb_rx"].send(b"\xff")
+    s["ue0_tx"].recv()
+    s["ue0_tx"].send(_samples(5))
+    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [5 + 50j])  # UE 1 not asked: it had enough
+
+
+def test_a_block_of_partial_samples_stops_it_naming_the_sender(stack):
+    s, proc = stack
+    s["enb_rx"].send(b"\xff")
+    s["ue0_tx"].recv()
+    s["ue0_tx"].send(b"\x00" * 12)
+    assert proc.wait(5) == 1
+    assert "sent a 12-byte block" in proc.stderr.read()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--enb-tx", "tcp://127.0.0.1:1"], "at least one --ue"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a"], "needs rx=EP and tx=EP"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,dl_gain_db=6"], "dl_gain_db: a number of dB in -100..0"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,gain=1"], "allowed: rx, tx, dl_gain_db"),
+    (["--bogus", "1"], "unknown option"),
+])
+def test_bad_arguments_exit_2_naming_the_problem(broker_bin, args, message):
+    proc = subprocess.run([str(broker_bin), *args], capture_output=True, text=True, timeout=5)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_taken_port_is_named(broker_bin):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = broker_argv(broker_bin, 1)
+        argv[argv.index("--enb-rx") + 1] = f"tcp://127.0.0.1:{port}"
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+    assert proc.returncode == 1 and f"cannot bind tcp://127.0.0.1:{port}" in proc.stderr, proc.stderr
