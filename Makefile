@@ -24,6 +24,7 @@ BUILD_TARGETS :=
 -include ue-agents/probe/rules.mk
 -include cellab/flowstat/rules.mk
 -include core-config/rules.mk
+-include ran-config/rules.mk
 
 .PHONY: setup apt venv build samples test demo demo-srsran bench lint clean
 
