@@ -19,6 +19,7 @@ BENCHMARKS = {
     "pcap": "cellab.pcap_bench",
     "srsran": "cellab.ran.bench",
     "orchestration": "cellab.orchestration_bench",
+    "fidelity": "cellab.fidelity_bench",
 }
 
 

@@ -1,0 +1,95 @@
+"""`make bench BENCH=fidelity`: the virtual cell against srsRAN over ZMQ, the same cases on both labs back to
+back, printed as a table with tolerances and written as runs/out/fidelity/fidelity.html (+ .json) next to the
+four campaigns' result folders (each with its normal report).
+
+    make bench BENCH=fidelity                          # the full grid (about 30-40 min)
+    CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, 0/20 dB, two UEs
+    python -m cellab.fidelity_bench --quick [--out DIR]
+
+Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN); says so and returns otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from cellab import fidelity
+from cellab.errors import CellabError
+from cellab.paths import RUNS_OUT
+
+GRID_ENV = "CELLAB_FIDELITY_GRID"
+OUT_DIR = RUNS_OUT / "fidelity"
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)"
+
+
+def _srsran_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, TUN devices)"
+    try:
+        from cellab.labs import embedded_lab_class
+
+        lab = embedded_lab_class(fidelity.REAL_LAB)()
+        lab.bin_dir  # noqa: B018  (the srsRAN programs, or the error listing where it looked)
+    except CellabError as exc:
+        return str(exc)
+    return None
+
+
+def run(grid_name: str, out_dir: Path) -> list[fidelity.Row]:
+    grid = fidelity.GRIDS[grid_name]
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_start = _load()
+    results, missing, notes = [], {}, []
+    for lab, prefix in ((fidelity.VIRTUAL_LAB, "fdv"), (fidelity.REAL_LAB, "fdr")):
+        plan = fidelity.build_plan(lab, grid)
+        notes += [f"{lab}: {why}" for why in plan.omitted_params.values()]
+        missing |= plan.missing_cases
+        t0 = time.monotonic()
+        done = fidelity.run_plan(plan, out_dir, prefix)
+        print(f"{lab}: {len(done)} campaign(s) in {time.monotonic() - t0:.0f} s: "
+              + ", ".join(str(r.folder.name) if r.folder else f"FAILED {r.error}" for r in done), flush=True)
+        for r in done:
+            if r.error:
+                notes.append(f"{lab} {r.kind} campaign: {r.error}")
+        results.append(done)
+    virtual, real = (fidelity.read_results(r) for r in results)
+    rows = fidelity.fidelity_rows(fidelity.case_names(grid), real, virtual, missing)
+    conditions = {"grid": grid_name, "started": started, "load": f"start {load_start}, end {_load()}",
+                  "notes": notes, "folders": [r.folder.name for rs in results for r in rs if r.folder],
+                  "virtual_only": fidelity.VIRTUAL_ONLY, "shared": fidelity.SHARED}
+    page, _ = fidelity.write_page(out_dir, rows, conditions)
+    for note in notes:
+        print(f"note: {note}")
+    print(fidelity.format_table(rows))
+    print(f"load average: start {load_start}, end {_load()}")
+    print(f"page: {page}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m cellab.fidelity_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the reduced grid (also CELLAB_FIDELITY_GRID=quick)")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
+    args = parser.parse_args(argv or [])
+    grid_name = "quick" if args.quick else os.environ.get(GRID_ENV, "full")
+    if grid_name not in ("full", "quick"):
+        print(f"fidelity: {GRID_ENV}={grid_name!r} is not a grid (allowed: full, quick)")
+        return
+    why = _srsran_missing()
+    if why:
+        print(f"fidelity: skipped: {why}")
+        return
+    run(grid_name, args.out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

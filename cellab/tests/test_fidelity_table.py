@@ -1,0 +1,109 @@
+"""The fidelity table's logic on synthetic numbers: tolerances at and past their limits, known deviations only
+on failing cells, not-measured cells with their reason, two-UE shares, the campaigns the builder writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from cellab import fidelity
+from cellab.campaign import load_campaign, plan
+from cellab.errors import CellabError
+from cellab.fidelity import CaseValues, KnownDeviation, compare, fidelity_rows
+
+
+@pytest.mark.parametrize("metric, real, virtual, verdict", [
+    ("idle_rtt_avg_ms", 20.0, 25.0, "PASS"),  # exactly +25 %
+    ("idle_rtt_avg_ms", 20.0, 25.2, "FAIL"),
+    ("idle_rtt_avg_ms", 20.0, 14.8, "FAIL"),
+    ("throughput_mbps", 16.3, 17.4, "PASS"),  # the issue's 25 PRB Cubic: +6.7 %
+    ("throughput_mbps", 10.0, 8.4, "FAIL"),
+    ("load_rtt_avg_ms", 163.0, 494.0, "FAIL"),  # the issue's RTT under load with the old 4 MiB queue
+    ("load_rtt_avg_ms", 100.0, 130.0, "PASS"),
+    ("share", 0.5, 0.57, "PASS"),
+    ("share", 0.5, 0.58, "FAIL"),
+    ("cqi", 15.0, 13.0, "PASS"),  # absolute: ±2 CQI steps
+    ("cqi", 9.0, 12.5, "FAIL"),
+    ("mcs", 27.9, 24.0, "PASS"),
+    ("mcs", 27.9, 20.0, "FAIL"),
+])
+def test_tolerance(metric, real, virtual, verdict):
+    row = compare("c", metric, real, virtual, deviations=())
+    assert row.verdict == verdict
+    if fidelity.TOLERANCES[metric][1].kind == "relative":
+        assert row.ratio == pytest.approx(virtual / real)
+
+
+def test_known_deviation_names_its_mechanism_only_when_the_cell_fails():
+    devs = (KnownDeviation("dl-*-25prb", "load_rtt_avg_ms", "the queue drains at a different rate"),)
+    failing = compare("dl-cubic-25prb", "load_rtt_avg_ms", 163.0, 494.0, deviations=devs)
+    assert failing.verdict == "known deviation: the queue drains at a different rate" and failing.ok
+    assert compare("dl-cubic-25prb", "load_rtt_avg_ms", 163.0, 170.0, deviations=devs).verdict == "PASS"
+    other_metric = compare("dl-cubic-25prb", "throughput_mbps", 16.0, 30.0, deviations=devs)
+    assert other_metric.verdict == "FAIL" and not other_metric.ok
+
+
+def test_missing_values_are_not_measured_with_the_reason():
+    row = compare("idle-25prb-sr20", "idle_rtt_avg_ms", None, 20.0, deviations=())
+    assert row.verdict == "not measured: no value on srsran-zmq" and not row.ok
+    assert compare("x", "cqi", 1.0, 2.0, missing="lab srsran-zmq serves at most 1 UE(s)").verdict == \
+        "not measured: lab srsran-zmq serves at most 1 UE(s)"
+
+
+def test_rows_per_case_and_two_ue_shares():
+    real = {"dl-cubic-25prb": CaseValues({"throughput_mbps": 16.3, "load_rtt_avg_ms": 163.0}),
+            "idle-25prb-sr20": CaseValues(error="run failed: srsenb crashed"),
+            "two-ue-25prb": fidelity.two_ue_values({"ue0": {"throughput_bps": 8e6, "rtt_mean_ms": 150.0},
+                                                    "ue1": {"throughput_bps": 8e6, "rtt_mean_ms": 160.0}})}
+    virtual = {"dl-cubic-25prb": CaseValues({"throughput_mbps": 17.4, "load_rtt_avg_ms": 494.0}),
+               "idle-25prb-sr20": CaseValues({"idle_rtt_avg_ms": 27.7}),
+               "two-ue-25prb": fidelity.two_ue_values({"ue0": {"throughput_bps": 12e6, "rtt_mean_ms": 150.0},
+                                                       "ue1": {"throughput_bps": 4e6, "rtt_mean_ms": 150.0}})}
+    rows = fidelity_rows(["idle-25prb-sr20", "dl-cubic-25prb", "two-ue-25prb", "att-10db"], real, virtual,
+                         deviations=())
+    by = {(r.case, r.metric): r for r in rows}
+    assert by[("idle-25prb-sr20", "idle RTT avg (ms)")].verdict == \
+        "not measured: srsran-zmq: run failed: srsenb crashed"
+    assert by[("dl-cubic-25prb", "throughput (Mbit/s)")].verdict == "PASS"
+    assert by[("dl-cubic-25prb", "RTT under load avg (ms)")].verdict == "FAIL"
+    share0 = by[("two-ue-25prb ue0", "share of the cell")]
+    assert (share0.real, share0.virtual, share0.verdict) == (0.5, 0.75, "FAIL")
+    assert by[("two-ue-25prb ue1", "RTT under load avg (ms)")].verdict == "PASS"
+    assert by[("att-10db", "DL CQI")].verdict == "not measured: no run on srsran-zmq"
+    text = fidelity.format_table(rows)
+    assert "3 pass, 3 fail, 0 known deviation(s), 3 not measured" in text
+
+
+def test_shares_need_traffic():
+    assert fidelity.shares({"a": 3.0, "b": 1.0}) == {"a": 0.75, "b": 0.25}
+    with pytest.raises(CellabError, match="no traffic"):
+        fidelity.shares({"a": 0.0, "b": 0.0})
+
+
+def test_page_and_json(tmp_path):
+    rows = [compare("dl-cubic-25prb", "throughput_mbps", 16.3, 17.4, detail="<b>", deviations=())]
+    page, data = fidelity.write_page(tmp_path, rows, {"grid": "quick", "started": "now", "load": "1.0",
+                                                      "notes": ["n <1>"], "folders": ["f"]})
+    html = page.read_text()
+    assert "&lt;b&gt;" in html and "n &lt;1&gt;" in html and "PASS" in html
+    assert json.loads(data.read_text())["rows"][0]["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("lab", ["virtual", "srsran-zmq"])
+def test_built_campaigns_validate(tmp_path, lab):
+    built = fidelity.build_plan(lab, fidelity.QUICK)
+    for campaign in (built.idle, built.load):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump(campaign, sort_keys=False))
+        cases = [run.factors["case"] for run in plan(load_campaign(path), path)]
+        assert cases and set(cases) <= set(fidelity.case_names(fidelity.QUICK))
+    assert ("core_delay_ms" in built.load["fixed"]) == (lab == "virtual")
+
+
+def test_builder_leaves_out_what_a_lab_cannot_run():
+    built = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb", "sr_period_ms"}, 1))
+    assert "rlc_queue" not in built.load["fixed"] and "rlc_queue" in built.omitted_params
+    assert built.missing_cases == {"two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
+    assert list(built.load["factors"]["case"]) == ["dl-cubic-25prb", "att-0db", "att-20db"]
