@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 from bson import Int64
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cellab.contracts.base import Model
 from cellab.errors import InputError, InputErrors
@@ -41,6 +41,10 @@ def _hex(value: str, digits: int, what: str) -> str:
     return value
 
 
+# field -> (hex digits, the name an error uses)
+HEX_FIELDS = {"k": (32, "K"), "opc": (32, "OPc"), "op": (32, "OP"), "amf": (4, "AMF")}
+
+
 class Subscriber(Model):
     name: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$")
     imsi: str
@@ -63,25 +67,13 @@ class Subscriber(Model):
             raise ValueError("IMSI must be 15 digits")
         return value
 
-    @field_validator("k")
+    @field_validator("k", "opc", "op", "amf")
     @classmethod
-    def _k(cls, value: str) -> str:
-        return _hex(value, 32, "K")
-
-    @field_validator("opc")
-    @classmethod
-    def _opc(cls, value: str | None) -> str | None:
-        return _hex(value, 32, "OPc") if value else None
-
-    @field_validator("op")
-    @classmethod
-    def _op(cls, value: str | None) -> str | None:
-        return _hex(value, 32, "OP") if value else None
-
-    @field_validator("amf")
-    @classmethod
-    def _amf(cls, value: str) -> str:
-        return _hex(value, 4, "AMF")
+    def _hex_fields(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or (not value and info.field_name in ("opc", "op")):
+            return None  # OPc or OP: one of them is given
+        digits, what = HEX_FIELDS[info.field_name]
+        return _hex(value, digits, what)
 
     @field_validator("static_ip")
     @classmethod

@@ -52,6 +52,14 @@ void jw_obj_close(struct jsonw *w) { w->depth--; fputc('}', w->out); if (w->dept
 void jw_arr_open(struct jsonw *w, const char *key) { item(w, key); fputc('[', w->out); push(w); }
 void jw_arr_close(struct jsonw *w) { w->depth--; fputc(']', w->out); }
 
+void jw_str_rows(struct jsonw *w, const char *key, const char *rows, size_t row_len, int n_rows)
+{
+    jw_arr_open(w, key);
+    for (int i = 0; i < n_rows; i++)
+        jw_str(w, NULL, rows + (size_t)i * row_len);
+    jw_arr_close(w);
+}
+
 void jw_str(struct jsonw *w, const char *key, const char *val)
 {
     item(w, key);

@@ -23,5 +23,7 @@ void jw_num(struct jsonw *w, const char *key, double val);        /* non-finite 
 void jw_int(struct jsonw *w, const char *key, long long val);
 void jw_bool(struct jsonw *w, const char *key, int val);
 void jw_null(struct jsonw *w, const char *key);
+/* an array of n_rows strings stored as fixed-width rows (char rows[N][row_len]) */
+void jw_str_rows(struct jsonw *w, const char *key, const char *rows, size_t row_len, int n_rows);
 
 #endif

@@ -426,14 +426,8 @@ int cmd_analyze(int argc, char **argv)
     jw_str(&w, "vantage", "data receiver (the capture is read as taken at the UE)");
     jw_int(&w, "records", (long long)c->records);
     jw_int(&w, "flow_packets", (long long)c->tcp_packets);
-    jw_arr_open(&w, "errors");
-    for (int i = 0; i < c->n_errors; i++)
-        jw_str(&w, NULL, c->errors[i]);
-    jw_arr_close(&w);
-    jw_arr_open(&w, "missing");
-    for (int i = 0; i < c->n_missing; i++)
-        jw_str(&w, NULL, c->missing[i]);
-    jw_arr_close(&w);
+    jw_str_rows(&w, "errors", c->errors[0], sizeof c->errors[0], c->n_errors);
+    jw_str_rows(&w, "missing", c->missing[0], sizeof c->missing[0], c->n_missing);
     pipe_write_summary(&c->pl, &w);
     jw_obj_close(&w);
     if (outfile_close(&out) != 0)

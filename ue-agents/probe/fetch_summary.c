@@ -48,10 +48,7 @@ void fetch_write_summary(struct fetch_ctx *c, FILE *out)
     jw_arr_close(&w);
     jw_str(&w, "error", c->probe_error[0] ? c->probe_error : NULL);
     jw_obj_close(&w);
-    jw_arr_open(&w, "errors");
-    for (int i = 0; i < c->n_errors; i++)
-        jw_str(&w, NULL, c->errors[i]);
-    jw_arr_close(&w);
+    jw_str_rows(&w, "errors", c->errors[0], sizeof c->errors[0], c->n_errors);
     jw_arr_open(&w, "missing");
     for (int i = 0; i < c->n_missing; i++)
         jw_str(&w, NULL, c->missing[i]);
