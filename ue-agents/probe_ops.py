@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -45,6 +46,10 @@ def _result(result: ProbeResult, artifact_dir: Path) -> FetchResult:
     return FetchResult(status=result.status, artifacts=names, summary=result.summary)
 
 
+def _errors(result: ProbeResult) -> str:
+    return "; ".join(result.summary.get("errors") or ["unknown error"])
+
+
 class ProbeOps:
     """fetch / analyze_pcap. Needs from the agent: artifact_dir (Path), and netns (str | None)."""
 
@@ -72,16 +77,11 @@ class ProbeOps:
         errors; its summary stays in the artifact directory. Partial runs return status "partial".
         """
         request = FetchRequest(**params.model_dump(exclude={"tag"}))
-        try:
-            result = run_fetch(request, self.artifact_dir, params.tag, netns=getattr(self, "netns", None),
-                               on_start=self._probe_register)
-        except CellabError as exc:
-            raise OperationFailed(str(exc)) from None
-        finally:
-            self._probe_forget_finished()
+        result = self._probe_call(lambda: run_fetch(request, self.artifact_dir, params.tag,
+                                                    netns=getattr(self, "netns", None),
+                                                    on_start=self._probe_register))
         if result.status == "error":
-            errors = "; ".join(result.summary.get("errors") or ["unknown error"])
-            raise OperationFailed(f"probe fetch failed: {errors} (summary: {result.summary_path.name})")
+            raise OperationFailed(f"probe fetch failed: {_errors(result)} (summary: {result.summary_path.name})")
         return _result(result, self.artifact_dir)
 
     @operation
@@ -91,16 +91,20 @@ class ProbeOps:
         path = (root / params.name).resolve()
         if root not in path.parents or not path.is_file():
             raise OperationFailed(f"{params.name}: no such capture in the artifact directory")
+        result = self._probe_call(lambda: run_analyze(AnalyzeRequest(pcap=path), self.artifact_dir, params.tag,
+                                                      on_start=self._probe_register))
+        if result.status == "error":
+            raise OperationFailed(f"analyze failed: {_errors(result)}")
+        return _result(result, self.artifact_dir)
+
+    def _probe_call(self, call: Callable[[], ProbeResult]) -> ProbeResult:
+        """One probe invocation: its input errors become the operation's failure; the registry is tidied."""
         try:
-            result = run_analyze(AnalyzeRequest(pcap=path), self.artifact_dir, params.tag,
-                                 on_start=self._probe_register)
+            return call()
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
         finally:
             self._probe_forget_finished()
-        if result.status == "error":
-            raise OperationFailed("analyze failed: " + "; ".join(result.summary.get("errors") or ["unknown error"]))
-        return _result(result, self.artifact_dir)
 
     def probe_safe_state(self) -> None:
         """Stop running probes (SIGTERM: the probe writes its partial summary and exits)."""

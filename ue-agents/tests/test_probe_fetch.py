@@ -18,7 +18,6 @@ from cellab.ue.probe_runner import fetch_argv, run_fetch, validate_fetch
 
 from cellab.errors import InputErrors
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.proc import ManagedProcess
 
 PROBE = BUILD_BIN / "cellab-probe"
 SEND = BUILD_BIN / "cellab-send"
@@ -34,21 +33,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def sender(tmp_path):
-    port = free_port()
-    proc = ManagedProcess([str(SEND), "serve", "--bind", "127.0.0.1", "--port", str(port), "--sample-ms", "0",
-                           "--log-dir", str(tmp_path / "send")], tmp_path / "send.log")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.02)
-    yield port
-    proc.stop()
 
 
 def test_bad_requests_name_field_and_allowed_values():
