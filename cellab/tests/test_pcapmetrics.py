@@ -362,8 +362,9 @@ def wait_listening(inns: list[str], port: int) -> None:
 
 
 def capture_iperf3(inns: list[str], pcap: Path) -> dict:
-    """tcpdump on lo while iperf3 sends 4 MiB; the iperf3 server's JSON report."""
-    dump = subprocess.Popen(inns + ["tcpdump", "-i", "lo", "-s", "128", "--immediate-mode", "-U", "-w", str(pcap), "tcp"],
+    """tcpdump on lo while iperf3 sends 4 MiB; the iperf3 server's JSON report. A 16 MiB capture buffer: on
+    a loaded host the default one drops packets and the byte count would miss them."""
+    dump = subprocess.Popen(inns + ["tcpdump", "-i", "lo", "-s", "128", "-B", "16384", "--immediate-mode", "-U", "-w", str(pcap), "tcp"],
                             stderr=subprocess.PIPE, text=True)
     server = subprocess.Popen(inns + ["iperf3", "-s", "-1", "-p", "5201", "-J"], stdout=subprocess.PIPE, text=True)
     try:
