@@ -55,7 +55,7 @@ def main() -> None:
     if os.geteuid() != 0:
         print("cell: needs root (network namespaces, TUN devices); not measured")
         return
-    lab = VirtualLab("cb" + secrets.token_hex(2), {"n_prb": 100, "unlimited": True, "rlc_queue_bytes": 8 << 20})
+    lab = VirtualLab("cb" + secrets.token_hex(2), {"n_prb": 100, "unlimited": True, "rlc_queue": 8 << 20})
     lab.up()
     try:
         pid = int(lab.pid_file.read_text())

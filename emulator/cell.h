@@ -28,11 +28,14 @@
 #define CELL_BSR_PROCESS_TTI 4
 
 enum ul_policy { UL_SRSENB = 0, UL_SR_STRICT = 1 };
+/* downlink RLC queue: srsenb's (SDU-count limit + PDCP discard timer) or a byte limit (deep buffers) */
+enum dl_queue_policy { DLQ_SRSENB = 0, DLQ_BYTES = 1 };
 
 struct pkt {
     struct pkt *next;
     uint64_t end_off;     /* stream offset just past this packet's last byte */
     uint64_t release_tti; /* delay lines: TTI at which the packet moves on */
+    uint64_t enq_tti;     /* downlink RLC queue: TTI it reached the eNB (the PDCP discard timer's start) */
     uint32_t len;
     uint8_t data[];
 };
@@ -70,6 +73,8 @@ struct ue {
     uint64_t cqi_pending_at;
     /* downlink */
     struct fifo dlq;             /* RLC queue: packets not yet fully delivered */
+    struct pkt *dl_next_new;     /* first packet of dlq with no byte scheduled yet, NULL = none */
+    uint32_t dl_new_pkts;        /* packets from dl_next_new on: srsenb's RLC TX SDU queue */
     uint64_t dl_in_off, dl_sched_off, dl_done_off;
     struct dl_tb tb[CELL_MAX_TB]; /* ring ordered by start */
     int tb_head, tb_count;
@@ -89,6 +94,7 @@ struct ue {
     struct ul_grant grants[CELL_UL_HARQ_PROCS];
     /* counters */
     uint64_t dl_delivered_bytes, dl_delivered_pkts, dl_drop_bytes, dl_drop_pkts, dl_lost_pkts;
+    uint64_t dl_discard_bytes, dl_discard_pkts; /* PDCP discard timer (dl_drop_*: the queue was full) */
     uint64_t ul_delivered_bytes, ul_delivered_pkts, ul_drop_pkts, harq_retx, sr_sent, grants_issued;
     uint64_t win_dl_bytes, win_ul_bytes, win_retx, win_dl_tbs_bits;
     /* per-TTI record fields, reset every TTI */
@@ -100,7 +106,9 @@ struct cell_params {
     int n_prb, sr_period_ms, cqi_period_ms, cqi_delay_ms, ul_prb, ul_mcs, bsr_timer_ms, harq_max_tx;
     int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms, realtime;
     enum ul_policy ul_policy;
-    uint64_t rlc_queue_bytes, ul_buffer_bytes;
+    enum dl_queue_policy dl_queue;
+    int rlc_queue_sdus, pdcp_discard_ms; /* DLQ_SRSENB */
+    uint64_t rlc_queue_bytes, ul_buffer_bytes; /* rlc_queue_bytes: DLQ_BYTES */
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
     uint64_t seed;
     const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
@@ -154,9 +162,13 @@ void read_ue(struct cell *c, struct ue *u);
 /* channel.c: one UE's channel and CQI reporting, every TTI */
 void channel_update(struct cell *c, struct ue *u, uint64_t t);
 
-/* harq.c: the downlink RLC queue, HARQ outcomes and in-order delivery */
+/* dlq.c: the downlink RLC queue: admission (SDU or byte limit), the PDCP discard timer, transmission start */
+void dl_enqueue(struct cell *c, struct ue *u, struct pkt *p, uint64_t t);
+void dl_mark_scheduled(struct ue *u);
+void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t);
+
+/* harq.c: HARQ outcomes and in-order delivery */
 static inline struct dl_tb *tb_at(struct ue *u, int i) { return &u->tb[(u->tb_head + i) % CELL_MAX_TB]; }
-void dl_enqueue(struct cell *c, struct ue *u, struct pkt *p);
 void dl_deliver(struct cell *c, struct ue *u, uint64_t t);
 int dl_harq_busy(struct ue *u);
 void dl_outcomes(struct cell *c, struct ue *u, uint64_t t);

@@ -29,7 +29,8 @@ def up(
     cqi_period_ms: int = typer.Option(40, help="CQI report period"),
     ues: int = typer.Option(1, help="number of UEs"),
     attenuation_db: float = typer.Option(0.0, help="initial attenuation for every UE"),
-    rlc_queue_bytes: int = typer.Option(4 << 20, help="per-UE downlink RLC queue limit"),
+    rlc_queue: str = typer.Option("srsenb", help='per-UE downlink queue: "srsenb" (256 packets, 150 ms discard) '
+                                  "or a byte limit such as 4194304"),
     core_delay_ms: float = typer.Option(0.0, help="one-way core delay"),
     internet_delay_ms: float = typer.Option(0.0, help="one-way Internet delay"),
     trace: Annotated[Path | None, typer.Option(help="Mahimahi downlink trace instead of the radio model")] = None,
@@ -40,7 +41,8 @@ def up(
     try:
         lab = VirtualLab(prefix, {
             "n_prb": n_prb, "sr_period_ms": sr_period_ms, "ul_policy": ul_policy, "cqi_period_ms": cqi_period_ms,
-            "n_ues": ues, "attenuation_db": attenuation_db, "rlc_queue_bytes": rlc_queue_bytes,
+            "n_ues": ues, "attenuation_db": attenuation_db,
+            "rlc_queue": int(rlc_queue) if rlc_queue.isdigit() else rlc_queue,
             "core_delay_ms": core_delay_ms, "internet_delay_ms": internet_delay_ms, "trace": trace, "trace_up": trace_up, "seed": seed,
         })
         topo = lab.up()

@@ -38,6 +38,9 @@ json_t *stats_json(struct cell *c)
             (json_int_t)u->ulq.bytes, "sr_sent", (json_int_t)u->sr_sent, "ul_grants", (json_int_t)u->grants_issued,
             "i_sr", u->i_sr, "sr_period_ms", u->sr_period_ms, "sr_offset", u->sr_offset);
         json_object_set_new(o, "olla_db", json_real(u->olla_db));
+        json_object_set_new(o, "dl_discard_pkts", json_integer((json_int_t)u->dl_discard_pkts));
+        json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
+        json_object_set_new(o, "dl_queue_new_pkts", json_integer((json_int_t)u->dl_new_pkts));
         json_array_append_new(ues, o);
     }
     return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
@@ -179,6 +182,7 @@ void publish_telemetry(struct cell *c, uint64_t t)
                               (json_int_t)u->win_ul_bytes, "queue_bytes", (json_int_t)u->dlq.bytes,
                               "harq_retx", (json_int_t)u->win_retx, "dl_tbs_bits", (json_int_t)u->win_dl_tbs_bits,
                               "dl_drop_bytes", (json_int_t)u->dl_drop_bytes, "attenuation_db", u->attenuation_db);
+        json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
         char *s = json_dumps(o, JSON_COMPACT);
         if (s) {
             zmq_send(c->pub, "cell", 4, ZMQ_SNDMORE | ZMQ_DONTWAIT);

@@ -63,6 +63,7 @@ void dl_schedule(struct cell *c, uint64_t t)
                              .n_re = radio_pdsch_re(c->p.n_prb, n, sf), .tx_count = 1, .state = TB_WAIT_OUTCOME};
         u->tb_count++;
         u->dl_sched_off += carry;
+        dl_mark_scheduled(u);
         avail -= n;
         u->r_tbs_bits += (uint32_t)a.tbs_bits;
         u->win_dl_tbs_bits += (uint64_t)a.tbs_bits;
@@ -81,6 +82,7 @@ void dl_trace(struct cell *c, uint64_t t)
         if (carry > cap)
             carry = cap; /* an unused opportunity is wasted */
         u->dl_sched_off += carry;
+        dl_mark_scheduled(u);
         u->dl_done_off = u->dl_sched_off;
         u->r_tbs_bits = (uint32_t)(cap * 8);
         dl_deliver(c, u, t);
@@ -93,6 +95,7 @@ void dl_unlimited(struct cell *c, uint64_t t)
     for (int k = 0; k < c->p.n_ues; k++) {
         struct ue *u = &c->ue[k];
         u->dl_sched_off = u->dl_done_off = u->dl_in_off;
+        dl_mark_scheduled(u);
         dl_deliver(c, u, t);
     }
 }

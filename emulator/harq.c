@@ -1,5 +1,5 @@
-/* cellab-cell: the downlink RLC queue and HARQ: enqueue (drop-tail), TB outcomes (BLER, outer-loop link
- * adaptation, retransmission 8 ms later, loss after the last transmission) and in-order delivery. */
+/* cellab-cell: downlink HARQ: TB outcomes (BLER, outer-loop link adaptation, retransmission 8 ms later, loss
+ * after the last transmission) and in-order delivery out of the RLC queue (dlq.c). */
 #include "cell.h"
 
 #include <stdlib.h>
@@ -12,20 +12,6 @@
 #define OLLA_TARGET_BLER 0.05
 #define OLLA_STEP_DB 0.5
 #define OLLA_MAX_DB 2.0
-
-void dl_enqueue(struct cell *c, struct ue *u, struct pkt *p)
-{
-    if (u->dlq.bytes + p->len > c->p.rlc_queue_bytes) {
-        u->dl_drop_bytes += p->len;
-        u->dl_drop_pkts++;
-        u->r_drop_bytes += p->len;
-        free(p);
-        return;
-    }
-    u->dl_in_off += p->len;
-    p->end_off = u->dl_in_off;
-    fifo_push(&u->dlq, p);
-}
 
 static void record_delivery_error(struct cell *c, uint64_t t)
 {

@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cellab.errors import from_validation_error
 
 MAX_UES = 16
+RLC_QUEUE_MIN_BYTES = 1500
+RLC_QUEUE_MAX_BYTES = 1 << 30
+RLC_QUEUE_ALLOWED = f'"srsenb" or a byte size {RLC_QUEUE_MIN_BYTES}..{RLC_QUEUE_MAX_BYTES}'
 
 
 class CellParams(BaseModel):
@@ -26,7 +29,10 @@ class CellParams(BaseModel):
     ul_mcs: int = Field(20, ge=0, le=28)
     bsr_timer_ms: int = Field(20, ge=5, le=2560)
     harq_max_tx: int = Field(4, ge=1, le=8)
-    rlc_queue_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
+    # per-UE downlink queue: srsenb's (SDU limit + PDCP discard) or a byte limit with tail drop (deep buffers)
+    rlc_queue: Literal["srsenb"] | int = "srsenb"
+    rlc_queue_sdus: int = Field(256, ge=1, le=65536)  # srsenb: RLC_TX_QUEUE_LEN
+    pdcp_discard_ms: int = Field(150, ge=1, le=10000)  # srsenb: rb.conf discard_timer of qci 9
     ul_buffer_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
     core_delay_ms: float = Field(0.0, ge=0, le=10000)
     internet_delay_ms: float = Field(0.0, ge=0, le=10000)
@@ -49,6 +55,14 @@ class CellParams(BaseModel):
                 raise ValueError("attenuation must be within 0..200 dB")
         return v
 
+    @field_validator("rlc_queue", mode="before")
+    @classmethod
+    def _rlc_queue(cls, v: Any) -> Any:
+        if v == "srsenb" or (isinstance(v, int) and not isinstance(v, bool)
+                             and RLC_QUEUE_MIN_BYTES <= v <= RLC_QUEUE_MAX_BYTES):
+            return v
+        raise ValueError(f"{v!r} not allowed (allowed: {RLC_QUEUE_ALLOWED})")
+
     @field_validator("trace", "trace_up")
     @classmethod
     def _trace_exists(cls, v: Path | None) -> Path | None:
@@ -62,6 +76,16 @@ class CellParams(BaseModel):
             raise ValueError(f"attenuation_db: give one value or one per UE ({self.n_ues})")
         if self.ul_prb is not None and self.ul_prb > self.n_prb:
             raise ValueError(f"ul_prb ({self.ul_prb}) exceeds n_prb ({self.n_prb})")
+        srsenb_only = [f for f in ("rlc_queue_sdus", "pdcp_discard_ms")  # set away from srsenb's value
+                       if getattr(self, f) != type(self).model_fields[f].default]
+        if self.rlc_queue != "srsenb" and srsenb_only:
+            raise ValueError(f"{', '.join(srsenb_only)}: only with rlc_queue srsenb (a byte-limited queue has "
+                             "no SDU limit or discard timer)")
+        return self
+
+    def rlc_queue_arg(self) -> str:
+        """The cell's --rlc-queue value."""
+        return "srsenb" if self.rlc_queue == "srsenb" else f"bytes:{self.rlc_queue}"
         return self
 
     def argv(self) -> list[str]:
@@ -70,7 +94,8 @@ class CellParams(BaseModel):
             "--n-prb", str(self.n_prb), "--sr-period-ms", str(self.sr_period_ms),
             "--cqi-period-ms", str(self.cqi_period_ms), "--cqi-delay-ms", str(self.cqi_delay_ms),
             "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
-            "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue-bytes", str(self.rlc_queue_bytes),
+            "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue", self.rlc_queue_arg(),
+            "--rlc-queue-sdus", str(self.rlc_queue_sdus), "--pdcp-discard-ms", str(self.pdcp_discard_ms),
             "--ul-buffer-bytes", str(self.ul_buffer_bytes), "--core-delay-ms", repr(self.core_delay_ms),
             "--internet-delay-ms", repr(self.internet_delay_ms),
             "--core-jitter-ms", str(self.core_jitter_ms), "--seed", str(self.seed),

@@ -46,6 +46,7 @@ struct pkt *pkt_new(const uint8_t *data, uint32_t len)
     p->next = NULL;
     p->end_off = 0;
     p->release_tti = 0;
+    p->enq_tti = 0;
     return p;
 }
 

@@ -23,8 +23,10 @@ void run_tti(struct cell *c, uint64_t t)
     /* downlink packets reaching the eNB after the core/Internet delay */
     while (c->dl_delay.head && c->dl_delay.head->release_tti <= t) {
         struct pkt *p = fifo_pop(&c->dl_delay);
-        dl_enqueue(c, &c->ue[p->end_off], p); /* end_off holds the UE index while in the delay line */
+        dl_enqueue(c, &c->ue[p->end_off], p, t); /* end_off holds the UE index while in the delay line */
     }
+    for (int k = 0; k < c->p.n_ues; k++) /* the eNB's timers run while the schedulers are paused too */
+        dl_discard_expired(c, &c->ue[k], t);
     for (int k = 0; k < c->p.n_ues; k++)
         channel_update(c, &c->ue[k], t);
     if (!c->paused) {

@@ -15,6 +15,7 @@ enum ttilog_flags {
     TTILOG_PUSCH = 1 << 3,       /* the UE transmitted on PUSCH */
     TTILOG_HARQ_LOST = 1 << 4,   /* a downlink TB failed its last HARQ transmission */
     TTILOG_PAUSED = 1 << 5,      /* the cell was paused over the control socket */
+    TTILOG_DL_DISCARD = 1 << 6,  /* the PDCP discard timer removed downlink packets (in dl_drop_bytes) */
 };
 
 struct __attribute__((packed)) ttilog_header {
@@ -38,7 +39,7 @@ struct __attribute__((packed)) ttilog_rec {
     uint32_t ul_buffer_bytes;    /* UE uplink buffer */
     uint32_t ul_grant_bytes;     /* grant used on PUSCH this TTI */
     uint32_t ul_delivered_bytes; /* IP bytes that completed on PUSCH */
-    uint32_t dl_drop_bytes;      /* bytes dropped at the RLC queue limit */
+    uint32_t dl_drop_bytes;      /* bytes dropped: RLC queue full, or PDCP discard timer */
     uint16_t dl_prb;             /* PRBs given to the UE */
     uint8_t harq_retx;           /* HARQ retransmissions sent */
     uint8_t flags;               /* enum ttilog_flags */

@@ -37,13 +37,15 @@ def iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port
 
 def start_iperf3_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, port: int = 5302,
                           udp_bps: int | None = None, length: int = 1400,
-                          upload: bool = False) -> tuple[subprocess.Popen, subprocess.Popen]:
+                          upload: bool = False, cc: str | None = None) -> tuple[subprocess.Popen, subprocess.Popen]:
     server = subprocess.Popen(in_ns(srv_ns, "iperf3", "-s", "-1", "-B", srv_addr, "-p", str(port)),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
     argv = ["iperf3", "-c", srv_addr, "-p", str(port), "-t", str(seconds), "-J"] + ([] if upload else ["-R"])
     if udp_bps:
         argv += ["-u", "-b", str(udp_bps), "-l", str(length)]
+    if cc:
+        argv += ["-C", cc]  # the namespaces' default may be another (the host's, e.g. bbr)
     client = subprocess.Popen(in_ns(ue_ns, *argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return server, client
 
@@ -134,3 +136,17 @@ def bunch_start_spacing_ms(times_s: np.ndarray, join_ms: float) -> np.ndarray:
         return np.array([])
     starts = t[np.r_[True, np.diff(t) >= join_ms]]
     return np.diff(starts)
+
+
+def ping_during_download(srv_ns: str, srv_addr: str, ue_ns: str, seconds: float, ping_from_s: float,
+                         count: int, interval_s: float) -> tuple[np.ndarray, dict]:
+    """Ping RTTs (ms) from the UE while a Cubic download (iperf3 -R) of `seconds` runs; the pings start
+    ping_from_s into it (Cubic has filled the queue by then). Returns the RTTs and iperf3's JSON."""
+    server, client = start_iperf3_download(srv_ns, srv_addr, ue_ns, seconds, cc="cubic")
+    try:
+        time.sleep(ping_from_s)
+        rtts = ping_rtts_ms(ue_ns, srv_addr, count=count, interval_s=interval_s)
+        out, _ = client.communicate(timeout=seconds + 20)
+        return rtts, json.loads(out)
+    finally:
+        finish(client, server)

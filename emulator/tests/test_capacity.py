@@ -83,7 +83,7 @@ def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_
 def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, on_time, tmp_path):
     queue_bytes = 150_000
     # SCHED_FIFO cell: the saturating download and its pinger share the 2 cores with it, and the test is of the model
-    lab = vlab(n_prb=25, rlc_queue_bytes=queue_bytes, core_delay_ms=5.0, realtime=True)
+    lab = vlab(n_prb=25, rlc_queue=queue_bytes, core_delay_ms=5.0, realtime=True)
     topo = lab.topology()
     idle = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=10, interval_s=0.05)
     loaded: dict[str, np.ndarray] = {}

@@ -64,7 +64,7 @@ def test_four_ues_one_namespace_each_with_their_own_attenuation(require_root, ne
 
 
 def test_four_simultaneous_downloads_share_the_cell_fairly(vlab, tmp_path):
-    lab = vlab(ues=4, n_prb=N_PRB, rlc_queue_bytes=300_000)
+    lab = vlab(ues=4, n_prb=N_PRB, rlc_queue=300_000)
     topo = lab.topology()
     seconds = 6
     procs = [start_iperf3_download(lab.srv_ns, topo.server.address, ue.netns, seconds, port=5330 + i)

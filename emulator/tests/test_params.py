@@ -26,6 +26,39 @@ def test_bad_parameter_names_field_and_allowed_values(field, value, allowed):
     assert "campaign.yaml" in text and field in text and allowed in text
 
 
+RLC_QUEUE_ALLOWED = '"srsenb" or a byte size 1500..1073741824'
+
+
+@pytest.mark.parametrize("value", [0, -1, 1499, (1 << 30) + 1, "deep", "4194304", True, 1.5e6])
+def test_bad_rlc_queue_names_field_and_allowed_values(value):
+    with pytest.raises(InputErrors) as exc:
+        validate_params({"rlc_queue": value}, "campaign.yaml")
+    text = str(exc.value)
+    assert "campaign.yaml" in text and "rlc_queue" in text and RLC_QUEUE_ALLOWED in text
+
+
+def test_rlc_queue_choices_reach_the_cell():
+    assert CellParams().rlc_queue == "srsenb"  # srsenb's queue unless a campaign asks for another
+    argv = CellParams(rlc_queue=4194304).argv()
+    assert argv[argv.index("--rlc-queue") + 1] == "bytes:4194304"
+    argv = CellParams(pdcp_discard_ms=300).argv()
+    assert argv[argv.index("--rlc-queue") + 1] == "srsenb" and argv[argv.index("--pdcp-discard-ms") + 1] == "300"
+    with pytest.raises(InputErrors, match="pdcp_discard_ms"):  # a byte-limited queue has no discard timer
+        validate_params({"rlc_queue": 100_000, "pdcp_discard_ms": 300})
+
+
+def test_campaign_validation_reports_a_bad_rlc_queue_with_file_and_field(tmp_path):
+    from cellab.testing import run_cellab
+
+    campaign = tmp_path / "queue.yaml"
+    campaign.write_text("name: q\nlab: virtual\nfactors: {rlc_queue: [srsenb, 100]}\nfixed: {cc: cubic}\n"
+                        "workload: {tool: iperf3, duration_s: 1}\n")
+    out = run_cellab("validate", str(campaign), timeout_s=60)
+    assert out.returncode != 0
+    assert str(campaign) in out.stderr + out.stdout and "rlc_queue" in out.stderr + out.stdout
+    assert RLC_QUEUE_ALLOWED in out.stderr + out.stdout and "Traceback" not in out.stderr
+
+
 def test_bad_parameters_touch_no_namespace(netns_prefix):
     before = set(netns.listnetns())
     with pytest.raises(InputErrors):
@@ -52,6 +85,8 @@ def test_params_argv_round_trip():
     (["--n-prb", "7"], "allowed: 6, 15, 25, 50, 75, 100"),
     (["--sr-period-ms", "3"], "allowed: 5, 10, 20, 40, 80"),
     (["--ul-policy", "x"], "allowed: srsenb, sr-strict"),
+    (["--rlc-queue", "deep"], "allowed: srsenb, bytes:N"),
+    (["--rlc-queue", "bytes:100"], "[1500, 1073741824]"),
     (["--ue", "nosuchns:lte0"], "NETNS:TUN:IPV4"),
 ])
 def test_cell_program_rejects_bad_options_before_namespaces(args, message):

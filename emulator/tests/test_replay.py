@@ -1,7 +1,8 @@
 """The cell's model replayed without a clock: a fixed, seeded load through the C units cellab-cell is built
 from (cell_replay.c), so that every TTI record, every delivered packet and the final stats are deterministic.
 
-The fingerprints below were taken from the single-file cell.c before it was split into units; a change of
+The fingerprints below were taken from the single-file cell.c before it was split into units (retaken when the
+stats gained the PDCP discard counters: TTI records and delivered packets unchanged); a change of
 the model changes them on purpose (then record the new ones and say why in the commit), anything else
 that changes them is a regression. No root, no namespaces."""
 
@@ -27,34 +28,41 @@ def _ues(n: int) -> list[str]:
     return args
 
 
+DEEP = "bytes:4194304"  # the byte-limited queue the scenarios were fingerprinted with (the default before srsenb's)
+
 SCENARIOS: dict[str, tuple[int, list[str], str]] = {
     "fading_harq_jitter": (6000, _ues(3) + [
         "--n-prb", "25", "--attenuation-db", "0,40,52", "--fading-db", "4", "--fading-coherence-ms", "10",
-        "--cqi-period-ms", "20", "--rlc-queue-bytes", "100000", "--core-delay-ms", "5", "--internet-delay-ms",
+        "--cqi-period-ms", "20", "--rlc-queue", "bytes:100000", "--core-delay-ms", "5", "--internet-delay-ms",
         "10", "--core-jitter-ms", "2", "--seed", "7"],
-        "453dd0900fda0573801c8bc92e90cf38868b68bcc87c82021d3c3ed7880177b1"),
+        "d4463667185023e42030269ecd34e291c671dc6a06ade0c7dae0ed2a23503257"),
     "sr_strict_6prb": (6000, _ues(2) + [
         "--ul-policy", "sr-strict", "--sr-period-ms", "40", "--n-prb", "6", "--harq-max-tx", "2",
-        "--attenuation-db", "45", "--fading-db", "6", "--seed", "3", "--cqi-period-ms", "5", "--cqi-delay-ms", "8"],
-        "ef32912bb8103cada2c8129c0c9be77d72f13a0e7fbca52cee6fd8775d626724"),
+        "--attenuation-db", "45", "--fading-db", "6", "--seed", "3", "--cqi-period-ms", "5", "--cqi-delay-ms", "8",
+        "--rlc-queue", DEEP],
+        "8f830d358d7d7db114ffcaccc8569f0efc3a53469a726db638a685a39e1a39f6"),
     "trace_both_ways": (4000, _ues(3) + [
         "--trace", str(TRACES / "TMobile-LTE-short.down"), "--trace-up", str(TRACES / "TMobile-LTE-short.up"),
-        "--rlc-queue-bytes", "300000"],
-        "92a3b309bbb3daf364f1d7ebd7b50d640c649cc545b2d309eccf8499aa9bc18a"),
-    "unlimited": (3000, _ues(3) + ["--unlimited", "--core-delay-ms", "3"],
-                  "f128a1620663cdf7c25f3d9df41190d3a49498235108a2389c3e04e5b9d2f44b"),
+        "--rlc-queue", "bytes:300000"],
+        "7de26effc593fc4105726f0f3b5d8358cf9e6f7800771077c4c719977966466e"),
+    "unlimited": (3000, _ues(3) + ["--unlimited", "--core-delay-ms", "3", "--rlc-queue", DEEP],
+                  "3bbcab951f48190d0fba104503525842719a3e032c40eb54baae6314062d09ae"),
     "srsenb_100prb_small_ul": (3000, _ues(3) + [
         "--n-prb", "100", "--sr-period-ms", "5", "--bsr-timer-ms", "10", "--ul-prb", "20", "--ul-mcs", "10",
-        "--ul-buffer-bytes", "20000", "--attenuation-db", "30", "--fading-db", "8", "--seed", "11"],
-        "38213b13a86cbc4d07c497a53e666b1f1023c7996ee9d9b50c4602803bd52087"),
+        "--ul-buffer-bytes", "20000", "--attenuation-db", "30", "--fading-db", "8", "--seed", "11",
+        "--rlc-queue", DEEP],
+        "0d091585410af3fb42a407c737e7fcd907a0c6a0ecc77111a286cf1e226e0102"),
     "sixteen_ues": (3000, _ues(16) + [
         "--n-prb", "50", "--sr-period-ms", "10", "--attenuation-db", "20", "--fading-db", "3", "--seed", "5",
-        "--rlc-queue-bytes", "50000"],
-        "fe988d6c30d0b1004e33804548eb56cd1526a281eaea2331d972cf791786b0a7"),
+        "--rlc-queue", "bytes:50000"],
+        "2b0388d319a660b31be348089167479f5b899bd26ed4da3bb045c2449a83c344"),
+    "srsenb_queue_overload": (3000, _ues(3) + [  # the default queue: SDU limit and PDCP discard both bind
+        "--n-prb", "15", "--attenuation-db", "0,30,45", "--fading-db", "3", "--seed", "13", "--core-delay-ms", "3"],
+        "9ce64fea21b165b085c2d0d14f87f52488f2c94bebb248ec37cc10cac628f8f1"),
     "edge_of_range": (2000, _ues(1) + [
         "--sr-period-ms", "80", "--cqi-period-ms", "160", "--n-prb", "15", "--attenuation-db", "62",
-        "--fading-db", "10", "--fading-coherence-ms", "1"],
-        "b7c15f8abbc67ba74bb3b5d7032998a1553bb70e99b9ae553426480db2ce0961"),
+        "--fading-db", "10", "--fading-coherence-ms", "1", "--rlc-queue", DEEP],
+        "a0c96151c00fc88d8951a6cc821773128a00633ab5a66787a5ef0a6069d2850a"),
 }
 
 
@@ -98,3 +106,16 @@ def test_replay_is_deterministic_and_uses_every_path(replay, tmp_path):
     ues = json.loads(first[1].splitlines()[-2])["ues"]
     assert all(sum(u[key] for u in ues) > 0
                for key in ("harq_retx", "dl_lost_pkts", "dl_drop_pkts", "sr_sent", "ul_delivered_bytes"))
+
+
+def test_replay_srsenb_queue_drops_by_both_reasons(replay, tmp_path):
+    """The default queue under overload: arrivals refused at 256 new packets, new packets discarded after 150 ms,
+    and the counters add up (every offered packet is delivered, lost by HARQ, dropped, discarded or queued)."""
+    n_tti, args, _ = SCENARIOS["srsenb_queue_overload"]
+    ue0 = json.loads(_run(replay, tmp_path, n_tti, args)[1].splitlines()[-2])["ues"][0]
+    assert ue0["dl_drop_pkts"] > 0 and ue0["dl_discard_pkts"] > 0
+    assert ue0["dl_queue_new_pkts"] <= 256
+    # UE 0 is offered two 1400-byte packets per TTI; those of the last 3 TTIs are still in the core delay line
+    accounted = (ue0["delivered_pkts"] + ue0["dl_lost_pkts"] + ue0["dl_drop_pkts"] + ue0["dl_discard_pkts"]
+                 + ue0["queue_bytes"] // 1400)
+    assert accounted == 2 * (n_tti - 3)

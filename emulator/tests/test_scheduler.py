@@ -19,7 +19,7 @@ def _saturate_both(lab, seconds: float = 3.0) -> None:
 
 
 def test_proportional_fair_shares_equal_ues_equally(vlab, tmp_path):
-    lab = vlab(n_prb=25, n_ues=2, rlc_queue_bytes=500_000)
+    lab = vlab(n_prb=25, n_ues=2, rlc_queue=500_000)
     _saturate_both(lab)
     log = read_ttilog(lab.collect(tmp_path)["cell_tti_log"])
     a, b = log.ue(0), log.ue(1)
@@ -35,7 +35,7 @@ def test_proportional_fair_shares_equal_ues_equally(vlab, tmp_path):
 
 
 def test_proportional_fair_gives_time_not_bytes_to_unequal_ues(vlab, tmp_path):
-    lab = vlab(n_prb=25, n_ues=2, attenuation_db=[0.0, 52.0], rlc_queue_bytes=500_000)
+    lab = vlab(n_prb=25, n_ues=2, attenuation_db=[0.0, 52.0], rlc_queue=500_000)
     _saturate_both(lab)
     log = read_ttilog(lab.collect(tmp_path)["cell_tti_log"])
     a, b = log.ue(0), log.ue(1)
@@ -49,7 +49,7 @@ def test_proportional_fair_gives_time_not_bytes_to_unequal_ues(vlab, tmp_path):
 
 def test_harq_retransmits_8_ms_later_under_fading(vlab, tmp_path):
     lab = vlab(n_prb=25, attenuation_db=45.0, fading_db=4.0, fading_coherence_ms=10.0, cqi_period_ms=20,
-               rlc_queue_bytes=500_000, seed=7)
+               rlc_queue=500_000, seed=7)
     topo = lab.topology()
     finish(*start_iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, 3, port=5320,
                                   udp_bps=20_000_000, length=1400))

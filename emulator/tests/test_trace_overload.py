@@ -31,7 +31,7 @@ def trace_opportunities_per_ms(path) -> np.ndarray:
 def test_trace_mode_delivers_the_trace_opportunities(vlab, tmp_path):
     if not TRACE.exists():
         pytest.fail(f"{TRACE} missing (the shared data set)")
-    lab = vlab(trace=TRACE, rlc_queue_bytes=2_000_000)
+    lab = vlab(trace=TRACE, rlc_queue=2_000_000)
     topo = lab.topology()
     # 60 Mbit/s of UDP keeps the queue saturated above the trace's peaks
     server, client = start_iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, 4,
@@ -80,7 +80,7 @@ def test_uplink_trace_mode_replaces_sr_and_grants(vlab, tmp_path):
 
 def test_overload_drops_at_queue_limit_with_bounded_memory(vlab, tmp_path):
     queue_bytes = 300_000
-    lab = vlab(n_prb=6, rlc_queue_bytes=queue_bytes)  # ~4 Mbit/s cell
+    lab = vlab(n_prb=6, rlc_queue=queue_bytes)  # ~4 Mbit/s cell
     topo = lab.topology()
     pid = int(lab.pid_file.read_text())
     server, client = start_iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, 3,
