@@ -136,7 +136,7 @@ def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int,
         if trace is None:
             trace = constant_trace(Path(tmp) / "constant.trace", rate_mbit)
         params: dict[str, Any] = {"trace": str(trace), "sr_period_ms": sr_period_ms,
-                                  "rlc_queue_bytes": queue_bytes, "n_ues": n_ues, "realtime": realtime}
+                                  "rlc_queue": queue_bytes, "n_ues": n_ues, "realtime": realtime}
         overhead_ms = CELL_OVERHEAD_RTT_MS
         if uplink_mbit is not None:
             params["trace_up"] = str(constant_trace(Path(tmp) / "uplink.trace", uplink_mbit))
