@@ -576,7 +576,9 @@ def write_report(result_dir: Path) -> Path:
     out = FigureWriter(plot_dir)
     plotted = [throughput_delay_section(done, facets, colors, out), cdf_section(done, facets, colors, out),
                sr_section(done, fixed, out, _sr_probes_asked(campaign)), network_section(done, order, out)]
-    runs_section = Section("runs", "Runs", tables=[run_table(runs, [f for f in factor_names if f != "scheme"])])
+    queues = sorted({str(r.params["rlc_queue"]) for r in store.planned() if "rlc_queue" in r.params})  # with defaults
+    runs_section = Section("runs", "Runs", notes=[f"Downlink queue (rlc_queue): {', '.join(queues)}."] if queues else [],
+                           tables=[run_table(runs, [f for f in factor_names if f != "scheme"])])
     sections = [s for s in [*plotted, runs_section, ue_section(store, done), timeline_section(done, out)]
                 if s is not None]
 

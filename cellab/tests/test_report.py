@@ -286,3 +286,14 @@ def test_sixty_runs_render_quickly(tmp_path):
     assert html.count("data:image/png;base64,") <= report.MAX_INLINE_TIMELINES + 10
     assert "20 of 60 timelines are not shown inline" in html
     assert len(list((folder / "report").glob("timeline-*.png"))) == 60
+
+
+def test_runs_section_names_the_downlink_queue_the_runs_used(tmp_path):
+    campaign = {"name": "queues", "lab": "virtual", "factors": {"cc": ["cubic"]}, "fixed": {}}
+    planned = [PlannedRun(index=i, run_id=f"q{i}", repeat=0, factors={"cc": "cubic"},
+                          params={"cc": "cubic", "rlc_queue": queue}) for i, queue in enumerate(["srsenb", 4194304])]
+    store = ResultStore.create(tmp_path, "queues", yaml.safe_dump(campaign), planned)
+    html = report.write_report(store.root).read_text()
+    assert "Downlink queue (rlc_queue): 4194304, srsenb." in html
+    assert "Downlink queue" not in report.write_report(make_folder(tmp_path / "none", {"cc": ["cubic"]},
+                                                                  [({"cc": "cubic"}, "failed", None)])).read_text()
