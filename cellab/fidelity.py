@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -276,6 +277,56 @@ def run_plan(plan: Plan, out_dir: Path, prefix: str, report: bool = True, timeou
     return results
 
 
+def measure_in_session(lab: str, grid: Grid, out_dir: Path, prefix: str) -> dict[str, CaseValues]:
+    """The grid's idle and download cases in ONE lab session, without the campaign runner: the same workloads
+    (cellab.workloads) and metrics, one bring-up instead of one per campaign (the runner takes one workload per
+    campaign). For the fidelity test's budget; no store, no report, no telemetry, so no attenuation or
+    two-UE cases. A virtual-cell case the host stalled (late TTIs, as the runner's retry rule) is measured
+    once more."""
+    import time
+
+    from cellab.campaign import Retry, Timeouts, Workload, params_model_for
+    from cellab.contracts.server import ServerClient
+    from cellab.contracts.ue import UEClient
+    from cellab.metrics import run_metrics
+    from cellab.session import LabSession
+    from cellab.workloads import WORKLOADS, RunUE, WorkloadTarget
+
+    plan = build_plan(lab, grid)
+    cases = [(c, plan.idle, level) for c, level in plan.idle["factors"]["case"].items()]
+    cases += [(c, plan.load, level) for c, level in plan.load["factors"]["case"].items()]
+    unsupported = [c for c, _, _ in cases if not c.startswith(("idle-", "dl-"))]
+    if unsupported:
+        raise CellabError(f"measure_in_session: only idle and download cases, not {', '.join(unsupported)}")
+    model = params_model_for(lab, f"lab {lab}")
+    timeouts, retry = Timeouts(run_s=180, request_s=20), Retry()
+    out: dict[str, CaseValues] = {}
+    with LabSession(lab, prefix=prefix) as session:
+        ctl = session.controller
+        server = ServerClient(ctl, session.roles["server"], timeouts.request_s)
+        for case, campaign, level in cases:
+            params = model(**campaign["fixed"], **level).model_dump(mode="json")
+            workload = Workload(**campaign["workload"])
+            ue = RunUE("ue0", session.ue_agents[0], 0, 0, params["cc"], "none", 1, "static", None, None)
+            for attempt in (1, 2):
+                session.lab.configure(params)
+                run_dir = out_dir / case
+                shutil.rmtree(run_dir, ignore_errors=True)  # a stalled attempt's files go
+                ue_dir = run_dir / "ues" / ue.name
+                ue_dir.mkdir(parents=True, exist_ok=True)
+                target = WorkloadTarget(server, UEClient(ctl, ue.agent, timeouts.request_s), ue,
+                                        session.topology.server.address, f"{prefix}-{case}-a{attempt}", ue_dir)
+                artifacts = WORKLOADS[workload.tool](target, workload, timeouts, time.monotonic() + timeouts.run_s)
+                timing = session.lab.timing_faults()
+                if not retry.host_stalled(timing.get("ttis", 0), timing.get("late_ttis", 0),
+                                          timing.get("resyncs", 0)):
+                    break
+                if attempt == 2:
+                    raise CellabError(f"{lab} {case}: the host stalled the virtual cell twice ({timing})")
+            out[case] = idle_values(run_dir) if workload.tool == "probe" else download_values(run_metrics(artifacts))
+    return out
+
+
 # ---------------------------------------------------------------- reading results
 @dataclass
 class CaseValues:
@@ -304,12 +355,14 @@ def idle_values(run_dir: Path) -> CaseValues:
     except (OSError, ValueError) as exc:
         return CaseValues(error=f"{summaries[0]}: {exc}")
     rtts = [float(v) for v in probes.get("rtt_ms") or [] if isinstance(v, (int, float))]
+    requested = probes.get("requested")
+    if isinstance(requested, int) and requested > 0:
+        rtts = rtts[:requested]  # the probe sends up to twice as many when its SR estimate is unclear
     if not rtts:
         return CaseValues(error=f"{summaries[0]}: no idle probe answered ({probes.get('error') or 'none received'})")
     lo, avg, hi = _stats(rtts)
     return CaseValues({"idle_rtt_avg_ms": avg, "idle_rtt_min_ms": lo, "idle_rtt_max_ms": hi},
-                      {"idle_rtt_avg_ms": f"min/avg/max {_fmt3((lo, avg, hi))} ms, {len(rtts)} of "
-                                          f"{probes.get('sent', '?')} probes"})
+                      {"idle_rtt_avg_ms": f"min/avg/max {_fmt3((lo, avg, hi))} ms, {len(rtts)} probes"})
 
 
 def download_values(metrics: dict[str, Any]) -> CaseValues:
