@@ -45,7 +45,7 @@ factors:
     cubic: {cc: cubic}
     c2tcp: {cc: c2tcp}
     exll-rx: {cc: cubic, receiver: exll}
-fixed: {n_prb: 25, core_delay_ms: 10, ul_policy: srsenb}
+fixed: {n_prb: 25, core_delay_ms: 10, ul_policy: srsenb, rlc_queue: 4194304}  # the papers' deep buffer
 workload: {tool: probe, duration_s: 5, sr_probes: 30}
 timeouts: {run_s: 90, request_s: 20}
 retry: {max_attempts: 2, backoff_s: 1}

@@ -18,7 +18,8 @@ import time
 import pytest
 from cellab.server import experiment, flowclient, modules
 
-CELL = {"n_prb": 25, "sr_period_ms": 20, "core_delay_ms": 10, "attenuation_db": 20, "realtime": True}
+CELL = {"n_prb": 25, "sr_period_ms": 20, "core_delay_ms": 10, "attenuation_db": 20, "realtime": True,
+        "rlc_queue": 4 << 20}  # as the shoot-out: the paper's deep buffer
 FLOW_MS = 12_000           # the full shoot-out's flow: the fade is over at 11 s
 WARMUP_MS = 1000
 PLAY_STEP_S = 0.1          # the schedule's update_interval_s

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from cellab.server import experiment, flowclient, modules
 
-CELL = {"n_prb": 25, "sr_period_ms": 20, "core_delay_ms": 10, "ul_policy": "srsenb"}
+CELL = {"n_prb": 25, "sr_period_ms": 20, "core_delay_ms": 10, "ul_policy": "srsenb",
+        "rlc_queue": 4 << 20}  # the paper's setting: a commercial network's deep buffer
 FLOW_MS = 4000
 WARMUP_MS = 1000
 C2TCP_FLOWS = 3
