@@ -35,6 +35,26 @@ ZMQ_SNR_OFFSET_DB = 67.0
 STOP_GRACE_S = 3.0  # srsue without its eNB blocks in ZMQ and ignores SIGTERM; its attach state is not kept
 
 
+def _luhn_digit(digits: str) -> str:
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = int(c) * (2 if i % 2 == 0 else 1)
+        total += d - 9 if d > 9 else d
+    return str((10 - total % 10) % 10)
+
+
+def ue_usim(index: int) -> dict[str, str]:
+    """UE `index`'s USIM: UE 0 the srsRAN example values, UE i the next IMSI with its own K, OPc and IMEI
+    (the last byte of K and OPc moved by i; the IMEI's serial by i, with its Luhn check digit)."""
+    if index == 0:
+        return dict(TEST_USIM)
+    base = TEST_USIM
+    k = base["k"][:-2] + f"{(int(base['k'][-2:], 16) - index) % 256:02x}"
+    opc = base["opc"][:-2] + f"{(int(base['opc'][-2:], 16) + index) % 256:02x}"
+    imei14 = f"{int(base['imei'][:14]) + index:014d}"
+    return {"imsi": f"{int(base['imsi']) + index:015d}", "k": k, "opc": opc, "imei": imei14 + _luhn_digit(imei14)}
+
+
 class SrsueError(CellabError):
     """srsue could not be found, started, or did not attach; the message carries its own console line."""
 
@@ -46,6 +66,7 @@ class UeSettings:
     dl_earfcn: int = 3350
     n_prb: int = 25  # srsue reads the cell's PRBs from the MIB; kept so an eNB change restarts the UE too
     ref_snr_db: float = REF_SNR_DB
+    base_srate_hz: float = 23.04e6  # the ZMQ stream's rate: srsenb's rf.device base_srate_hz
 
     def awgn_snr_setting(self) -> float:
         """srsue's `channel.dl.awgn.snr` that gives ref_snr_db at 0 dB attenuation."""
@@ -67,15 +88,17 @@ def find_srsue(bin_dir: str | Path | None = None) -> Path:
 
 
 def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: Path | None = None,
-                   tx_port: int = 2001, rx_port: int = 2000) -> str:
+                   tx_port: int = 2001, rx_port: int = 2000, index: int = 0) -> str:
+    """UE `index` (its USIM, ZMQ id); tx_port is bound, rx_port is srsenb's (or the broker's) tx."""
     metrics_path = metrics_path or log_path.with_name("srsue_metrics.csv")
     channel = (f"[channel.dl]\nenable = true\n[channel.dl.awgn]\nenable = true\nsnr = {s.awgn_snr_setting():g}\n"
                "signal_power = 0\n")
-    u = TEST_USIM
+    u = ue_usim(index)
     return (
         "# rendered by cellab.ran.srsue_proc (the srsran-zmq lab)\n"
         "[rf]\nfreq_offset = 0\ntx_gain = 80\ndevice_name = zmq\n"
-        f"device_args = tx_port=tcp://*:{tx_port},rx_port=tcp://localhost:{rx_port},id=ue,base_srate=23.04e6\n"
+        f"device_args = tx_port=tcp://*:{tx_port},rx_port=tcp://localhost:{rx_port},id=ue{index},"
+        f"base_srate={s.base_srate_hz / 1e6:g}e6\n"
         f"[rat.eutra]\ndl_earfcn = {s.dl_earfcn}\n"
         "[pcap]\nenable = none\n"
         f"[log]\nall_level = warning\nphy_lib_level = none\nall_hex_limit = 32\nfilename = {log_path}\n"
@@ -90,8 +113,11 @@ def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: P
 class SrsueProcess:
     """srsue started in `netns` (where srsenb's ZMQ ports are), its TUN in `ue_netns`."""
 
-    def __init__(self, binary: Path, work_dir: Path, settings: UeSettings, *, netns: str | None, ue_netns: str):
+    def __init__(self, binary: Path, work_dir: Path, settings: UeSettings, *, netns: str | None, ue_netns: str,
+                 index: int = 0, ports: tuple[int, int] = (2000, 2001)):
+        """ports: (rx, tx) ZMQ ports (the lab's broker's; srsenb's own 2000/2001 by default)."""
         self.binary, self.work_dir, self.settings = binary, work_dir, settings
+        self.index, self.ports = index, ports
         self.netns, self.ue_netns = netns, ue_netns
         self.console = work_dir / "srsue_console.log"
         self.log = work_dir / "srsue.log"
@@ -103,7 +129,8 @@ class SrsueProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         conf = self.work_dir / "ue.conf"
         self.metrics.unlink(missing_ok=True)
-        conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics))
+        conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics,
+                                       rx_port=self.ports[0], tx_port=self.ports[1], index=self.index))
         # cwd: srsue writes its NAS context (.ctxt) where it runs
         self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns, cwd=conf.parent)
         self.started_s = time.time()

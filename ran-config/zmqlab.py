@@ -2,8 +2,14 @@
 hardware lab uses (`enb` = cellab.ran.agent, `core` = the core room's srsEPC agent), srsue supervised here.
 
     <p>-srv  eth0 10.201.0.2 --veth-- srv0 10.201.0.1  <p>-core: srsepc (SGi srs_spgw_sgi 172.16.0.1),
-                                                           srsenb, srsue (ZMQ 2000/2001 on the namespace's lo)
+                                                           srsenb, the ZMQ broker, the srsue (ZMQ on its lo)
     <p>-ue0  tun_srsue 172.16.0.2 (srsue puts its TUN here: [gw] netns)
+    <p>-ueI  tun_srsue 172.16.0.(2+I), with several UEs (`ues`, up to MAX_UES)
+
+The radio: cellab-zmq-broker (broker/zmq_broker.c, zmq_broker.py) takes srsenb's ZMQ ports 2000/2001 and
+serves UE i on 2100+2i / 2101+2i (DL copied to every UE, UL summed), also with one UE (one code path); each UE
+its own USIM (srsue_proc.ue_usim), subscriber row and static IP. The ZMQ stream runs at the cell's own sample
+rate (base_srate = the n_prb's rate: no 4x resampling in srsenb and every srsue, a quarter of the bytes).
 
 S1 (through the bundle's SCTP shim: abstract AF_UNIX sockets), GTP-U and ZMQ all stay inside <p>-core, so
 nothing of the stack touches the root namespace. The lab holds the host lock /tmp/cellab-srsran.lock (cellab.hostlock) from `up` to `down`
@@ -19,25 +25,29 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cellab.hostlock import SRSRAN_LOCK, HostLock, HostLockTimeout, acquire
 from cellab.contracts.core import ConfigureParams as CoreConfigureParams
 from cellab.contracts.core import CoreClient
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
-from cellab.errors import CellabError, from_validation_error
+from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.labs import netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.paths import PROJECT_ROOT
 
 from .srsenb_proc import BIN_ENV
-from .srsue_proc import TEST_USIM, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue
+from .srsue_proc import TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
+from .zmq_broker import BrokerProcess, ue_ports
 
 BUNDLE_BIN = PROJECT_ROOT.parent / "shared" / "tools" / "srsran" / "bin"
 ENB_PROFILE = Path(__file__).resolve().parent / "examples" / "zmq-25prb.yaml"
@@ -45,12 +55,19 @@ CORE_PROFILE = PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq.yaml"
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
 SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
-UE_ADDR = "172.16.0.2"  # the subscriber's static IP (the core profile's ue_subnet 172.16.0.0/24)
 CELL_ID = 1  # the example profile's cell
 ATTACH_TIMEOUT_S = 60.0
 ENB_READY_TIMEOUT_S = 30.0
 MAX_ATTENUATION_DB = 25.0
 REQUEST_TIMEOUT_S = 20.0
+MAX_UES = 4
+#: the cell's sample rate per n_prb (srsRAN with lte_sample_rates off): the ZMQ stream's rate with the broker
+CELL_SRATE_HZ = {6: 1.92e6, 15: 3.84e6, 25: 5.76e6, 50: 11.52e6}
+
+
+def ue_addr(index: int) -> str:
+    """UE `index`'s static IP (its subscriber row): 172.16.0.2, .3, ..."""
+    return f"172.16.0.{2 + index}"
 
 
 class ZmqLabParams(BaseModel):
@@ -64,6 +81,15 @@ class ZmqLabParams(BaseModel):
     attenuation_db: float = Field(0.0, ge=0, le=MAX_ATTENUATION_DB, allow_inf_nan=False,
                                   description="eNB cell_gain -attenuation_db against srsue's fixed DL "
                                               "noise floor: SNR 30 - attenuation_db dB")
+    rlc_queue: str | int = Field("srsenb", description="the DL RLC queue: on the real stack srsenb's own")
+
+    @field_validator("rlc_queue")
+    @classmethod
+    def _real_queue_only(cls, value: str | int) -> str:
+        if value != "srsenb":
+            raise ValueError(f"{value!r}: the real srsenb's RLC queue is fixed by srsenb itself; "
+                             "allowed: 'srsenb' (a byte size is a virtual-cell setting)")
+        return value
 
 
 RESTART_FIELDS = ("n_prb", "sr_period_ms", "cqi_period_ms")  # srsenb reads them only at start
@@ -84,29 +110,36 @@ def srsran_bin_dir() -> Path:
                       + "; ".join(searched) + f" (set {BIN_ENV} to an srsRAN 4G bin folder)")
 
 
-def subscribers_csv() -> str:
-    """The one subscriber srsue's USIM matches, in the core room's subscriber CSV format."""
-    u = TEST_USIM
-    return ("name,imsi,k,opc,amf,apn,static_ip,sqn,qci\n"
-            f"ue1,{u['imsi']},{u['k']},{u['opc']},8000,srsapn,{UE_ADDR},0,7\n")
+def subscribers_csv(n_ues: int = 1) -> str:
+    """The subscribers the UEs' USIMs match (one row each, its static IP), in the core room's CSV format."""
+    rows = ["name,imsi,k,opc,amf,apn,static_ip,sqn,qci"]
+    for i in range(n_ues):
+        u = ue_usim(i)
+        rows.append(f"ue{i + 1},{u['imsi']},{u['k']},{u['opc']},8000,srsapn,{ue_addr(i)},0,7")
+    return "\n".join(rows) + "\n"
 
 
 class SrsranZmqLab(EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
-    max_ues = 1  # one srsue per ZMQ eNB (several need a broker: anchors §1.5)
+    max_ues = MAX_UES  # several: through cellab-zmq-broker
 
-    def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None):
+    def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
+        if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
+            raise InputError("srsran-zmq lab", "ues", f"{ues!r} is not a UE count", [f"1..{MAX_UES}"])
+        self.n_ues = ues
         self.prefix = netns.check_prefix(prefix)
         self._bin_dir = Path(bin_dir) if bin_dir else None
         self.state_dir = STATE_ROOT / f"srsran-{self.prefix}"
         self.controller: Any = None
         self.lab_agents: dict[str, str] = {}
         self._lock: HostLock | None = None
-        self._ue: SrsueProcess | None = None
+        self._ues: list[SrsueProcess] = []
+        self._broker: BrokerProcess | None = None  # with several UEs
         self._applied: ZmqLabParams | None = None
         self._enb_restarts = 0
-        self._console_offset = 0
+        self._console_offsets: list[int] = []
+        self._configured_at_s = 0.0
         self.last_attach_s: float | None = None  # configure → attached, of the last (re)attach
         self.last_configure: dict[str, Any] = {}
         self.lock_wait_s = 0.0  # how long up() waited for another srsRAN stack to finish
@@ -118,7 +151,10 @@ class SrsranZmqLab(EmbeddedLab):
 
     @property
     def ue_ns(self) -> str:
-        return f"{self.prefix}-ue0"
+        return self.ue_ns_of(0)
+
+    def ue_ns_of(self, index: int) -> str:
+        return f"{self.prefix}-ue{index}"
 
     @property
     def srv_ns(self) -> str:
@@ -131,7 +167,8 @@ class SrsranZmqLab(EmbeddedLab):
         return self._bin_dir
 
     def topology(self) -> Topology:
-        return Topology(server=Host("server", self.srv_ns, SERVER_ADDR), ues=(Host("ue0", self.ue_ns, UE_ADDR),),
+        ues = tuple(Host(f"ue{i}", self.ue_ns_of(i), ue_addr(i)) for i in range(self.n_ues))
+        return Topology(server=Host("server", self.srv_ns, SERVER_ADDR), ues=ues,
                         extra={"core_netns": self.core_ns, "srsran_bin": str(self.bin_dir)})
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -146,7 +183,7 @@ class SrsranZmqLab(EmbeddedLab):
             self._remove()
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
-            for name in (self.core_ns, self.ue_ns, self.srv_ns):
+            for name in (self.core_ns, self.srv_ns, *map(self.ue_ns_of, range(self.n_ues))):
                 netns.create(name)
             netns.veth(self.core_ns, "srv0", self.srv_ns, "eth0")
             netns.address(self.core_ns, "srv0", f"{CORE_SIDE_ADDR}/{LINK_PREFIX}")
@@ -167,7 +204,7 @@ class SrsranZmqLab(EmbeddedLab):
         super().bind(controller, agents)
         core = self._core()
         core.configure(CoreConfigureParams(profile_yaml=CORE_PROFILE.read_text(), flavour="srsepc",
-                                           subscribers_csv=subscribers_csv()))
+                                           subscribers_csv=subscribers_csv(self.n_ues)))
         status = core.start()
         if not status.ok:
             raise CellabError("srsran-zmq lab: srsEPC did not start: " + "; ".join(status.problems))
@@ -186,9 +223,9 @@ class SrsranZmqLab(EmbeddedLab):
 
     # ---- per run ------------------------------------------------------------------------------
     def configure(self, params: dict[str, Any]) -> None:
-        """srsenb through its agent and srsue, restarted together when a radio parameter changed or either is
-        not running (a new srsue does not sync to an srsenb whose ZMQ peer went away); then attach, the eNB's
-        RNTI, the UE's default route and one ping through the EPC."""
+        """srsenb through its agent and the srsue (and with several UEs the broker), restarted together when a
+        radio parameter changed or one is not running (a new srsue does not sync to an srsenb whose ZMQ peer
+        went away); then attach, the eNB's RNTIs, each UE's default route and a ping through the EPC."""
         p = validate_params(params)
         started = time.monotonic()
         enb = self._enb()
@@ -197,78 +234,103 @@ class SrsranZmqLab(EmbeddedLab):
         if reasons:
             if status.state in ("running", "starting"):
                 enb.safe_state()  # first: with srsue still on its ZMQ link srsenb stops at once
-            if self._ue is not None:
-                self._ue.stop()
+            self._stop_radio()
         result = enb.configure(ConfigureParams(
-            profile_yaml=ENB_PROFILE.read_text(), profile_name=ENB_PROFILE.name,
+            profile_yaml=self._enb_profile_yaml(p.n_prb), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
             ready_timeout_s=ENB_READY_TIMEOUT_S))
         if result.restarted and not reasons:  # it died between status and configure
             reasons = result.restart_reasons
-            if self._ue is not None:
-                self._ue.stop()
+            self._stop_radio()
         if reasons or self._applied is None or p.attenuation_db != self._applied.attenuation_db:
             enb.cell_gain(CELL_ID, -p.attenuation_db)
         if reasons:
-            self._applied = None  # until the UE is attached again
-            self._start_ue(UeSettings(n_prb=p.n_prb))
+            self._applied = None  # until the UEs are attached again
+            self._start_ues(p.n_prb)
         self._enb_restarts = enb.status().restarts
         self._applied = p
-        self._console_offset = self._ue.console.stat().st_size if self._ue and self._ue.console.exists() else 0
+        self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
+        self._configured_at_s = time.time()
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
                                "attach_s": self.last_attach_s if reasons else None}
 
+    def _enb_profile_yaml(self, n_prb: int) -> str:
+        """The eNB profile with its ZMQ stream at the cell's own rate (see the module doc)."""
+        profile = yaml.safe_load(ENB_PROFILE.read_text())
+        profile["rf"]["device"]["base_srate_hz"] = CELL_SRATE_HZ[n_prb]
+        return yaml.safe_dump(profile, sort_keys=False)
+
     def _restart_reasons(self, p: ZmqLabParams, enb_state: str) -> list[str]:
         if self._applied is None:
-            return ["first start" if self._ue is None else "the last configure did not finish"]
+            return ["first start" if not self._ues else "the last configure did not finish"]
         reasons = [f"{name} {getattr(self._applied, name)} -> {getattr(p, name)}" for name in RESTART_FIELDS
                    if getattr(self._applied, name) != getattr(p, name)]
         if enb_state != "running":
             reasons.append(f"srsenb {enb_state}")
-        if self._ue is None or not self._ue.running():
-            reasons.append("srsue not running")
+        if self._broker is None or not self._broker.running():
+            reasons.append("ZMQ broker not running")
+        reasons += [f"srsue {ue.index} not running" for ue in self._ues if not ue.running()]
         return reasons
 
-    def _start_ue(self, settings: UeSettings) -> None:
-        if self._ue is not None:
-            self._ue.stop()
+    def _stop_radio(self) -> None:
+        with ThreadPoolExecutor(max_workers=MAX_UES) as pool:  # each may take its SIGTERM grace: at once
+            list(pool.map(SrsueProcess.stop, self._ues))
+        self._ues = []
+        if self._broker is not None:
+            self._broker.stop()
+            self._broker = None
+
+    def _start_ues(self, n_prb: int) -> None:
+        """All UEs at once (the broker's downlink advances only when every UE asks), each attached with its
+        own IP, as many RNTIs at the eNB, each UE's route through tun_srsue and a ping to the server."""
+        self._stop_radio()
         t0 = time.monotonic()
-        self._ue = SrsueProcess(find_srsue(self.bin_dir), self.state_dir / "ue", settings, netns=self.core_ns,
-                                ue_netns=self.ue_ns)
-        self._ue.console.unlink(missing_ok=True)
-        self._ue.start()
-        try:
-            ip = self._ue.wait_attached(ATTACH_TIMEOUT_S)
-        except SrsueError as exc:
-            raise CellabError(f"srsran-zmq lab: {exc}{self._enb_problem()}") from None
-        if ip != UE_ADDR:
-            raise CellabError(f"srsran-zmq lab: srsue attached with IP {ip}, the topology says {UE_ADDR}")
+        settings = UeSettings(n_prb=n_prb, base_srate_hz=CELL_SRATE_HZ[n_prb])
+        self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns)
+        self._broker.start()
+        binary = find_srsue(self.bin_dir)
+        for i in range(self.n_ues):
+            ue = SrsueProcess(binary, self.state_dir / f"ue{i}", settings, netns=self.core_ns,
+                              ue_netns=self.ue_ns_of(i), index=i,
+                              ports=ue_ports(i))
+            ue.console.unlink(missing_ok=True)
+            ue.start()
+            self._ues.append(ue)
+        for ue in self._ues:
+            try:
+                ip = ue.wait_attached(max(1.0, ATTACH_TIMEOUT_S - (time.monotonic() - t0)))
+            except SrsueError as exc:
+                raise CellabError(f"srsran-zmq lab: UE {ue.index}: {exc}{self._enb_problem()}") from None
+            if ip != ue_addr(ue.index):
+                raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
+                                  f"{ue_addr(ue.index)}")
         self._wait_enb_rnti(t0)
-        subprocess.run(netns.in_netns(self.ue_ns, ["ip", "route", "replace", "default", "dev", TUN_NAME]),
-                       check=True, capture_output=True)
-        self._check_path()
+        for i in range(self.n_ues):
+            subprocess.run(netns.in_netns(self.ue_ns_of(i), ["ip", "route", "replace", "default", "dev", TUN_NAME]),
+                           check=True, capture_output=True)
+            self._check_path(i)
         self.last_attach_s = time.monotonic() - t0
 
     def _wait_enb_rnti(self, t0: float) -> None:
         enb = self._enb()
         while time.monotonic() - t0 < ATTACH_TIMEOUT_S:
             status = enb.status()
-            if status.connected_rntis:
+            if len(status.connected_rntis) >= self.n_ues:
                 return
             if status.state != "running":
                 break
             time.sleep(0.3)
-        raise CellabError("srsran-zmq lab: srsue attached but the eNB reports no connected RNTI"
-                          + self._enb_problem())
+        raise CellabError(f"srsran-zmq lab: {self.n_ues} srsue attached but the eNB reports "
+                          f"{len(status.connected_rntis)} connected RNTIs" + self._enb_problem())
 
-    def _check_path(self) -> None:
-        """The data path UE → EPC SGi → server namespace answers (3 pings within 10 s)."""
-        argv = netns.in_netns(self.ue_ns, ["ping", "-c", "1", "-W", "2", SERVER_ADDR])
+    def _check_path(self, index: int) -> None:
+        """The data path UE → EPC SGi → server namespace answers (a ping within 5 tries of 2 s)."""
+        argv = netns.in_netns(self.ue_ns_of(index), ["ping", "-c", "1", "-W", "2", SERVER_ADDR])
         for _ in range(5):
             if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
                 return
-        raise CellabError(f"srsran-zmq lab: the UE ({UE_ADDR}) attached but does not reach the server "
+        raise CellabError(f"srsran-zmq lab: UE {index} ({ue_addr(index)}) attached but does not reach the server "
                           f"{SERVER_ADDR} behind the EPC's SGi")
 
     def _enb_problem(self) -> str:
@@ -282,15 +344,19 @@ class SrsranZmqLab(EmbeddedLab):
 
     def fault(self) -> str | None:
         """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited), if
-        anything: the runner names it when a run fails."""
+        anything: the runner names it when a run fails. The broker first: srsenb and srsue stall without it."""
+        if self._broker is not None and not self._broker.running():
+            return (f"ZMQ broker exited during the run (code {self._broker.exit_code()}): "
+                    f"{self._broker.last_line()}")
         st = self._enb().status()
         if st.state != "running":
             return (f"srsenb {st.state} during the run (exit code {st.exit_code}"
                     + (f": {st.error_line}" if st.error_line else "") + ")")
         if st.restarts != self._enb_restarts:
             return f"srsenb restarted during the run ({self._enb_restarts} -> {st.restarts} starts)"
-        if self._ue is not None and not self._ue.running():
-            return f"srsue exited during the run: {self._ue.error_line() or 'see srsue_console.log'}"
+        for ue in self._ues:
+            if not ue.running():
+                return f"srsue {ue.index} exited during the run: {ue.error_line() or 'see its srsue_console.log'}"
         return None
 
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -308,17 +374,16 @@ class SrsranZmqLab(EmbeddedLab):
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         out: dict[str, Path] = {}
-        if self._ue is not None and self._ue.console.exists():
-            with open(self._ue.console, "rb") as src:
-                src.seek(self._console_offset)
-                (run_dir / "srsue_console.log").write_bytes(src.read())
-            out["srsue-console"] = run_dir / "srsue_console.log"
-            for key, src_path in (("srsue-log", self._ue.log), ("srsue-metrics", self._ue.metrics)):
-                if src_path.exists():  # srsue's own log; its per-second CSV (rsrp, dl_snr, mcs, rates)
-                    out[key] = Path(shutil.copyfile(src_path, run_dir / src_path.name))
+        for ue, offset in zip(self._ues, self._console_offsets, strict=False):
+            out |= self._collect_ue(ue, offset, run_dir)
+            write_ue_telemetry(ue, f"ue{ue.index}", self._configured_at_s, run_dir / "telemetry")
+        if self._broker is not None and self._broker.log.exists():
+            out["zmq-broker"] = Path(shutil.copyfile(self._broker.log, run_dir / "zmq_broker.log"))
         statuses = {"enb": self._enb().status().model_dump(mode="json"),
                     "core": self._core().status().model_dump(mode="json"), "configure": self.last_configure,
-                    "lab": {"lock_wait_s": self.lock_wait_s}}
+                    "lab": {"lock_wait_s": self.lock_wait_s},
+                    "broker": {"running": bool(self._broker and self._broker.running()),
+                               "rates": self._broker.rates()[-5:] if self._broker else []}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
         out["lab-status"] = run_dir / "lab_status.json"
         # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
@@ -330,10 +395,23 @@ class SrsranZmqLab(EmbeddedLab):
                 continue
         return out
 
+    def _collect_ue(self, ue: SrsueProcess, console_offset: int, run_dir: Path) -> dict[str, Path]:
+        """srsue's console since configure, its log and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under
+        the names a one-UE lab always used, UE i with a `ueI_` prefix."""
+        out: dict[str, Path] = {}
+        prefix, key_suffix = ("", "") if ue.index == 0 else (f"ue{ue.index}_", f"-ue{ue.index}")
+        if ue.console.exists():
+            with open(ue.console, "rb") as src:
+                src.seek(console_offset)
+                (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read())
+            out["srsue-console" + key_suffix] = run_dir / f"{prefix}srsue_console.log"
+        for key, src_path in (("srsue-log", ue.log), ("srsue-metrics", ue.metrics)):
+            if src_path.exists():
+                out[key + key_suffix] = Path(shutil.copyfile(src_path, run_dir / f"{prefix}{src_path.name}"))
+        return out
+
     def down(self) -> None:
-        if self._ue is not None:
-            self._ue.stop()
-            self._ue = None
+        self._stop_radio()
         self._applied = None
         self._remove()
         if self._lock is not None:
@@ -341,7 +419,7 @@ class SrsranZmqLab(EmbeddedLab):
             self._lock = None
 
     def _remove(self) -> None:
-        for name in (self.ue_ns, self.srv_ns, self.core_ns):  # processes left inside are killed first
+        for name in (*map(self.ue_ns_of, range(self.n_ues)), self.srv_ns, self.core_ns):  # their processes first
             netns.remove(name)
 
     def _take_lock(self) -> None:
@@ -353,6 +431,47 @@ class SrsranZmqLab(EmbeddedLab):
         except HostLockTimeout as exc:
             raise CellabError(f"{exc} ({LOCK_TIMEOUT_ENV} sets the wait)") from None
         self.lock_wait_s = self._lock.waited_s
+
+
+RNTI_RE = re.compile(r"Random Access Complete\.\s+c-rnti=0x([0-9a-fA-F]+)")
+#: srsue's metrics CSV columns kept in a UE's telemetry, and their names there
+UE_TELEMETRY_FIELDS = {"rsrp": "rsrp", "dl_snr": "dl_snr_db", "dl_mcs": "dl_mcs", "dl_brate": "dl_bitrate_bps",
+                       "dl_bler": "dl_bler", "ul_mcs": "ul_mcs", "ul_brate": "ul_bitrate_bps", "ul_bler": "ul_bler",
+                       "is_attached": "attached"}
+
+
+def write_ue_telemetry(ue: SrsueProcess, name: str, since_s: float, folder: Path) -> Path | None:
+    """srsue's per-second metrics since `since_s` as the run's telemetry of UE `name` (<folder>/<name>.jsonl,
+    beside what the runner recorded from the agents), with the C-RNTI srsue got (the eNB's ue_metrics key).
+    srsue's `time` column counts ms from its own start of metrics: placed on the wall clock from the file's
+    last write (flushed every second, so within about a second)."""
+    if not ue.metrics.exists():
+        return None
+    rows = [line.split(";") for line in ue.metrics.read_text(errors="replace").splitlines() if line.strip()]
+    rows = [row for row in rows if len(row) == len(rows[0])]  # not a line cut by srsue's write in progress
+    if len(rows) < 2 or "time" not in rows[0]:
+        return None
+    header, end_s = rows[0], ue.metrics.stat().st_mtime
+    rntis = RNTI_RE.findall(ue.console_text())
+    rnti = int(rntis[-1], 16) if rntis else None
+    try:
+        last_ms = float(rows[-1][header.index("time")])
+    except (ValueError, IndexError):
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.jsonl"
+    with open(path, "a") as out:
+        for row in rows[1:]:
+            values = dict(zip(header, row, strict=True))
+            try:
+                t_s = end_s - (last_ms - float(values["time"])) / 1000.0
+                fields = {new: float(values[old]) for old, new in UE_TELEMETRY_FIELDS.items() if old in values}
+            except ValueError:
+                continue
+            if t_s >= since_s:
+                out.write(json.dumps({"t_s": t_s, "topic": "srsue_metrics", "ue": name, "rnti": rnti} | fields)
+                          + "\n")
+    return path
 
 
 def validate_params(params: dict[str, Any], source: str = "run parameters") -> ZmqLabParams:

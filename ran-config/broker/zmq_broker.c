@@ -5,8 +5,10 @@
  * Sample k of a stream is time k for both ends, so the broker never drops or inserts samples:
  *   downlink: once every UE asked (REP per UE), ask srsenb's tx (REQ) for one block and answer every UE with a
  *             copy, scaled by that UE's dl_gain_db;
- *   uplink:   when srsenb's rx asks (REP), take as many samples as UE 0's next block holds from every UE's tx
- *             stream (REQ per UE, buffered when their blocks differ in size), answer with their sum.
+ *   uplink:   when srsenb's rx asks (REP), ask every UE with nothing buffered for its next block (REQ per UE)
+ *             and answer with the sum of as many samples as every UE has (the rest stays buffered). Never more:
+ *             a srsue sends its tx only from its next rx call, which waits for downlink that srsenb sends only
+ *             after this reply (srsRAN's rf_zmq_recv aligns tx to rx first), so waiting for more deadlocks.
  *
  *   cellab-zmq-broker --enb-tx tcp://127.0.0.1:2000 --enb-rx tcp://127.0.0.1:2001 \
  *       --ue rx=tcp://127.0.0.1:2100,tx=tcp://127.0.0.1:2101[,dl_gain_db=-3] --ue ... [--stats-s 5]
@@ -28,7 +30,7 @@
 #define MAX_UES 16
 #define SAMPLE_BYTES 8                      /* cf_t: two floats (srsRAN's default fc32 format) */
 #define MAX_BLOCK_BYTES (3072000u * 8u)     /* srsRAN's ZMQ_MAX_BUFFER_SIZE: 10 subframes at 20 MHz */
-#define MAX_BACKLOG_BYTES (4u * MAX_BLOCK_BYTES) /* a UE's uplink this far ahead of UE 0 is a broken stream */
+#define MAX_BACKLOG_BYTES (4u * MAX_BLOCK_BYTES) /* a UE's uplink this far ahead of another's is a broken stream */
 
 struct ue {
     const char *rx_ep, *tx_ep;  /* the UE's rx_port (we serve it) and tx_port (we ask it) */
@@ -47,6 +49,8 @@ static struct {
 } B = {.stats_s = 5.0};
 
 static _Atomic uint64_t dl_bytes, ul_bytes, dl_blocks, ul_blocks;
+/* what each direction waits for now (the stats line names it: a stalled stream says where) */
+static const char *_Atomic dl_waits_for = "start", *_Atomic ul_waits_for = "start";
 
 static void die(const char *what, const char *endpoint)
 {
@@ -151,8 +155,11 @@ static void *downlink(void *arg)
     if (!scaled)
         die("out of memory for", "the downlink");
     for (;;) {
-        for (int i = 0; i < B.n_ues; i++)
+        for (int i = 0; i < B.n_ues; i++) {
+            dl_waits_for = B.ue[i].rx_ep;
             await_request(B.ue[i].dl_rep, B.ue[i].rx_ep);
+        }
+        dl_waits_for = B.enb_tx_ep;
         ask(B.enb_tx_req, B.enb_tx_ep);
         zmq_msg_init(&block);
         if (zmq_msg_recv(&block, B.enb_tx_req, 0) < 0)
@@ -185,13 +192,14 @@ static void *downlink(void *arg)
 static void pull_uplink(struct ue *u)
 {
     zmq_msg_t block;
+    ul_waits_for = u->tx_ep;
     zmq_msg_init(&block);
     if (zmq_msg_recv(&block, u->ul_req, 0) < 0)
         die("uplink block from", u->tx_ep);
     size_t len = zmq_msg_size(&block);
     if (len % SAMPLE_BYTES || u->ul_len + len > MAX_BACKLOG_BYTES) {
         fprintf(stderr, "cellab-zmq-broker: UE %s sent a %zu-byte block (whole cf_t samples, at most %u "
-                        "bytes ahead of UE 0)\n", u->tx_ep, len, MAX_BACKLOG_BYTES);
+                        "bytes ahead of another UE)\n", u->tx_ep, len, MAX_BACKLOG_BYTES);
         exit(1);
     }
     memcpy(u->ul_buf + u->ul_len, zmq_msg_data(&block), len);
@@ -206,6 +214,7 @@ static void *uplink(void *arg)
     if (!sum)
         die("out of memory for", "the uplink");
     for (;;) {
+        ul_waits_for = B.enb_rx_ep;
         await_request(B.enb_rx_rep, B.enb_rx_ep);
         /* ask every UE that has nothing buffered at once, so their replies overlap */
         for (int i = 0; i < B.n_ues; i++)
@@ -214,12 +223,9 @@ static void *uplink(void *arg)
         for (int i = 0; i < B.n_ues; i++)
             if (B.ue[i].ul_len == 0)
                 pull_uplink(&B.ue[i]);
-        size_t need = B.ue[0].ul_len;
+        size_t need = B.ue[0].ul_len; /* what every UE has: asking one for more would wait on its next rx */
         for (int i = 1; i < B.n_ues; i++)
-            while (B.ue[i].ul_len < need) {
-                ask(B.ue[i].ul_req, B.ue[i].tx_ep);
-                pull_uplink(&B.ue[i]);
-            }
+            need = B.ue[i].ul_len < need ? B.ue[i].ul_len : need;
         memcpy(sum, B.ue[0].ul_buf, need);
         for (int i = 1; i < B.n_ues; i++) {
             const float *x = (const float *)B.ue[i].ul_buf;
@@ -274,10 +280,11 @@ int main(int argc, char **argv)
         usleep((useconds_t)(B.stats_s * 1e6));
         double t = now_s();
         uint64_t d = dl_bytes, u = ul_bytes;
-        printf("{\"t_s\":%.1f,\"dl_msps\":%.3f,\"ul_msps\":%.3f,\"dl_blocks\":%llu,\"ul_blocks\":%llu}\n",
+        printf("{\"t_s\":%.1f,\"dl_msps\":%.3f,\"ul_msps\":%.3f,\"dl_blocks\":%llu,\"ul_blocks\":%llu,"
+               "\"dl_waits_for\":\"%s\",\"ul_waits_for\":\"%s\"}\n",
                t - t0, (double)(d - last_dl) / SAMPLE_BYTES / (t - last) / 1e6,
                (double)(u - last_ul) / SAMPLE_BYTES / (t - last) / 1e6, (unsigned long long)dl_blocks,
-               (unsigned long long)ul_blocks);
+               (unsigned long long)ul_blocks, dl_waits_for, ul_waits_for);
         fflush(stdout);
         last_dl = d, last_ul = u, last = t;
     }

@@ -87,16 +87,20 @@ def test_uplink_is_the_sample_sum_when_blocks_differ_in_size(stack):
     s, _ = stack
     s["enb_rx"].send(b"\xff")
     s["ue0_tx"].recv()
-    s["ue0_tx"].send(_samples(1, 2, 3, 4))       # UE 0's block sets the reply's length: 4 samples
+    s["ue0_tx"].send(_samples(1, 2, 3, 4))
     s["ue1_tx"].recv()
-    s["ue1_tx"].send(_samples(10j, 20j))         # UE 1 short: asked again
-    s["ue1_tx"].recv()
-    s["ue1_tx"].send(_samples(30j, 40j, 50j))    # one sample left over for the next reply
-    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [1 + 10j, 2 + 20j, 3 + 30j, 4 + 40j])
+    s["ue1_tx"].send(_samples(10j, 20j))  # the reply: the 2 samples both UEs have; UE 0's other 2 wait
+    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [1 + 10j, 2 + 20j])
+    s["enb_rx"].send(b"\xff")
+    s["ue1_tx"].recv()  # only the UE with nothing left is asked
+    s["ue1_tx"].send(_samples(30j, 40j, 50j))
+    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [3 + 30j, 4 + 40j])
     s["enb_rx"].send(b"\xff")
     s["ue0_tx"].recv()
     s["ue0_tx"].send(_samples(5))
-    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [5 + 50j])  # UE 1 not asked: it had enough
+    np.testing.assert_array_equal(_recv_samples(s["enb_rx"]), [5 + 50j])
+    with pytest.raises(zmq.Again):  # UE 1 still had a sample: not asked
+        s["ue1_tx"].recv(zmq.NOBLOCK)
 
 
 def test_a_block_of_partial_samples_stops_it_naming_the_sender(stack):
