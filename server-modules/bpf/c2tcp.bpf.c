@@ -255,8 +255,8 @@ static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
  * the delay it cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at
  * every Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning
  * cycle without a small flight, so it follows the path. 0 = the paper. */
-static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp, __u32 acked,
-					     __u32 rtt_us)
+static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp,
+					     __u32 in_flight_bytes, __u32 rtt_us)
 {
 	const struct c2tcp_conf *cf = get_conf();
 	__u32 small = cf ? cf->small_flight_pkts : 0;
@@ -265,7 +265,10 @@ static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tc
 		s->flight_rtt_us = 0;
 		return 0;
 	}
-	if (tp->packets_out + acked <= small) {
+	/* sample->in_flight: bytes delivered between the sending of the newest ACKed packet and now, i.e.
+	 * the flight it travelled behind; counting packets still out instead missed every small flight sent
+	 * after a Bad while the old flight drained (the thin trace slice) */
+	if (tp->mss_cache && in_flight_bytes / tp->mss_cache <= small) {
 		s->flight_rtt_us = s->flight_rtt_us ? s->flight_rtt_us - (s->flight_rtt_us >> 3) + (rtt_us >> 3)
 						    : rtt_us;
 		s->flight_fresh = 1;
@@ -306,7 +309,7 @@ void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 		stat_set(ST_LAST_MIN_RTT_US, rtt_us);
 	}
 	setpoint_us = (__u32)(((__u64)s->alpha_fp * s->min_rtt_us) / ALPHA_ONE);
-	floor_us = flight_floor_us(s, tp, sample->pkts_acked, rtt_us);
+	floor_us = flight_floor_us(s, tp, sample->in_flight, rtt_us);
 	if (floor_us > setpoint_us) {
 		setpoint_us = floor_us;
 		stat_add(ST_FLOORED_ACKS, 1);

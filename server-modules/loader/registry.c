@@ -33,7 +33,7 @@ static const struct param_desc c2tcp_params[] = {
 	{ "tune_period_ms", 2, 10, 10000, 1000, 500, "ms" },      /* paper: 0.5 s */
 	{ "tuner", 3, 0, 1, 1, 0, "0 Eq. 10 | 1 authors' v2" },   /* paper Eq. 10 / authors' Mahimahi scripts */
 	{ "alpha_min", 4, 1, 10, 1024, 1.5, "x MINRTT" },         /* NOT the paper's 1: SR-uplink trap, issue 4 */
-	{ "small_flight_pkts", 5, 0, 64, 1, 2, "packets" },       /* NOT the paper (0): Setpoint floor, issue 18 */
+	{ "small_flight_pkts", 5, 0, 64, 1, 8, "packets" },       /* NOT the paper (0): Setpoint floor, issue 18 */
 };
 static const char *const c2tcp_counters[] = {
 	"flows", "good_acks", "bad_events", "invalid_rtt", "tuner_updates",
