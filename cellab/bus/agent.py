@@ -12,7 +12,6 @@ two threads at once.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import re
@@ -322,12 +321,11 @@ class Agent:
         handled = False
         for item, _ in events:
             if item is self._sock:
-                try:
-                    frames = self._sock.recv_multipart(flags=wire.NOBLOCK)
-                except zmq.Again:
+                message = wire.recv_message(self._sock)
+                if message is None:
                     continue
                 handled = True
-                self._on_message(frames)
+                self._on_message(message[0])
             else:
                 self._drain_wake()
                 while self._done_q:
@@ -370,7 +368,7 @@ class Agent:
             log.warning("dropped a message with %d frames", len(frames), extra={"event": "bad_message", "agent": self.name})
             return
         try:
-            header = json.loads(frames[0])
+            header = wire.decode_json(frames[0])
             if header.get("version") != wire.VERSION:
                 raise ValueError(f"header version {header.get('version')!r} (expected {wire.VERSION})")
         except (ValueError, AttributeError) as exc:
@@ -507,12 +505,17 @@ class Agent:
         if isinstance(result, RawReply):
             return [wire.encode_header({"version": wire.VERSION, "kind": wire.REPLY, "id": rid, "raw": True,
                                         "meta": result.meta}), result.data]
-        if isinstance(result, BaseModel):
-            body = result.model_dump_json().encode()
-        else:
-            body = wire.encode_body(result if result is not None else {})
-        if type(rid) is int:  # the usual case, built by hand on the hot path
-            return [f'{{"version":{wire.VERSION},"kind":"reply","id":{rid}}}'.encode(), body]
+        try:
+            if isinstance(result, BaseModel):
+                body = result.model_dump_json().encode()
+            else:
+                body = wire.encode_body(result if result is not None else {})
+        except ValueError as exc:  # an operation bug, but the operation itself is done: no safe state
+            log.error("op %s returned a result JSON cannot carry: %s", op.name, exc,
+                      extra={"event": "op_bad_result", "agent": self.name, "op": op.name})
+            return self._error(header, "internal", f"the result of {op.name} cannot be sent as JSON: {exc}")
+        if type(rid) is int:  # the usual case: the header the controller reads without a JSON parse
+            return [wire.reply_header(rid), body]
         return [wire.encode_header({"version": wire.VERSION, "kind": wire.REPLY, "id": rid}), body]
 
     def _error(self, header: dict[str, Any], kind: str, message: str, *, field: str | None = None,

@@ -13,7 +13,6 @@ moves between threads; the socket is never used by two threads at once.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import re
@@ -139,7 +138,7 @@ class Controller:
                 key = load_public_key(path)
                 allow.add(key)
                 if path.name.endswith(PUBLIC_SUFFIX):
-                    # NAME.key: only this key may speak as agent NAME (see _on_frames).
+                    # NAME.key: only this key may speak as agent NAME (see _on_message).
                     self._name_keys[path.name.removesuffix(PUBLIC_SUFFIX)] = key.decode()
 
         self._ctx = zmq.Context()
@@ -215,7 +214,7 @@ class Controller:
         header, body = self._call(agent, op, params, timeout_s)
         if header.get("raw"):
             return {**header.get("meta", {}), "data": body}
-        return json.loads(body) if body else {}
+        return wire.decode_json(body) if body else {}
 
     def wait_for_agents(self, names: list[str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -398,8 +397,10 @@ class Controller:
             raise AgentTimeout(agent, op, timeout_s)
         if pending.header.get("kind") == wire.ERROR:
             try:
-                err = json.loads(pending.body)
+                err = wire.decode_json(pending.body)
             except ValueError:
+                err = None
+            if not isinstance(err, dict):
                 err = {"message": "unreadable error reply"}
             raise OperationError(agent, op, str(err.get("message")), kind=str(err.get("kind", "failed")),
                                  field=err.get("field"), allowed=err.get("allowed"))
@@ -456,22 +457,25 @@ class Controller:
             wait_s = min(left, max(self._next_heartbeat - now, 0.0) + 0.001)
             for item, _ in poll(int(wait_s * 1000) + 1):
                 if item is sock:
-                    try:
-                        frames = sock.recv_multipart(flags=wire.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        continue
-                    self._on_frames(frames)
+                    message = wire.recv_message(sock)
+                    if message is not None:
+                        self._on_message(*message)
                 else:
                     self._drain_pipe(self._yield_r)
 
     # ----- I/O (caller holds _io_lock) ---------------------------------------------------------
     def _drain_socket(self) -> None:
         sock = self._sock
+        # EVENTS rather than a recv that raises Again: no exception on the usual empty socket.
         while sock.getsockopt(wire.EVENTS) & wire.POLLIN:
-            self._on_frames(sock.recv_multipart(flags=wire.NOBLOCK, copy=False))
+            message = wire.recv_message(sock)
+            if message is not None:
+                self._on_message(*message)
 
     def _speaks_for(self, name: str, frame: zmq.Frame) -> bool:
-        """False when `name` has its own key file (NAME.key) and the message came with another key."""
+        """False when `name` has its own key file (NAME.key) and the message came with another key.
+
+        `frame` is any frame of the message: all carry its metadata."""
         expected = self._name_keys.get(name)
         if expected is None:
             return True
@@ -487,18 +491,19 @@ class Controller:
                                "fingerprint": fingerprint(presented.encode())})
         return False
 
-    def _on_frames(self, msg: list[zmq.Frame]) -> None:
-        if len(msg) != 3:
-            log.warning("dropped a message with %d frames", len(msg), extra={"event": "bad_message"})
+    def _on_message(self, frames: list[bytes], first: zmq.Frame) -> None:
+        if len(frames) != 3:
+            log.warning("dropped a message with %d frames", len(frames), extra={"event": "bad_message"})
             return
-        frames = [frame.bytes for frame in msg]
         try:
             name = frames[0].decode()
-            if self._name_keys and not self._speaks_for(name, msg[1]):
+            if self._name_keys and not self._speaks_for(name, first):
                 return
-            header = json.loads(frames[1])
-            if header.get("version") != wire.VERSION:
-                raise ValueError(f"header version {header.get('version')!r} (expected {wire.VERSION})")
+            rid = wire.reply_id(frames[1])
+            if rid is not None:  # the usual reply: no JSON parse
+                header: dict[str, Any] = {"version": wire.VERSION, "kind": wire.REPLY, "id": rid}
+            else:
+                header = wire.decode_header(frames[1])
         except (ValueError, AttributeError) as exc:
             log.warning("dropped a message with a bad header: %s", exc, extra={"event": "bad_message"})
             return
@@ -619,7 +624,7 @@ class Controller:
         try:
             header = wire.decode_header(msg[0].bytes)
             agent, topic = str(header["agent"]), str(header["topic"])
-            data = json.loads(msg[1].bytes) if len(msg) > 1 else {}
+            data = wire.decode_json(msg[1].bytes) if len(msg) > 1 else {}
         except (ValueError, KeyError, IndexError) as exc:
             log.warning("dropped a bad telemetry message: %s", exc, extra={"event": "bad_telemetry"})
             return

@@ -7,10 +7,10 @@ monotonic deadline on receipt.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 import zmq
+from pydantic_core import from_json, to_json
 
 VERSION: Final = 1
 
@@ -33,16 +33,57 @@ NOBLOCK: Final = int(zmq.NOBLOCK)
 EVENTS: Final = int(zmq.EVENTS)
 POLLIN: Final = int(zmq.POLLIN)
 
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
+# The agent's reply header for an int id, byte for byte (see reply_header): the controller reads the id
+# from it without a JSON parse; any other header takes the general path.
+_REPLY_PREFIX: Final = b'{"version":%d,"kind":"reply","id":' % VERSION
+
+
+def reply_header(rid: int) -> bytes:
+    return b"%b%d}" % (_REPLY_PREFIX, rid)
+
+
+def reply_id(frame: bytes) -> int | None:
+    """The id of a header that reply_header(id) wrote, else None (then decode_header it)."""
+    if frame.startswith(_REPLY_PREFIX) and frame.endswith(b"}"):
+        digits = frame[len(_REPLY_PREFIX):-1]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def recv_message(sock: zmq.Socket) -> tuple[list[bytes], zmq.Frame] | None:
+    """One whole message and its first frame (metadata such as the sender's User-Id), or None when
+    none is waiting. Cheaper than recv_multipart: `frame.more` instead of a getsockopt per frame."""
+    try:
+        first = frame = sock.recv(NOBLOCK, copy=False)
+    except zmq.Again:
+        return None
+    frames = [frame.bytes]
+    while frame.more:
+        frame = sock.recv(NOBLOCK, copy=False)
+        frames.append(frame.bytes)
+    return frames, first
+
+
+# JSON through pydantic_core (a pydantic dependency) rather than the json module: one call into compiled
+# code instead of several Python frames around it, 0.2 us instead of 1.6-2 us warm, and far less when
+# the code is cold, as it is on a shared host (the stdlib's dumps + loads on both sides alone took a bare
+# ROUTER/DEALER round trip from 1.15x to 2x plain REQ/REP, issue 18). NaN and Infinity stay JSON's
+# usual extension, as with json.dumps; non-ASCII text is sent as UTF-8.
 
 
 def encode_header(header: dict[str, Any]) -> bytes:
-    return _dumps(header).encode()
+    return to_json(header, inf_nan_mode="constants")
+
+
+def decode_json(data: bytes) -> Any:
+    """Any JSON value; ValueError when `data` is not JSON."""
+    return from_json(data)
 
 
 def decode_header(frame: bytes) -> dict[str, Any]:
     """A header dict, or ValueError when the frame is not a JSON object of the right version."""
-    header = json.loads(frame)
+    header = from_json(frame)
     if not isinstance(header, dict):
         raise ValueError("header is not a JSON object")  # noqa: TRY004 - callers catch ValueError for any bad frame
     if header.get("version") != VERSION:
@@ -51,4 +92,5 @@ def decode_header(frame: bytes) -> dict[str, Any]:
 
 
 def encode_body(data: Any) -> bytes:
-    return _dumps(data).encode()
+    """JSON of `data`; ValueError when it holds something JSON cannot carry."""
+    return to_json(data, inf_nan_mode="constants")
