@@ -302,8 +302,8 @@ def measure_in_session(lab: str, grid: Grid, out_dir: Path, prefix: str) -> dict
     from cellab.workloads import WORKLOADS, RunUE, WorkloadTarget
 
     plan = build_plan(lab, grid)
-    cases = [(c, plan.idle, level) for c, level in plan.idle["factors"]["case"].items()]
-    cases += [(c, plan.load, level) for c, level in plan.load["factors"]["case"].items()]
+    cases = [(c, campaign, level) for campaign in (plan.idle, plan.load) if campaign
+             for c, level in campaign["factors"]["case"].items()]
     unsupported = [c for c, _, _ in cases if not c.startswith(("idle-", "dl-"))]
     if unsupported:
         raise CellabError(f"measure_in_session: only idle and download cases, not {', '.join(unsupported)}")
