@@ -68,10 +68,17 @@ class BrokerProcess:
             return ""
 
     def last_line(self) -> str:
-        """Its error line if it wrote one, else its last line."""
-        lines = [line.strip() for line in self.text().splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("cellab-zmq-broker:")]
-        return (errors or lines or [f"(no output; log {self.log})"])[-1][:300]
+        """Its error line if it wrote one, else how it ended (a signal) and what it last waited for."""
+        errors = [line.strip() for line in self.text().splitlines() if line.startswith("cellab-zmq-broker:")]
+        if errors:
+            return errors[-1][:300]
+        code = self.exit_code()
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}, no error line"
+        rates = self.rates()
+        if rates:
+            how += (f"; it last moved {rates[-1].get('dl_msps')} Msps DL, waiting for "
+                    f"{rates[-1].get('dl_waits_for')} (DL) and {rates[-1].get('ul_waits_for')} (UL)")
+        return how + f" (log {self.log})"
 
     def rates(self) -> list[dict[str, float]]:
         """Its stats lines: {t_s, dl_msps, ul_msps, dl_blocks, ul_blocks} every STATS_PERIOD_S."""

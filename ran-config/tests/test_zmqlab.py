@@ -1,5 +1,7 @@
-"""The srsran-zmq lab: its parameters and srsue config without srsRAN; with the bundle (../shared/tools/srsran,
-root): a 1-run SR campaign end to end through `cellab run`, and srsenb SIGKILLed mid-run.
+"""The srsran-zmq lab: its parameters, UEs and srsue config without srsRAN; with the bundle (../shared/tools/srsran,
+root): one 2-UE campaign through `cellab run` (one bring-up serves every check, the suite's time budget): both UEs
+carrying traffic with the RRC ground truth and the noise floor, the ZMQ broker and then srsenb SIGKILLed mid-run
+(that run fails naming it, the next restarts the stack and passes).
 
 The lab takes /tmp/cellab-srsran.lock itself from up() to down() (so `cellab run` in a subprocess holds it);
 these tests first wait for it (and skip, saying so, when another stack keeps it), then let go for the run.
@@ -19,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from cellab.ran.srsue_proc import UeSettings, render_ue_conf
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.ran.zmqlab import SrsranZmqLab, ZmqLabParams, srsran_bin_dir, validate_params
+from cellab.ran.srsue_proc import SrsueProcess, UeSettings, render_ue_conf, ue_usim
+from cellab.ran.zmqlab import (SrsranZmqLab, ZmqLabParams, srsran_bin_dir, subscribers_csv, validate_params,
+                               write_ue_telemetry)
 from cellab.errors import CellabError
 
 BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
@@ -32,6 +35,7 @@ LOCK_WAIT_S = 900.0
 @pytest.mark.parametrize(("field", "value", "allowed"), [
     ("n_prb", 30, "6, 15, 25, 50"), ("n_prb", 100, "6, 15, 25, 50"), ("sr_period_ms", 7, "5, 10, 20, 40, 80"),
     ("cqi_period_ms", 3, "160"), ("attenuation_db", 26, "25"), ("attenuation_db", -1, "0"),
+    ("rlc_queue", 65536, "the real srsenb's RLC queue is fixed"), ("rlc_queue", "big", "allowed: 'srsenb'"),
 ])
 def test_bad_run_parameters_are_refused_naming_the_field(field, value, allowed):
     with pytest.raises(CellabError) as err:
@@ -52,7 +56,7 @@ def test_campaign_with_a_bad_value_fails_validation_naming_file_field_and_values
 
 
 def test_defaults_and_other_concerns_are_left_alone():
-    p = validate_params({"cc": "cubic", "receiver": "exll", "sr_period_ms": 40})
+    p = validate_params({"cc": "cubic", "receiver": "exll", "sr_period_ms": 40, "ues": 2, "rlc_queue": "srsenb"})
     assert p == ZmqLabParams(sr_period_ms=40)
     assert (p.n_prb, p.cqi_period_ms, p.attenuation_db) == (25, 40, 0.0)
 
@@ -82,6 +86,44 @@ def test_lab_kind_and_agents_it_asks_for(tmp_path):
     assert topo.server.netns == "zqu-srv" and topo.ues[0].netns == "zqu-ue0" and topo.ues[0].address == "172.16.0.2"
 
 
+def test_several_ues_each_with_namespace_address_usim_and_subscriber_row(tmp_path):
+    lab = SrsranZmqLab(prefix="zqu", bin_dir=tmp_path, ues=3)
+    assert [(h.name, h.netns, h.address) for h in lab.topology().ues] == [
+        ("ue0", "zqu-ue0", "172.16.0.2"), ("ue1", "zqu-ue1", "172.16.0.3"), ("ue2", "zqu-ue2", "172.16.0.4")]
+    usims = [ue_usim(i) for i in range(3)]
+    assert len({u["imsi"] for u in usims}) == len({u["k"] for u in usims}) == len({u["imei"] for u in usims}) == 3
+    rows = subscribers_csv(3).splitlines()[1:]
+    assert [r.split(",")[1] for r in rows] == [u["imsi"] for u in usims]
+    assert [r.split(",")[6] for r in rows] == ["172.16.0.2", "172.16.0.3", "172.16.0.4"]
+    conf = render_ue_conf(UeSettings(base_srate_hz=5.76e6), "zqu-ue1", tmp_path / "ue.log", rx_port=2102,
+                          tx_port=2103, index=1)
+    assert "tx_port=tcp://*:2103,rx_port=tcp://localhost:2102,id=ue1,base_srate=5.76e6" in conf
+    assert f"imsi = {usims[1]['imsi']}" in conf and f"k = {usims[1]['k']}" in conf
+    profile = lab._enb_profile_yaml(15)  # the eNB's ZMQ stream at the cell's rate, as the UEs'
+    assert "base_srate_hz: 3840000.0" in profile
+
+
+@pytest.mark.parametrize("ues", [0, 5, True, "2"])
+def test_a_ue_count_out_of_range_is_refused_naming_it(tmp_path, ues):
+    with pytest.raises(CellabError) as err:
+        SrsranZmqLab(prefix="zqu", bin_dir=tmp_path, ues=ues)
+    assert "ues" in str(err.value) and "1..4" in str(err.value)
+
+
+def test_srsue_metrics_become_the_runs_telemetry_of_that_ue(tmp_path):
+    ue = SrsueProcess(tmp_path / "srsue", tmp_path, UeSettings(), netns=None, ue_netns="x-ue1", index=1)
+    ue.metrics.write_text("time;cc;rsrp;dl_snr;dl_brate;is_attached\n1000;0;60;30;0;0\n2000;0;60;30;5e6;1\n"
+                          "3000;0;50;20;7e6;1\n4000;0;50\n")
+    ue.console.write_text("Random Access Complete.     c-rnti=0x47, ta=0\n")
+    end_s = ue.metrics.stat().st_mtime
+    path = write_ue_telemetry(ue, "ue1", since_s=end_s - 1.5, folder=tmp_path / "telemetry")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert path.name == "ue1.jsonl" and len(rows) == 2  # the run's window; the row cut short is left out
+    assert rows[0] == {"t_s": pytest.approx(end_s - 1.0), "topic": "srsue_metrics", "ue": "ue1", "rnti": 0x47,
+                       "rsrp": 60.0, "dl_snr_db": 30.0, "dl_bitrate_bps": 5e6, "attached": 1.0}
+    assert rows[1]["dl_snr_db"] == 20.0
+
+
 # ---- with the bundle -----------------------------------------------------------------------------
 @pytest.fixture
 def bundle() -> Path:
@@ -96,21 +138,6 @@ def bundle() -> Path:
     return folder
 
 
-def _campaign(tmp_path: Path, body: str) -> Path:
-    camp = tmp_path / "camp.yaml"
-    camp.write_text("lab: srsran-zmq\nfixed: {n_prb: 25, cc: cubic}\n" + body)
-    return camp
-
-
-def _run(camp: Path, out: Path, prefix: str, bundle: Path, timeout_s: float) -> tuple[subprocess.CompletedProcess, Path]:
-    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "60"}
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", prefix,
-                           "--no-report"], capture_output=True, text=True, timeout=timeout_s, env=env)
-    folders = sorted(out.iterdir())
-    assert folders, proc.stdout + proc.stderr
-    return proc, folders[-1]
-
-
 def _runs(folder: Path) -> list[tuple[str, str, str | None]]:
     with sqlite3.connect(folder / "results.sqlite") as db:
         return list(db.execute("SELECT run_id, status, error FROM runs ORDER BY idx, repeat"))
@@ -121,82 +148,91 @@ def _no_leftovers(prefix: str) -> None:
     assert not left, f"namespaces left behind: {left}"
 
 
-@pytest.mark.root
-def test_one_sr_run_end_to_end_with_rrc_ground_truth(bundle, tmp_path):
-    camp = _campaign(tmp_path, "name: zmq-e2e\nfactors: {sr_period_ms: [40], attenuation_db: [10]}\n"
-                               "workload: {tool: probe, duration_s: 2, sr_probes: 30}\n"
-                               "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 1}\n")
-    proc, folder = _run(camp, tmp_path / "out", "zqe", bundle, 400)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    [(run_id, status, error)] = _runs(folder)
-    assert status == "ok", error
-    run_dir = folder / "runs" / run_id
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["ground_truth"] == {"sr_period_ms": 40, "sr_offset_ms": 0, "sr_config_index": 35, "source": "rrc"}
-    assert manifest["lab"]["kind"] == "srsran-zmq"
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["sr_true_ms"] == 40 and metrics["probe_status"] == "ok" and metrics["bytes_received"] > 0
-    print(f"SR estimate {metrics.get('sr_estimate_ms')} ms (true 40), rtt min {metrics['rtt_min_ms']:.1f} ms")
-    console = (run_dir / "srsue_console.log").read_text()
-    status_ = json.loads((run_dir / "lab_status.json").read_text())
-    assert status_["enb"]["state"] == "running" and status_["enb"]["connected_rntis"]
-    assert status_["core"]["ok"], status_["core"]["problems"]
-    assert "Network attach successful" in console or status_["configure"]["restarted"]
-    assert (run_dir / "enb_metrics.jsonl").stat().st_size > 0  # the eNB agent's telemetry, per UE
-    # attenuation 10 dB: cell_gain -10 against srsue's noise floor (30 dB SNR, RSRP 60 at 0 dB): both drop 10 dB
-    rows = [line.split(";") for line in (run_dir / "srsue_metrics.csv").read_text().splitlines()]
-    header, last = rows[0], rows[-1]
-    rsrp, snr = float(last[header.index("rsrp")]), float(last[header.index("dl_snr")])
-    assert abs(rsrp - 50) <= 3 and abs(snr - 20) <= 3, (rsrp, snr)
-    _no_leftovers("zqe")
-
-
-def _srsenb_pid(prefix: str) -> int | None:
-    pids = subprocess.run(["ip", "netns", "pids", f"{prefix}-core"], capture_output=True, text=True).stdout.split()
+def _pid_in(netns: str, comm: str) -> int | None:
+    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
     for pid in pids:
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "srsenb":
+            if Path(f"/proc/{pid}/comm").read_text().strip() == comm[:15]:  # the kernel keeps 15 chars
                 return int(pid)
         except OSError:
             continue
     return None
 
 
-def _ue_routed(prefix: str) -> bool:
-    out = subprocess.run(["ip", "netns", "exec", f"{prefix}-ue0", "ip", "route", "show", "default"],
-                         capture_output=True, text=True).stdout
-    return "tun_srsue" in out
+def _killer(out: Path, prefix: str, victims: dict[int, str], killed: dict[int, int], stop: threading.Event) -> None:
+    """Run n (1-based) of `victims`: once its folder exists and iperf3 runs in UE 0's namespace, 1 s into the
+    workload, SIGKILL the named process of the stack's namespace."""
+    while not stop.is_set() and len(killed) < len(victims):
+        runs = sorted((p for p in out.glob("*/runs/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+        n = len(runs)
+        if n in victims and n not in killed and _pid_in(f"{prefix}-ue0", "iperf3"):
+            time.sleep(1.0)
+            pid = _pid_in(f"{prefix}-core", victims[n])
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed[n] = pid
+        time.sleep(0.2)
 
 
 @pytest.mark.root
-def test_srsenb_killed_mid_run_fails_that_run_and_the_next_restarts_it(bundle, tmp_path):
-    prefix = "zqk"
-    camp = _campaign(tmp_path, "name: zmq-kill\nrepeat: 2\nfactors: {sr_period_ms: [20]}\n"
-                               "workload: {tool: probe, duration_s: 5}\n"
-                               "timeouts: {run_s: 120, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 1}\n")
-    killed: list[int] = []
-
-    def killer() -> None:  # the first run's workload: the UE routed through tun_srsue, then 2 s into it
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not killed:
-            if _ue_routed(prefix):
-                time.sleep(2.0)
-                pid = _srsenb_pid(prefix)
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                return
-            time.sleep(0.2)
-
-    thread = threading.Thread(target=killer, daemon=True)
+def test_two_ues_carry_traffic_and_broker_or_srsenb_killed_fail_that_run_only(bundle, tmp_path):
+    """One bring-up, five runs: 1 both UEs' iperf3 at once (RRC ground truth, the noise floor at 10 dB, both UEs
+    in the telemetry); 2 the broker killed; 3 passes on a fresh broker; 4 srsenb killed; 5 passes again."""
+    prefix, out = "zqm", tmp_path / "out"
+    camp = tmp_path / "camp.yaml"
+    camp.write_text("name: zmq-2ue\nlab: srsran-zmq\nrepeat: 5\n"
+                    "fixed: {n_prb: 25, cc: cubic, ues: 2, sr_period_ms: 40, attenuation_db: 10, rlc_queue: srsenb}\n"
+                    "workload: {tool: iperf3, duration_s: 3}\n"
+                    "timeouts: {run_s: 120, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0}\n")
+    killed: dict[int, int] = {}
+    stop = threading.Event()
+    thread = threading.Thread(target=_killer, args=(out, prefix, {2: "cellab-zmq-broker", 4: "srsenb"}, killed,
+                                                    stop), daemon=True)
     thread.start()
-    proc, folder = _run(camp, tmp_path / "out", prefix, bundle, 500)
-    thread.join(5)
-    assert killed, "srsenb was never seen running in the lab: " + proc.stdout[-2000:] + proc.stderr[-2000:]
-    (_, first, error), (second_id, second, error2) = _runs(folder)
-    assert first == "failed" and "srsenb" in (error or ""), error
-    assert second == "ok", error2
-    configure = json.loads((folder / "runs" / second_id / "lab_status.json").read_text())["configure"]
-    assert configure["restarted"] and any("srsenb" in r for r in configure["restart_reasons"]), configure
-    print(f"run 1: {error}\nrun 2 restarted: {configure['restart_reasons']}")
+    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "60"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix",
+                               prefix, "--no-report"], capture_output=True, text=True, timeout=600, env=env)
+    finally:
+        stop.set()
+        thread.join(5)
+    log = proc.stdout[-3000:] + proc.stderr[-3000:]
+    [folder] = sorted(out.iterdir())
+    runs = _runs(folder)
+    assert sorted(killed) == [2, 4], f"killed {killed}: " + log
+    assert [status for _, status, _ in runs] == ["ok", "failed", "ok", "failed", "ok"], (runs, log)
+    assert "ZMQ broker exited" in runs[1][2], runs[1][2]
+    assert "srsenb" in runs[3][2], runs[3][2]
+
+    # run 1: both UEs carried traffic at once, each named in the telemetry, the eNB saw both
+    run_dir = folder / "runs" / runs[0][0]
+    rates = {ue: json.loads((run_dir / "ues" / ue / "metrics.json").read_text())["throughput_bps"] / 1e6
+             for ue in ("ue0", "ue1")}
+    assert all(r > 2.0 for r in rates.values()), rates
+    tele = {ue: [json.loads(x) for x in (run_dir / "telemetry" / f"{ue}.jsonl").read_text().splitlines()]
+            for ue in ("ue0", "ue1")}
+    rntis = {ue: {row["rnti"] for row in rows} for ue, rows in tele.items()}
+    assert all(len(r) == 1 and None not in r for r in rntis.values()) and rntis["ue0"] != rntis["ue1"], rntis
+    enb_rntis = {json.loads(x)["rnti"] for x in (run_dir / "telemetry" / "enb.jsonl").read_text().splitlines()
+                 if json.loads(x).get("topic") == "ue_metrics"}
+    assert rntis["ue0"] | rntis["ue1"] <= enb_rntis, (rntis, enb_rntis)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    truth = manifest["ground_truth"]  # srsenb gives each UE its own SR offset; the period is the run's
+    assert (truth["sr_period_ms"], truth["source"]) == (40, "rrc") and 35 <= truth["sr_config_index"] <= 74, truth
+    assert truth["sr_config_index"] - 35 == truth["sr_offset_ms"], truth  # TS 36.213 Table 10.1.5-1
+    # attenuation 10 dB: cell_gain -10 against srsue's noise floor (30 dB SNR, RSRP 60 at 0 dB): both drop 10 dB
+    for ue, rows in tele.items():
+        last = rows[-1]
+        assert abs(last["rsrp"] - 50) <= 3 and abs(last["dl_snr_db"] - 20) <= 3, (ue, last)
+    status = json.loads((run_dir / "lab_status.json").read_text())
+    assert status["broker"]["running"] and status["core"]["ok"], status
+    print(f"run 1 per UE Mbit/s {rates}, attach {status['configure']['attach_s']:.1f} s, broker "
+          f"{status['broker']['rates'][-1]}")
+
+    # runs 3 and 5: the stack restarted for what broke, both UEs attached again
+    for (run_id, _, _), cause in ((runs[2], "ZMQ broker not running"), (runs[4], "srsenb")):
+        configure = json.loads((folder / "runs" / run_id / "lab_status.json").read_text())["configure"]
+        assert configure["restarted"] and any(cause in r for r in configure["restart_reasons"]), configure
+        print(f"restarted for {configure['restart_reasons']} in {configure['configure_s']:.1f} s")
+    print(f"run 2: {runs[1][2]}\nrun 4: {runs[3][2]}")
     _no_leftovers(prefix)
