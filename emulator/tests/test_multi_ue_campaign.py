@@ -22,6 +22,7 @@ CAMPAIGN = textwrap.dedent("""
       n_prb: 25
       core_delay_ms: 10
       attenuation_db: 10
+      rlc_queue: 4194304  # C2TCP next to Cubic's queue: the paper's deep buffer
       realtime: true  # SCHED_FIFO: nine busy processes share two cores with the cell
       ues:
         - {name: cubic-ue, cc: cubic}
