@@ -542,7 +542,8 @@ padding:3px 7px;text-align:right}td.l,th.l{text-align:left}.PASS{background:#dfd
 .known{background:#ffd}.not{background:#eee}</style></head><body>
 <h1>Fidelity: virtual cell vs srsRAN over ZMQ</h1>
 <p>{{ conditions.grid }} grid; started {{ conditions.started }}; load average {{ conditions.load }}.
-Ratio = virtual / real. Tolerances and known deviations: docs/fidelity.md.</p>
+Ratio = virtual / real. Both labs: {{ conditions.shared }}; the virtual cell also {{ conditions.virtual_only }}.
+Tolerances and known deviations: docs/fidelity.md.</p>
 <ul>{% for note in conditions.notes %}<li>{{ note }}</li>{% endfor %}</ul>
 <p>Campaign result folders (each with its report.html):
 {% for f in conditions.folders %}<br><a href="{{ f }}/report.html">{{ f }}</a>{% endfor %}</p>
