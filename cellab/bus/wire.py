@@ -51,11 +51,12 @@ def reply_id(frame: bytes) -> int | None:
     return None
 
 
-def recv_message(sock: zmq.Socket) -> tuple[list[bytes], zmq.Frame] | None:
+def recv_message(sock: zmq.Socket, flags: int = NOBLOCK) -> tuple[list[bytes], zmq.Frame] | None:
     """One whole message and its first frame (metadata such as the sender's User-Id), or None when
-    none is waiting. Cheaper than recv_multipart: `frame.more` instead of a getsockopt per frame."""
+    none is waiting (flags=0: none came within the socket's RCVTIMEO). Cheaper than recv_multipart:
+    `frame.more` instead of a getsockopt per frame."""
     try:
-        first = frame = sock.recv(NOBLOCK, copy=False)
+        first = frame = sock.recv(flags, copy=False)
     except zmq.Again:
         return None
     frames = [frame.bytes]
