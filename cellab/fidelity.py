@@ -7,7 +7,8 @@ Cases (docs/fidelity.md):
     att-<d>db           a Cubic download at an attenuation step: the eNB's CQI and MCS while it sends
     two-ue-<n>prb       two UEs with a Cubic download each: each UE's share of the sum, its RTT
 
-Each lab gets two campaigns (one workload per campaign: the probe for the idle cases, iperf3 for the rest),
+Each lab gets three campaigns (one workload per campaign: the probe for the idle cases, iperf3 for the rest;
+the two-UE case alone, so no second UE is attached during the others),
 written here as YAML and run by `cellab run` (the runner, the store and the normal report). The virtual
 campaigns add the cell's fidelity settings (VIRTUAL_ONLY); a parameter or UE count a lab does not take (yet)
 is left out and said so, and its cells print "not measured: <reason>".
@@ -186,11 +187,10 @@ def two_ue_case(n_prb: int) -> str:
 
 @dataclass
 class Plan:
-    """One lab's two campaigns and what they leave out."""
+    """One lab's campaigns (kind -> campaign: idle, load, two-ue) and what they leave out."""
 
     lab: str
-    idle: dict[str, Any]
-    load: dict[str, Any]
+    campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)
     omitted_params: dict[str, str] = field(default_factory=dict)  # parameter -> why
     missing_cases: dict[str, str] = field(default_factory=dict)  # case -> why it is not run on this lab
 
@@ -204,8 +204,8 @@ def lab_capabilities(lab: str) -> tuple[set[str], int]:
 
 
 def load_levels(grid: Grid) -> dict[str, dict[str, Any]]:
-    """The iperf3 cases in an order that restarts srsenb least: by n_prb, the attenuation steps and the two-UE
-    case where the downloads already set the shared n_prb (attenuation needs no restart), two UEs last."""
+    """The iperf3 cases in an order that restarts srsenb least: by n_prb, the attenuation steps where the
+    downloads already set the shared n_prb (attenuation needs no restart), two UEs last."""
     levels: dict[str, dict[str, Any]] = {}
     for n_prb in sorted(set(grid.download_n_prb) | {grid.shared_n_prb}):
         if n_prb in grid.download_n_prb:
@@ -223,7 +223,7 @@ def load_levels(grid: Grid) -> dict[str, dict[str, Any]]:
 def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int] | None = None) -> Plan:
     params, max_ues = capabilities or lab_capabilities(lab)
     fixed: dict[str, Any] = {}
-    plan = Plan(lab, {}, {})
+    plan = Plan(lab)
     wanted = dict(SHARED) | (dict(VIRTUAL_ONLY) if lab == VIRTUAL_LAB else {})
     for name, value in wanted.items():
         if name in params:
@@ -233,30 +233,34 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int] | None =
     common = {"order": {"mode": "sequential"}, "timeouts": {"run_s": 180, "request_s": 20},
               "retry": {"max_attempts": grid.max_attempts, "backoff_s": 2}}
     idle_levels = {idle_case(n, p): {"n_prb": n, "sr_period_ms": p} for n in grid.n_prb for p in grid.sr_period_ms}
-    plan.idle = {"name": f"fidelity-idle-{lab}", "lab": lab, **common,
-                 "description": "fidelity: idle uplink ICMP probes per n_prb and SR period",
-                 "factors": {"case": idle_levels}, "fixed": fixed,
-                 "workload": {"tool": "probe", "duration_s": 1, "size_bytes": IDLE_FLOW_BYTES,
-                              "sr_probes": grid.idle_pings}}
-    levels = load_levels(grid)
-    for case, level in list(levels.items()):
+    plan.campaigns["idle"] = {"name": f"fidelity-idle-{lab}", "lab": lab, **common,
+                              "description": "fidelity: idle uplink ICMP probes per n_prb and SR period",
+                              "factors": {"case": idle_levels}, "fixed": fixed,
+                              "workload": {"tool": "probe", "duration_s": 1, "size_bytes": IDLE_FLOW_BYTES,
+                                           "sr_probes": grid.idle_pings}}
+    # the two-UE case in a campaign of its own: the session brings up the most UEs any run asks for, and a
+    # second srsue attached (decoding the whole downlink) would load the host during the one-UE runs
+    by_kind: dict[str, dict[str, Any]] = {"load": {}, "two-ue": {}}
+    for case, level in load_levels(grid).items():
         if level.get("ues", 1) > max_ues:
             plan.missing_cases[case] = f"lab {lab} serves at most {max_ues} UE(s) (yet)"
-            del levels[case]
-    plan.load = {"name": f"fidelity-load-{lab}", "lab": lab, **common,
-                 "description": "fidelity: downloads with ping, attenuation steps, two UEs",
-                 "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": DOWNLOAD_SR_MS},
-                 "workload": {"tool": "iperf3", "kind": "download", "duration_s": grid.download_s,
-                              "ping_interval_ms": PING_INTERVAL_MS}}
-    if not levels:
-        plan.load = {}
+        else:
+            by_kind["two-ue" if level.get("ues", 1) > 1 else "load"][case] = level
+    for kind, levels in by_kind.items():
+        if levels:
+            plan.campaigns[kind] = {
+                "name": f"fidelity-{kind}-{lab}", "lab": lab, **common,
+                "description": f"fidelity: {kind} cases, iperf3 downloads with ping",
+                "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": DOWNLOAD_SR_MS},
+                "workload": {"tool": "iperf3", "kind": "download", "duration_s": grid.download_s,
+                             "ping_interval_ms": PING_INTERVAL_MS}}
     return plan
 
 
 @dataclass
 class CampaignResult:
     lab: str
-    kind: str  # idle | load
+    kind: str  # idle | load | two-ue
     folder: Path | None
     error: str | None = None  # the campaign as a whole failed
 
@@ -266,9 +270,7 @@ def run_plan(plan: Plan, out_dir: Path, prefix: str, report: bool = True, timeou
     report=False)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
-    for kind, campaign in (("idle", plan.idle), ("load", plan.load)):
-        if not campaign:
-            continue
+    for kind, campaign in plan.campaigns.items():
         path = out_dir / f"{campaign['name']}.yaml"
         path.write_text(yaml.safe_dump(campaign, sort_keys=False))
         before = {p for p in out_dir.iterdir() if p.is_dir()}
@@ -302,7 +304,7 @@ def measure_in_session(lab: str, grid: Grid, out_dir: Path, prefix: str) -> dict
     from cellab.workloads import WORKLOADS, RunUE, WorkloadTarget
 
     plan = build_plan(lab, grid)
-    cases = [(c, campaign, level) for campaign in (plan.idle, plan.load) if campaign
+    cases = [(c, campaign, level) for campaign in plan.campaigns.values()
              for c, level in campaign["factors"]["case"].items()]
     unsupported = [c for c, _, _ in cases if not c.startswith(("idle-", "dl-"))]
     if unsupported:

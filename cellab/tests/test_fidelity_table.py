@@ -94,16 +94,18 @@ def test_page_and_json(tmp_path):
 @pytest.mark.parametrize("lab", ["virtual", "srsran-zmq"])
 def test_built_campaigns_validate(tmp_path, lab):
     built = fidelity.build_plan(lab, fidelity.QUICK)
-    for campaign in (built.idle, built.load):
+    assert list(built.campaigns) == ["idle", "load", "two-ue"]
+    for campaign in built.campaigns.values():
         path = tmp_path / "c.yaml"
         path.write_text(yaml.safe_dump(campaign, sort_keys=False))
         cases = [run.factors["case"] for run in plan(load_campaign(path), path)]
         assert cases and set(cases) <= set(fidelity.case_names(fidelity.QUICK))
-    assert ("core_delay_ms" in built.load["fixed"]) == (lab == "virtual")
+    assert ("core_delay_ms" in built.campaigns["load"]["fixed"]) == (lab == "virtual")
 
 
 def test_builder_leaves_out_what_a_lab_cannot_run():
     built = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb", "sr_period_ms"}, 1))
-    assert "rlc_queue" not in built.load["fixed"] and "rlc_queue" in built.omitted_params
+    assert "rlc_queue" not in built.campaigns["load"]["fixed"] and "rlc_queue" in built.omitted_params
     assert built.missing_cases == {"two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
-    assert list(built.load["factors"]["case"]) == ["dl-cubic-25prb", "att-0db", "att-20db"]
+    assert list(built.campaigns) == ["idle", "load"]
+    assert list(built.campaigns["load"]["factors"]["case"]) == ["dl-cubic-25prb", "att-0db", "att-20db"]
