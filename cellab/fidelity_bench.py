@@ -1,6 +1,6 @@
 """`make bench BENCH=fidelity`: the virtual cell against srsRAN over ZMQ, the same cases on both labs back to
 back, printed as a table with tolerances and written as runs/out/fidelity/fidelity.html (+ .json) next to the
-four campaigns' result folders (each with its normal report).
+campaigns' result folders (each with its normal report).
 
     make bench BENCH=fidelity                          # the full grid (about 30-40 min)
     CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, 0/20 dB, two UEs
