@@ -522,11 +522,15 @@ class Agent:
             self._call_safe_state(f"op {op.name} crashed")
             return self._error(header, "internal", f"{type(exc).__name__}: {exc}")
         rid = header.get("id")
-        if isinstance(result, RawReply):
+        if type(result) is dict:  # the usual case, before pydantic's slower isinstance hook
+            result_is_model = False
+        elif isinstance(result, RawReply):
             return [wire.encode_header({"version": wire.VERSION, "kind": wire.REPLY, "id": rid, "raw": True,
                                         "meta": result.meta}), result.data]
+        else:
+            result_is_model = isinstance(result, BaseModel)
         try:
-            if isinstance(result, BaseModel):
+            if result_is_model:
                 body = result.model_dump_json().encode()
             else:
                 body = wire.encode_body(result if result is not None else {})

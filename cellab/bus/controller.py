@@ -336,6 +336,8 @@ class Controller:
             raise InputError("controller.request", "timeout_s", f"{timeout_s} is not a duration", ["> 0"])
         if params is None:
             body = b""
+        elif type(params) is dict:  # the usual case, before pydantic's slower isinstance hook
+            body = wire.encode_body(params)
         elif isinstance(params, BaseModel):
             body = params.model_dump_json().encode()
         else:
