@@ -1,15 +1,18 @@
 """Bus benchmark: request/reply latency over loopback TCP with CURVE through Controller/Agent, against
 plain pyzmq REQ/REP (no CURVE, no envelope, no validation) measured in the same run.
 
-Every server runs in its own process (as an agent does on its own host), the clients in this one; the
-variants are measured in alternating blocks of round trips so that all see the same load on a shared
-machine. Two more variants split the gap: pyzmq REQ/REP with CURVE (what encryption alone costs, the
-baseline for what the bus adds on top of pyzmq with the same security), and raw pyzmq ROUTER/DEALER
-with CURVE and the same JSON envelope but no bus code.
+Every server runs in its own process (as an agent does on its own host), the clients in this one, all
+in Python with pyzmq over loopback TCP with the same 64-character text. The variants are measured in
+blocks of BLOCK round trips, in a shuffled order each round, so that load changes on a shared machine
+hit all of them alike. Two more variants split the gap: pyzmq REQ/REP with CURVE (what encryption alone
+costs, the baseline for what the bus adds on top of pyzmq with the same security), and the floor: raw
+pyzmq ROUTER/DEALER with CURVE and the same JSON envelope through the same cheap calls as the bus, but
+no bus code (no bookkeeping, validation, liveness or locks).
 A campaign's requests are mostly sporadic, not back to back: a last pair of variants measures bus and
 plain REQ/REP one request at a time after IDLE_S of idleness (alternating), when every thread on the
 path has to be woken and its code is cold.
-Prints one line per measurement: value, baseline, ratio, target.
+Prints the p50/p99 of each variant, the bus's ratios to plain REQ/REP (the target), to REQ/REP with
+CURVE and to the floor, the CPU per round trip on each side, and the sporadic regime.
 """
 
 from __future__ import annotations
