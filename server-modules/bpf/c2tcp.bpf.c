@@ -248,13 +248,13 @@ static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
 	stat_add(ST_BAD_EVENTS, 1);
 }
 
-/* Deviation (issue 18), the Setpoint floor: an ACK that ends a flight of at most small_flight_pkts
- * packets (those still out plus those it acks) measures the RTT of a flight with no queue of its own:
- * on an SR-granted uplink the wait for an SR occasion, on a gappy trace the wait for a delivery
- * opportunity. Setpoint = max(alpha x MINRTT, its EWMA (1/8)): a flight that small is never Bad for
- * the delay it cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at
- * every Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning
- * cycle without a small flight, so it follows the path. 0 = the paper. */
+/* Deviation (issue 18), the Setpoint floor: an ACK whose packet travelled behind a flight of at most
+ * small_flight_pkts packets measures the RTT of a flight with no queue of its own: on an SR-granted
+ * uplink the wait for an SR occasion, on a gappy trace the wait for a delivery opportunity.
+ * Setpoint = max(alpha x MINRTT, its EWMA (1/8)): a flight that small is never Bad for the delay it
+ * cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at every
+ * Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning cycle without a
+ * small flight, so it follows the path. 0 = the paper. */
 static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp,
 					     __u32 in_flight_bytes, __u32 rtt_us)
 {
