@@ -96,7 +96,8 @@ def trace_rate_mbit(trace: Path, duration_ms: int) -> float:
 
 def idle_trace_rtt_ms(trace: Path, duration_ms: int, base_rtt_ms: float) -> float:
     """Mean RTT of a packet sent at a random ms of the first duration_ms on an empty link: the base RTT
-    plus the wait for the trace's next delivery opportunity (the delay no sender can avoid)."""
+    plus the wait for the trace's next delivery opportunity (a lone packet's; an ACK-clocked flow, whose
+    packets follow deliveries, can wait less)."""
     stamps = sorted(set(_trace_stamps(trace)))
     waits, i = 0, 0
     for ms in range(duration_ms):

@@ -43,7 +43,7 @@ class TraceResult:
     slices: int
     trace_mbit: float        # mean capacity of the slices played
     buffer_ms: float         # how long the 150 KB buffer takes to drain at that rate: Cubic's delay ceiling
-    idle_wait_ms: float      # mean wait of a lone packet for a delivery opportunity (no sender avoids it)
+    idle_wait_ms: float      # mean wait of a lone packet for a delivery opportunity (context, not a floor)
     cubic: SchemeResult
     c2tcp: SchemeResult
 
@@ -150,7 +150,7 @@ HEADER = (f"{'trace':<26} {'Mbit/s':>6} {'buffer':>7} {'wait':>6} | {'Cubic Mbit
 def table_rows(results: list[TraceResult]) -> list[str]:
     """The table as text: per trace, then the average (delays in ms). `buffer`: how long 150 KB takes to
     drain at the trace's mean rate (Cubic's delay ceiling); `wait`: a lone packet's mean wait for a
-    delivery opportunity (a floor of C2TCP's delay)."""
+    delivery opportunity (context: an ACK-clocked flow's packets follow deliveries and can wait less)."""
     rows = [HEADER]
     for r in results:
         rows.append(f"{r.trace:<26} {r.trace_mbit:>6.1f} {r.buffer_ms:>5.0f}ms {r.idle_wait_ms:>4.0f}ms | "
