@@ -172,6 +172,6 @@ class SrsueProcess:
         lines = [line.strip() for line in self.console_text().splitlines() if line.strip()]
         return " | ".join(lines[-3:]) if lines else f"(no output; console {self.console})"
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
-            self.proc.stop(grace_s=STOP_GRACE_S)
+            self.proc.stop(grace_s=grace_s)

@@ -61,6 +61,7 @@ ENB_READY_TIMEOUT_S = 30.0
 MAX_ATTENUATION_DB = 25.0
 REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
+UE_STOP_GRACE_S = 0.5
 #: the cell's sample rate per n_prb (srsRAN with lte_sample_rates off): the ZMQ stream's rate with the broker
 CELL_SRATE_HZ = {6: 1.92e6, 15: 3.84e6, 25: 5.76e6, 50: 11.52e6}
 
@@ -232,12 +233,16 @@ class SrsranZmqLab(EmbeddedLab):
         enb = self._enb()
         status = enb.status()
         reasons = self._restart_reasons(p, status.state)
+        steps_s: dict[str, float] = {}  # where a restart's time goes
         if reasons:
             if status.state in ("running", "starting"):
                 enb.safe_state()  # first: with srsue still on its ZMQ link srsenb stops at once
+            steps_s["enb_stop"] = time.monotonic() - started
             self._stop_radio()
+            steps_s["radio_stop"] = time.monotonic() - started - sum(steps_s.values())
             if self._applied is not None or self._ues_started:
                 self._restart_core()
+                steps_s["core_restart"] = time.monotonic() - started - sum(steps_s.values())
         result = enb.configure(ConfigureParams(
             profile_yaml=self._enb_profile_yaml(p.n_prb), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
@@ -256,7 +261,8 @@ class SrsranZmqLab(EmbeddedLab):
         self._configured_at_s = time.time()
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
-                               "attach_s": self.last_attach_s if reasons else None}
+                               "attach_s": self.last_attach_s if reasons else None,
+                               "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
 
     def _restart_core(self) -> None:
         """srsEPC afresh: it keeps the old UEs' contexts of a stopped eNB, and their first attach to the new one
@@ -286,8 +292,10 @@ class SrsranZmqLab(EmbeddedLab):
         return reasons
 
     def _stop_radio(self) -> None:
-        with ThreadPoolExecutor(max_workers=MAX_UES) as pool:  # each may take its SIGTERM grace: at once
-            list(pool.map(SrsueProcess.stop, self._ues))
+        # srsenb is stopped by now, so srsue sits blocked in ZMQ and ignores SIGTERM (STOP_GRACE_S would pass in
+        # full, 3.3 s measured): SIGKILL soon, all at once (its attach state is not kept anyway)
+        with ThreadPoolExecutor(max_workers=MAX_UES) as pool:
+            list(pool.map(lambda ue: ue.stop(grace_s=UE_STOP_GRACE_S), self._ues))
         self._ues = []
         if self._broker is not None:
             self._broker.stop()
