@@ -23,14 +23,13 @@ def ue_ports(index: int) -> tuple[int, int]:
     return UE_PORT_BASE + 2 * index, UE_PORT_BASE + 2 * index + 1
 
 
-def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None) -> list[str]:
+def broker_argv(binary: Path, n_ues: int) -> list[str]:
     local = "tcp://127.0.0.1:{}".format
     argv = [str(binary), "--enb-tx", local(ENB_TX_PORT), "--enb-rx", local(ENB_RX_PORT),
             "--stats-s", str(STATS_PERIOD_S)]
     for i in range(n_ues):
         rx, tx = ue_ports(i)
-        gain = f",dl_gain_db={dl_gains_db[i]:g}" if dl_gains_db else ""
-        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}{gain}"]
+        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}"]
     return argv
 
 

@@ -8,7 +8,7 @@
  *   uplink:   when srsenb's rx asks (REP), ask every UE with nothing buffered for its next block (REQ per UE)
  *             and answer with the sum of as many samples as every UE has (the rest stays buffered). Never more:
  *             a srsue sends its tx only from its next rx call, which waits for downlink that srsenb sends only
- *             after this reply (srsRAN's rf_zmq_recv aligns tx to rx first), so waiting for more deadlocks.
+ *             after this reply (srsRAN's rf_zmq_recv aligns tx to rx first): waiting for more could deadlock.
  *
  *   cellab-zmq-broker --enb-tx tcp://127.0.0.1:2000 --enb-rx tcp://127.0.0.1:2001 \
  *       --ue rx=tcp://127.0.0.1:2100,tx=tcp://127.0.0.1:2101[,dl_gain_db=-3] --ue ... [--stats-s 5]
