@@ -107,7 +107,10 @@ static void parse_args(int argc, char **argv)
         } else if (!strcmp(opt, "--ue")) {
             if (B.n_ues == MAX_UES)
                 usage("too many --ue");
-            parse_ue(val, &B.ue[B.n_ues++]);
+            char *spec = strdup(val); /* parsed in place: argv stays whole for ps */
+            if (!spec)
+                die("out of memory for", "--ue");
+            parse_ue(spec, &B.ue[B.n_ues++]);
         } else if (!strcmp(opt, "--stats-s")) {
             char *end;
             B.stats_s = strtod(val, &end);
