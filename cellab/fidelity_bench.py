@@ -2,7 +2,7 @@
 back, printed as a table with tolerances and written as runs/out/fidelity/fidelity.html (+ .json) next to the
 campaigns' result folders (each with its normal report).
 
-    make bench BENCH=fidelity                          # the full grid (about 30-40 min)
+    make bench BENCH=fidelity                          # the full grid (about 22 min)
     CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, 0/20 dB, two UEs
     python -m cellab.fidelity_bench --quick [--out DIR]
 
