@@ -70,7 +70,7 @@ void parse_args(struct cell *c, int argc, char **argv)
     *p = (struct cell_params){.n_prb = 25, .sr_period_ms = 20, .cqi_period_ms = 40, .cqi_delay_ms = 4,
                               .ul_prb = -1, .ul_mcs = 20, .bsr_timer_ms = 20, .harq_max_tx = 4,
                               .harq_rtt_ms = 8, .ul_policy = UL_SRSENB, .dl_queue = DLQ_SRSENB,
-                              .rlc_queue_sdus = 256, .pdcp_discard_ms = 150, .rlc_queue_bytes = 4u << 20,
+                              .rlc_queue_sdus = 256, .pdcp_discard_ms = 0, .rlc_queue_bytes = 4u << 20,
                               .ul_buffer_bytes = 4u << 20, .fading_coherence_ms = 100.0, .seed = 1,
                               .poll_grant_prb = 2};
     static const struct option opts[] = {
@@ -141,7 +141,7 @@ void parse_args(struct cell *c, int argc, char **argv)
             }
             break;
         case 'k': p->rlc_queue_sdus = (int)parse_long("rlc-queue-sdus", optarg, 1, 65536); break;
-        case 'd': p->pdcp_discard_ms = (int)parse_long("pdcp-discard-ms", optarg, 1, 10000); break;
+        case 'd': p->pdcp_discard_ms = (int)parse_long("pdcp-discard-ms", optarg, 0, 10000); break; /* 0: none */
         case 'B': p->ul_buffer_bytes = (uint64_t)parse_long("ul-buffer-bytes", optarg, 1500, 1L << 30); break;
         case 'P':
             if (!strcmp(optarg, "srsenb"))

@@ -1,7 +1,8 @@
 /* cellab-cell: the downlink RLC queue of each UE: admission of a packet arriving from the core, the PDCP
  * discard timer and which packets have started transmission. Two policies (emulator/README.md, "Downlink
  * queue"): srsenb's (at most rlc_queue_sdus packets not yet started, tail drop of the arriving one; a packet
- * not started pdcp_discard_ms after its arrival is discarded) and a plain byte limit with tail drop. */
+ * not started pdcp_discard_ms after its arrival is discarded, when the bearer has that timer) and a plain byte
+ * limit with tail drop. */
 #include "cell.h"
 
 #include <stdlib.h>
@@ -47,7 +48,8 @@ void dl_mark_scheduled(struct ue *u)
 void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t)
 {
     struct pkt *first = u->dl_next_new;
-    if (c->p.dl_queue != DLQ_SRSENB || !first || t - first->enq_tti < (uint64_t)c->p.pdcp_discard_ms)
+    if (c->p.dl_queue != DLQ_SRSENB || c->p.pdcp_discard_ms == 0 || !first ||
+        t - first->enq_tti < (uint64_t)c->p.pdcp_discard_ms)
         return;
     struct pkt *before = NULL; /* the packet ahead of the run, NULL when the run starts at the head */
     for (struct pkt *q = u->dlq.head; q != first; q = q->next)

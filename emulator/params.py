@@ -14,6 +14,10 @@ RLC_QUEUE_MIN_BYTES = 1500
 RLC_QUEUE_MAX_BYTES = 1 << 30
 RLC_QUEUE_ALLOWED = f'"srsenb" or a byte size {RLC_QUEUE_MIN_BYTES}..{RLC_QUEUE_MAX_BYTES}'
 
+# srsenb's rb.conf (ran-config/templates/rb.conf.j2, as srsRAN's example): qci 7 discard_timer = -1 on RLC UM (no
+# timer: pdcp_entity_lte.cc forces 1500 ms only on AM bearers), qci 9 discard_timer = 150 on RLC AM
+BEARER_DISCARD_MS = {7: 0, 9: 150}
+
 
 class CellParams(BaseModel):
     """Everything cellab-cell is started with (README.md, "Parameters")."""
@@ -32,7 +36,10 @@ class CellParams(BaseModel):
     # per-UE downlink queue: srsenb's (SDU limit + PDCP discard) or a byte limit with tail drop (deep buffers)
     rlc_queue: Literal["srsenb"] | int = "srsenb"
     rlc_queue_sdus: int = Field(256, ge=1, le=65536)  # srsenb: RLC_TX_QUEUE_LEN
-    pdcp_discard_ms: int = Field(150, ge=1, le=10000)  # srsenb: rb.conf discard_timer of qci 9
+    # the default bearer's QCI as the core provisions it, which picks srsenb's rb.conf bearer: 7 (the srsran-zmq
+    # lab's and srsRAN's example subscribers) is RLC UM without a PDCP discard timer, 9 is RLC AM with 150 ms
+    bearer_qci: Literal[7, 9] = 7
+    pdcp_discard_ms: int | None = Field(None, ge=0, le=10000)  # None: the bearer's; 0: no discard timer
     ul_buffer_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
     core_delay_ms: float = Field(0.0, ge=0, le=10000)
     internet_delay_ms: float = Field(0.0, ge=0, le=10000)
@@ -76,7 +83,7 @@ class CellParams(BaseModel):
             raise ValueError(f"attenuation_db: give one value or one per UE ({self.n_ues})")
         if self.ul_prb is not None and self.ul_prb > self.n_prb:
             raise ValueError(f"ul_prb ({self.ul_prb}) exceeds n_prb ({self.n_prb})")
-        srsenb_only = [f for f in ("rlc_queue_sdus", "pdcp_discard_ms")  # set away from srsenb's value
+        srsenb_only = [f for f in ("rlc_queue_sdus", "bearer_qci", "pdcp_discard_ms")  # set away from the default
                        if getattr(self, f) != type(self).model_fields[f].default]
         if self.rlc_queue != "srsenb" and srsenb_only:
             raise ValueError(f"{', '.join(srsenb_only)}: only with rlc_queue srsenb (a byte-limited queue has "
@@ -86,7 +93,12 @@ class CellParams(BaseModel):
     def rlc_queue_arg(self) -> str:
         """The cell's --rlc-queue value."""
         return "srsenb" if self.rlc_queue == "srsenb" else f"bytes:{self.rlc_queue}"
-        return self
+
+    def discard_ms(self) -> int:
+        """The PDCP discard timer the srsenb queue applies (0: none)."""
+        if self.pdcp_discard_ms is not None:
+            return self.pdcp_discard_ms
+        return BEARER_DISCARD_MS[self.bearer_qci]
 
     def argv(self) -> list[str]:
         """Command-line options for cellab-cell (without the TUN/endpoint options)."""
@@ -95,7 +107,7 @@ class CellParams(BaseModel):
             "--cqi-period-ms", str(self.cqi_period_ms), "--cqi-delay-ms", str(self.cqi_delay_ms),
             "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
             "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue", self.rlc_queue_arg(),
-            "--rlc-queue-sdus", str(self.rlc_queue_sdus), "--pdcp-discard-ms", str(self.pdcp_discard_ms),
+            "--rlc-queue-sdus", str(self.rlc_queue_sdus), "--pdcp-discard-ms", str(self.discard_ms()),
             "--ul-buffer-bytes", str(self.ul_buffer_bytes), "--core-delay-ms", repr(self.core_delay_ms),
             "--internet-delay-ms", repr(self.internet_delay_ms),
             "--core-jitter-ms", str(self.core_jitter_ms), "--seed", str(self.seed),

@@ -43,6 +43,12 @@ def test_rlc_queue_choices_reach_the_cell():
     assert argv[argv.index("--rlc-queue") + 1] == "bytes:4194304"
     argv = CellParams(pdcp_discard_ms=300).argv()
     assert argv[argv.index("--rlc-queue") + 1] == "srsenb" and argv[argv.index("--pdcp-discard-ms") + 1] == "300"
+    # the bearer picks srsenb's discard timer: qci 7 (UM) none, qci 9 (AM) 150 ms
+    for qci, discard_ms in ((7, "0"), (9, "150")):
+        argv = CellParams(bearer_qci=qci).argv()
+        assert argv[argv.index("--pdcp-discard-ms") + 1] == discard_ms
+    with pytest.raises(InputErrors, match="bearer_qci"):
+        validate_params({"bearer_qci": 5})
     with pytest.raises(InputErrors, match="pdcp_discard_ms"):  # a byte-limited queue has no discard timer
         validate_params({"rlc_queue": 100_000, "pdcp_discard_ms": 300})
 

@@ -56,8 +56,9 @@ SCENARIOS: dict[str, tuple[int, list[str], str]] = {
         "--n-prb", "50", "--sr-period-ms", "10", "--attenuation-db", "20", "--fading-db", "3", "--seed", "5",
         "--rlc-queue", "bytes:50000"],
         "2b0388d319a660b31be348089167479f5b899bd26ed4da3bb045c2449a83c344"),
-    "srsenb_queue_overload": (3000, _ues(3) + [  # the default queue: SDU limit and PDCP discard both bind
-        "--n-prb", "15", "--attenuation-db", "0,30,45", "--fading-db", "3", "--seed", "13", "--core-delay-ms", "3"],
+    "srsenb_queue_overload": (3000, _ues(3) + [  # srsenb's queue on a qci-9 bearer: SDU limit and discard both bind
+        "--n-prb", "15", "--attenuation-db", "0,30,45", "--fading-db", "3", "--seed", "13", "--core-delay-ms", "3",
+        "--pdcp-discard-ms", "150"],
         "9ce64fea21b165b085c2d0d14f87f52488f2c94bebb248ec37cc10cac628f8f1"),
     "edge_of_range": (2000, _ues(1) + [
         "--sr-period-ms", "80", "--cqi-period-ms", "160", "--n-prb", "15", "--attenuation-db", "62",
