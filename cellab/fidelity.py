@@ -4,7 +4,8 @@ the same cases run back to back on both and compared cell by cell against a tole
 Cases (docs/fidelity.md):
     idle-<n>prb-sr<p>   idle uplink ICMP probes (cellab-probe's SR probes): RTT min/avg/max
     dl-<cc>-<n>prb      an iperf3 download with ping every 200 ms: throughput, RTT under load
-    att-<d>db           a Cubic download at an attenuation step: the eNB's CQI and MCS while it sends
+    snr-<d>db           a Cubic download at a downlink SNR step (each lab given the attenuation that makes that
+                        SNR, from its snr_at_0db_attenuation_db): the eNB's CQI and MCS while it sends
     two-ue-<n>prb       two UEs with a Cubic download each: each UE's share of the sum, its RTT
 
 Each lab gets three campaigns (one workload per campaign: the probe for the idle cases, iperf3 for the rest;
@@ -52,7 +53,7 @@ class Grid:
     download_ccs: tuple[str, ...] = ("cubic", "bbr")
     download_n_prb: tuple[int, ...] = (6, 15, 25, 50)
     download_s: float = 10.0
-    attenuation_db: tuple[float, ...] = (0, 10, 20)
+    snr_db: tuple[float, ...] = (30, 20, 10)  # the real stack's SNR at 0, 10 and 20 dB of attenuation
     shared_n_prb: int = 25  # the attenuation steps and the two-UE case
     two_ues: bool = True
     max_attempts: int = 2
@@ -60,9 +61,9 @@ class Grid:
 
 FULL = Grid()
 QUICK = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-             attenuation_db=(0, 20))
+             snr_db=(30, 10))
 TEST = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-            attenuation_db=(), two_ues=False, max_attempts=1)
+            snr_db=(), two_ues=False, max_attempts=1)
 GRIDS = {"full": FULL, "quick": QUICK, "test": TEST}
 
 
@@ -106,16 +107,7 @@ class KnownDeviation:
 
 # Cells that fail their tolerance for a reason understood and measured (docs/fidelity.md). A listed cell that
 # passes prints PASS: the entry only names the mechanism when the numbers disagree.
-_ATTENUATION_REFERENCE = (
-    "the labs map attenuation_db to SNR differently: srsran-zmq runs srsue's AWGN floor at SNR 30 - attenuation_db "
-    "(ran-config/srsue_proc.py REF_SNR_DB), the virtual cell's SINR is RS EPRE -60 dBm - attenuation_db against "
-    "-123.2 dBm noise per RE, capped at 40 dB (emulator/radio.h): 63 - attenuation_db, so CQI 15 up to ~45 dB; "
-    "the same step is 33 dB weaker on the real stack (measured 2026-11-25, quick grid: att-20db real CQI 6.5 "
-    "MCS 15.7, virtual CQI 15 MCS 27.9)")
-KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = (
-    KnownDeviation("att-*", "cqi", _ATTENUATION_REFERENCE),
-    KnownDeviation("att-*", "mcs", _ATTENUATION_REFERENCE),
-)
+KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = ()
 
 
 def known_deviation(case: str, metric: str, table: tuple[KnownDeviation, ...] = KNOWN_DEVIATIONS) -> str | None:
@@ -177,8 +169,8 @@ def download_case(cc: str, n_prb: int) -> str:
     return f"dl-{cc}-{n_prb}prb"
 
 
-def attenuation_case(db: float) -> str:
-    return f"att-{db:g}db"
+def snr_case(snr_db: float) -> str:
+    return f"snr-{snr_db:g}db"
 
 
 def two_ue_case(n_prb: int) -> str:
@@ -195,33 +187,37 @@ class Plan:
     missing_cases: dict[str, str] = field(default_factory=dict)  # case -> why it is not run on this lab
 
 
-def lab_capabilities(lab: str) -> tuple[set[str], int]:
-    """(run parameter names, most UEs) of an embedded lab, from its registered class."""
+def lab_capabilities(lab: str) -> tuple[set[str], int, float | None]:
+    """(run parameter names, most UEs, SNR at 0 dB attenuation) of an embedded lab, from its registered class."""
     from cellab.campaign import params_model_for
     from cellab.labs import embedded_lab_class
 
-    return set(params_model_for(lab, f"lab {lab}").model_fields), embedded_lab_class(lab).max_ues
+    lab_class = embedded_lab_class(lab)
+    return (set(params_model_for(lab, f"lab {lab}").model_fields), lab_class.max_ues,
+            lab_class.snr_at_0db_attenuation_db)
 
 
-def load_levels(grid: Grid) -> dict[str, dict[str, Any]]:
-    """The iperf3 cases in an order that restarts srsenb least: by n_prb, the attenuation steps where the
-    downloads already set the shared n_prb (attenuation needs no restart), two UEs last."""
+def load_levels(grid: Grid, snr_at_0db: float | None = None) -> dict[str, dict[str, Any]]:
+    """The iperf3 cases in an order that restarts srsenb least: by n_prb, the SNR steps where the
+    downloads already set the shared n_prb (attenuation needs no restart), two UEs last. An SNR step is the
+    attenuation that gives that SNR on this lab (attenuation_db None: the lab cannot say, or cannot reach it)."""
     levels: dict[str, dict[str, Any]] = {}
     for n_prb in sorted(set(grid.download_n_prb) | {grid.shared_n_prb}):
         if n_prb in grid.download_n_prb:
             for cc in grid.download_ccs:
                 levels[download_case(cc, n_prb)] = {"n_prb": n_prb, "cc": cc, "attenuation_db": 0}
         if n_prb == grid.shared_n_prb:
-            for db in grid.attenuation_db:
-                levels[attenuation_case(db)] = {"n_prb": n_prb, "cc": "cubic", "attenuation_db": db}
+            for snr_db in grid.snr_db:
+                db = None if snr_at_0db is None or snr_at_0db < snr_db else round(snr_at_0db - snr_db, 2)
+                levels[snr_case(snr_db)] = {"n_prb": n_prb, "cc": "cubic", "attenuation_db": db}
     if grid.two_ues:
         levels[two_ue_case(grid.shared_n_prb)] = {"n_prb": grid.shared_n_prb, "cc": "cubic", "attenuation_db": 0,
                                                   "ues": 2}
     return levels
 
 
-def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int] | None = None) -> Plan:
-    params, max_ues = capabilities or lab_capabilities(lab)
+def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | None] | None = None) -> Plan:
+    params, max_ues, snr_at_0db = capabilities or lab_capabilities(lab)
     fixed: dict[str, Any] = {}
     plan = Plan(lab)
     wanted = dict(SHARED) | (dict(VIRTUAL_ONLY) if lab == VIRTUAL_LAB else {})
@@ -241,8 +237,11 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int] | None =
     # the two-UE case in a campaign of its own: the session brings up the most UEs any run asks for, and a
     # second srsue attached (decoding the whole downlink) would load the host during the one-UE runs
     by_kind: dict[str, dict[str, Any]] = {"load": {}, "two-ue": {}}
-    for case, level in load_levels(grid).items():
-        if level.get("ues", 1) > max_ues:
+    for case, level in load_levels(grid, snr_at_0db).items():
+        if level["attenuation_db"] is None:
+            plan.missing_cases[case] = (f"lab {lab} does not say which SNR an attenuation gives"
+                                        if snr_at_0db is None else f"lab {lab} reaches at most SNR {snr_at_0db:g} dB")
+        elif level.get("ues", 1) > max_ues:
             plan.missing_cases[case] = f"lab {lab} serves at most {max_ues} UE(s) (yet)"
         else:
             by_kind["two-ue" if level.get("ues", 1) > 1 else "load"][case] = level
@@ -449,7 +448,7 @@ def read_results(results: list[CampaignResult]) -> dict[str, CaseValues]:
             metrics = row["metrics"] or {}
             if case.startswith("idle-"):
                 cases[case] = idle_values(run_dir)
-            elif case.startswith("att-"):
+            elif case.startswith("snr-"):
                 cases[case] = radio_values(run_dir)
             elif case.startswith("two-ue-"):
                 cases[case] = two_ue_values(ue_rows.get(row["run_id"], {}))
@@ -477,7 +476,7 @@ def two_ue_values(per_ue: dict[str, dict[str, Any]]) -> CaseValues:
 
 # ---------------------------------------------------------------- the table
 CASE_METRICS = {"idle-": ("idle_rtt_avg_ms",), "dl-": ("throughput_mbps", "load_rtt_avg_ms"),
-                "att-": ("cqi", "mcs"), "two-ue-": ("share.ue0", "share.ue1", "load_rtt_avg_ms.ue0",
+                "snr-": ("cqi", "mcs"), "two-ue-": ("share.ue0", "share.ue1", "load_rtt_avg_ms.ue0",
                                                     "load_rtt_avg_ms.ue1")}
 
 

@@ -57,6 +57,9 @@ class VirtualLab(EmbeddedLab):
 
     #: UEs one virtual lab can run (one namespace each, one cell serving them all)
     max_ues = MAX_UES
+    #: radio.h: RS EPRE -60 dBm at 0 dB against thermal noise per RE (-132.24 dBm) + 9 dB UE noise figure
+    #: (the cell then caps SINR at 40 dB)
+    snr_at_0db_attenuation_db = -60.0 - (-132.24 + 9.0)
 
     def __init__(self, prefix: str = "clv", params: dict[str, Any] | CellParams | None = None, *,
                  ues: int | None = None, **kwargs: Any):

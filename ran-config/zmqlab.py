@@ -46,7 +46,7 @@ from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.paths import PROJECT_ROOT
 
 from .srsenb_proc import BIN_ENV
-from .srsue_proc import TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
+from .srsue_proc import REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
 from .zmq_broker import BrokerProcess, ue_ports
 
 BUNDLE_BIN = PROJECT_ROOT.parent / "shared" / "tools" / "srsran" / "bin"
@@ -124,6 +124,7 @@ class SrsranZmqLab(EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker
+    snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:

@@ -60,6 +60,9 @@ class EmbeddedLab(abc.ABC):
     #: the UEs sit behind the virtual cell's attenuator (a Mini-Circuits serial emulator bridged to the cell,
     #: one channel per UE; the session starts it and an attenuator agent driving it)
     cell_attenuator: bool = False
+    #: the downlink SNR (dB) a UE sees at attenuation_db 0, before any receiver cap: a run's SNR is this minus
+    #: attenuation_db (None: the lab does not know, e.g. real RF). Lets two labs be compared at equal SNR.
+    snr_at_0db_attenuation_db: float | None = None
 
     def extra_agents(self) -> list[AgentSpec]:
         """Agents this lab needs beyond server and UEs, started by the session after `up()`."""

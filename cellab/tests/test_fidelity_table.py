@@ -61,7 +61,7 @@ def test_rows_per_case_and_two_ue_shares():
                "idle-25prb-sr20": CaseValues({"idle_rtt_avg_ms": 27.7}),
                "two-ue-25prb": fidelity.two_ue_values({"ue0": {"throughput_bps": 12e6, "rtt_mean_ms": 150.0},
                                                        "ue1": {"throughput_bps": 4e6, "rtt_mean_ms": 150.0}})}
-    rows = fidelity_rows(["idle-25prb-sr20", "dl-cubic-25prb", "two-ue-25prb", "att-10db"], real, virtual,
+    rows = fidelity_rows(["idle-25prb-sr20", "dl-cubic-25prb", "two-ue-25prb", "snr-20db"], real, virtual,
                          deviations=())
     by = {(r.case, r.metric): r for r in rows}
     assert by[("idle-25prb-sr20", "idle RTT avg (ms)")].verdict == \
@@ -71,7 +71,7 @@ def test_rows_per_case_and_two_ue_shares():
     share0 = by[("two-ue-25prb ue0", "share of the cell")]
     assert (share0.real, share0.virtual, share0.verdict) == (0.5, 0.75, "FAIL")
     assert by[("two-ue-25prb ue1", "RTT under load avg (ms)")].verdict == "PASS"
-    assert by[("att-10db", "DL CQI")].verdict == "not measured: no run on srsran-zmq"
+    assert by[("snr-20db", "DL CQI")].verdict == "not measured: no run on srsran-zmq"
     text = fidelity.format_table(rows)
     assert "3 pass, 3 fail, 0 known deviation(s), 3 not measured" in text
 
@@ -104,8 +104,22 @@ def test_built_campaigns_validate(tmp_path, lab):
 
 
 def test_builder_leaves_out_what_a_lab_cannot_run():
-    built = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb", "sr_period_ms"}, 1))
+    built = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb", "sr_period_ms"}, 1, 30.0))
     assert "rlc_queue" not in built.campaigns["load"]["fixed"] and "rlc_queue" in built.omitted_params
     assert built.missing_cases == {"two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
     assert list(built.campaigns) == ["idle", "load"]
-    assert list(built.campaigns["load"]["factors"]["case"]) == ["dl-cubic-25prb", "att-0db", "att-20db"]
+    assert list(built.campaigns["load"]["factors"]["case"]) == ["dl-cubic-25prb", "snr-30db", "snr-10db"]
+
+
+def test_snr_steps_give_each_lab_the_attenuation_of_that_snr():
+    real = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb"}, 1, 30.0))
+    virtual = fidelity.build_plan("virtual", fidelity.QUICK, capabilities=({"n_prb"}, 16, 63.24))
+    for built, attenuation in ((real, {"snr-30db": 0, "snr-10db": 20}), (virtual, {"snr-30db": 33.24,
+                                                                                  "snr-10db": 53.24})):
+        levels = built.campaigns["load"]["factors"]["case"]
+        assert {case: levels[case]["attenuation_db"] for case in attenuation} == attenuation
+    blind = fidelity.build_plan("wired", fidelity.QUICK, capabilities=({"n_prb"}, 1, None))
+    weak = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb"}, 1, 20.0))
+    assert "does not say which SNR" in blind.missing_cases["snr-30db"]
+    assert weak.missing_cases == {"snr-30db": "lab srsran-zmq reaches at most SNR 20 dB",
+                                  "two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
