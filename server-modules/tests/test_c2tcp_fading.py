@@ -125,9 +125,11 @@ def lab_factory(require_root, netns_prefix):
 
 
 # 3 dB Gauss-Markov fading on top of the schedule, on several seeds; and the demo's own channel (no fading,
-# the seed draws the HARQ failures). `make test` runs two seeds (each pair is 24 s of flows on a 2-core host
-# whose whole suite must stay under 20 minutes); CELLAB_C2TCP_FADING_SEEDS=5 runs the five.
-FADING_SEEDS = range(1, 1 + int(os.environ.get("CELLAB_C2TCP_FADING_SEEDS", "2")))
+# the seed draws the HARQ failures). `make test` runs seed 2, the one whose fade trapped the paper's C2TCP
+# (each pair is 24 s of flows on a 2-core host whose whole suite must stay under 20 minutes);
+# CELLAB_C2TCP_FADING_SEEDS=5 runs the seeds 1-5.
+_SEEDS_ENV = os.environ.get("CELLAB_C2TCP_FADING_SEEDS")
+FADING_SEEDS = range(1, 1 + int(_SEEDS_ENV)) if _SEEDS_ENV else (2,)
 CHANNELS = [pytest.param(3.0, seed, id=f"fading3dB-seed{seed}") for seed in FADING_SEEDS] + \
     [pytest.param(0.0, 1, id="demo-channel")]
 
