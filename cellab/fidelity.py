@@ -40,6 +40,7 @@ SHARED = {"rlc_queue": "srsenb"}  # both labs: the eNB's RLC queue as srsenb siz
 IDLE_FLOW_BYTES = 20_000  # the probe workload needs a flow after its SR probes: a small one
 PING_INTERVAL_MS = 200.0  # ping during the downloads
 DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
+NO_NEW_TB_MCS = 255  # the TTI log's mcs when the TTI sent no new TB (emulator/ttilog.h)
 MIN_SENDING_BPS = 1e6  # an eNB report period counts for CQI/MCS when the UE received at least this
 
 
@@ -107,7 +108,16 @@ class KnownDeviation:
 
 # Cells that fail their tolerance for a reason understood and measured (docs/fidelity.md). A listed cell that
 # passes prints PASS: the entry only names the mechanism when the numbers disagree.
-KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = ()
+_OLLA_OVER_ZMQ = (
+    "srsenb's outer-loop link adaptation (sched_ue_cell.cc: +0.001 CQI per ACK, -0.019 per NACK, bounded by "
+    "max_delta_dl_cqi 5) climbs to its +5 CQI bound over ZMQ: srsue's decoder on the noise-only ZMQ channel "
+    "succeeds well above the CQI its SNR estimate reports, so the MCS runs ~5 CQI steps above the reports "
+    "(measured: SNR 20 dB CQI 9.8 MCS 27.0, SNR 10 dB CQI 5.9 MCS 17.2); the virtual cell's BLER curve is the "
+    "one its CQI table is drawn from, so its own outer loop stays near 0 (MCS 18.0 and 6.1 at CQI 9.3 and 5.0). "
+    "The CQIs agree; the gap is srsue's CQI estimate over ZMQ, not measured on RF")
+KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = (
+    KnownDeviation("snr-*", "mcs", _OLLA_OVER_ZMQ),
+)
 
 
 def known_deviation(case: str, metric: str, table: tuple[KnownDeviation, ...] = KNOWN_DEVIATIONS) -> str | None:
@@ -419,8 +429,11 @@ def cell_radio_values(run_dir: Path) -> CaseValues:
     sent = rec[rec["dl_prb"] > 0]
     if len(sent) == 0:
         return CaseValues(error=f"{path}: no TTI with a downlink allocation")
-    return CaseValues({"cqi": float(sent["cqi"].mean()), "mcs": float(sent["mcs"].mean())},
-                      {"cqi": f"{len(sent)} scheduled TTIs"})
+    new_tbs = sent[sent["mcs"] != NO_NEW_TB_MCS]  # a HARQ retransmission carries no MCS of its own
+    if len(new_tbs) == 0:
+        return CaseValues(error=f"{path}: no TTI with a new downlink TB")
+    return CaseValues({"cqi": float(sent["cqi"].mean()), "mcs": float(new_tbs["mcs"].mean())},
+                      {"cqi": f"{len(sent)} scheduled TTIs, {len(new_tbs)} with a new TB"})
 
 
 def radio_values(run_dir: Path) -> CaseValues:

@@ -12,6 +12,7 @@ Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN);
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -59,25 +60,54 @@ def run(grid_name: str, out_dir: Path) -> list[fidelity.Row]:
             if r.error:
                 notes.append(f"{lab} {r.kind} campaign: {r.error}")
         results.append(done)
-    virtual, real = (fidelity.read_results(r) for r in results)
-    rows = fidelity.fidelity_rows(fidelity.case_names(grid), real, virtual, missing)
     conditions = {"grid": grid_name, "started": started, "load": f"start {load_start}, end {_load()}",
                   "notes": notes, "folders": [r.folder.name for rs in results for r in rs if r.folder],
                   "virtual_only": fidelity.VIRTUAL_ONLY, "shared": fidelity.SHARED}
+    return _table(out_dir, results, missing, conditions)
+
+
+def _table(out_dir: Path, results: list[list[fidelity.CampaignResult]], missing: dict[str, str],
+           conditions: dict) -> list[fidelity.Row]:
+    virtual, real = (fidelity.read_results(r) for r in results)
+    rows = fidelity.fidelity_rows(fidelity.case_names(fidelity.GRIDS[conditions["grid"]]), real, virtual, missing)
     page, _ = fidelity.write_page(out_dir, rows, conditions)
-    for note in notes:
+    for note in conditions["notes"]:
         print(f"note: {note}")
     print(fidelity.format_table(rows))
-    print(f"load average: start {load_start}, end {_load()}")
+    print(f"load average: {conditions['load']}")
     print(f"page: {page}")
     return rows
+
+
+def reread(out_dir: Path) -> list[fidelity.Row] | None:
+    """The table again from the campaign folders of the last run (its fidelity.json), with today's readers,
+    tolerances and known deviations: no run."""
+    source = out_dir / "fidelity.json"
+    try:
+        conditions = json.loads(source.read_text())["conditions"]
+        grid = fidelity.GRIDS[conditions["grid"]]
+        folders = [out_dir / name for name in conditions["folders"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"fidelity: {source}: no earlier run to read ({type(exc).__name__}: {exc})")
+        return None
+    results, missing = [], {}
+    for lab in (fidelity.VIRTUAL_LAB, fidelity.REAL_LAB):
+        missing |= fidelity.build_plan(lab, grid).missing_cases
+        results.append([fidelity.CampaignResult(lab, kind, folder) for folder in folders
+                        for kind in ("idle", "load", "two-ue") if folder.name.startswith(f"fidelity-{kind}-{lab}-")])
+    return _table(out_dir, results, missing, conditions)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m cellab.fidelity_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the reduced grid (also CELLAB_FIDELITY_GRID=quick)")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
+    parser.add_argument("--reread", action="store_true",
+                        help="the table again from the last run's campaign folders (no run)")
     args = parser.parse_args(argv or [])
+    if args.reread:
+        reread(args.out)
+        return
     grid_name = "quick" if args.quick else os.environ.get(GRID_ENV, "full")
     if grid_name not in ("full", "quick"):
         print(f"fidelity: {GRID_ENV}={grid_name!r} is not a grid (allowed: full, quick)")

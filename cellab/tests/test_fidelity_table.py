@@ -123,3 +123,13 @@ def test_snr_steps_give_each_lab_the_attenuation_of_that_snr():
     assert "does not say which SNR" in blind.missing_cases["snr-30db"]
     assert weak.missing_cases == {"snr-30db": "lab srsran-zmq reaches at most SNR 20 dB",
                                   "two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
+
+
+def test_reread_without_an_earlier_run_says_so(tmp_path, capsys):
+    from cellab.fidelity_bench import reread
+
+    assert reread(tmp_path) is None
+    assert "no earlier run to read" in capsys.readouterr().out
+    (tmp_path / "fidelity.json").write_text('{"conditions": {"grid": "huge"}}')
+    assert reread(tmp_path) is None
+    assert "no earlier run to read (KeyError" in capsys.readouterr().out
