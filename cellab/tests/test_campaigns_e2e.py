@@ -40,7 +40,7 @@ SHOOTOUT = """
 name: e2e-sr-shootout
 lab: virtual
 factors:
-  sr_period_ms: [10, 40]
+  sr_period_ms: [40]
   scheme:
     cubic: {cc: cubic}
     c2tcp: {cc: c2tcp}
@@ -54,7 +54,7 @@ retry: {max_attempts: 2, backoff_s: 1}
 
 def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_path):
     rows = summaries(run_campaign(tmp_path, SHOOTOUT, netns_prefix))
-    assert len(rows) == 6
+    assert len(rows) == 3  # one SR period (every period is scored in ue-agents' test_probe_live and make demo)
     for r in rows:
         m = r["metrics"]
         assert m["sr_true_ms"] == r["factors"]["sr_period_ms"]
@@ -64,8 +64,8 @@ def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_
         assert 0.3 < m["utilization"] <= 1.05, m
         assert {"throughput_bps", "rtt_ms", "capacity_bps"} <= set(r["full"]["timeline"])
     named = [r for r in rows if "sr_estimate_ms" in r["metrics"]]
-    assert len(named) >= 5, [(r["factors"], r["metrics"].get("sr_estimate_ms")) for r in rows]
-    for period in (10, 40):
+    assert len(named) >= 2, [(r["factors"], r["metrics"].get("sr_estimate_ms")) for r in rows]
+    for period in (40,):
         rtt = {r["scheme"]: r["metrics"]["rtt_mean_ms"] for r in rows if r["factors"]["sr_period_ms"] == period}
         assert rtt["exll-rx"] < 0.6 * rtt["cubic"], rtt  # the per-module tests' claim holds in a campaign
         assert rtt["c2tcp"] < 0.6 * rtt["cubic"], rtt

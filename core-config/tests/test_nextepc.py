@@ -23,7 +23,7 @@ from cellab.epc.subscribers import load_subscribers
 from cellab.labs.netns import in_netns
 from cellab.proc import ManagedProcess
 
-from .conftest import EXAMPLES, srsran_lock
+from .conftest import EXAMPLES, srsran_lock, stop_all
 
 SCTP_SHIM = Path(__file__).resolve().parents[3] / "shared/tools/srsran/lib/sctpshim.so"
 KNOWN_IMSI, UNKNOWN_IMSI = "001010123456780", "001010999999999"
@@ -253,8 +253,7 @@ def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
                             assert "Network attach successful" in out, (
                                 f"ue: {out[-600:]}\nenb: {(lab / 'enb.out').read_text(errors='replace')[-600:]}")
                 finally:
-                    for proc in reversed(procs):
-                        proc.stop(grace_s=10)
+                    stop_all(procs)
                     core.stop()
         finally:
             subprocess.run(["ip", "netns", "del", "ue1"], check=False)

@@ -19,7 +19,7 @@ from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import CoreAgent
 from cellab.proc import ManagedProcess
 
-from .conftest import EXAMPLES, srsran_lock
+from .conftest import EXAMPLES, srsran_lock, stop_all
 
 BUNDLE = Path(__file__).resolve().parents[3] / "shared/tools/srsran"
 ATTACH_TIMEOUT_S = 90
@@ -68,8 +68,7 @@ def srsran_stack(tmp_path: Path, subscriber_imsi: Callable[[str], str]) -> Itera
                                                  f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", cwd=lab))
                     yield core, run_dir, lab, usim, agents["core1"]
                 finally:
-                    for proc in reversed(procs):
-                        proc.stop(grace_s=10)
+                    stop_all(procs)
                     core.stop()
         finally:
             subprocess.run(["ip", "netns", "del", "ue1"], check=False)
