@@ -47,6 +47,7 @@ from cellab.paths import PROJECT_ROOT
 
 from .srsenb_proc import BIN_ENV
 from .srsue_proc import REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
+from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
 
 BUNDLE_BIN = PROJECT_ROOT.parent / "shared" / "tools" / "srsran" / "bin"
@@ -62,8 +63,6 @@ MAX_ATTENUATION_DB = 25.0
 REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
 UE_STOP_GRACE_S = 0.5
-#: the cell's sample rate per n_prb (srsRAN with lte_sample_rates off): the ZMQ stream's rate with the broker
-CELL_SRATE_HZ = {6: 1.92e6, 15: 3.84e6, 25: 5.76e6, 50: 11.52e6}
 
 
 def ue_addr(index: int) -> str:
@@ -137,7 +136,7 @@ class SrsranZmqLab(EmbeddedLab):
         self.lab_agents: dict[str, str] = {}
         self._lock: HostLock | None = None
         self._ues: list[SrsueProcess] = []
-        self._broker: BrokerProcess | None = None  # with several UEs
+        self._broker: BrokerProcess | None = None  # between srsenb and every srsue
         self._applied: ZmqLabParams | None = None
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
@@ -277,7 +276,7 @@ class SrsranZmqLab(EmbeddedLab):
     def _enb_profile_yaml(self, n_prb: int) -> str:
         """The eNB profile with its ZMQ stream at the cell's own rate (see the module doc)."""
         profile = yaml.safe_load(ENB_PROFILE.read_text())
-        profile["rf"]["device"]["base_srate_hz"] = CELL_SRATE_HZ[n_prb]
+        profile["rf"]["device"]["base_srate_hz"] = SAMPLE_RATE_HZ[n_prb]
         return yaml.safe_dump(profile, sort_keys=False)
 
     def _restart_reasons(self, p: ZmqLabParams, enb_state: str) -> list[str]:
@@ -308,7 +307,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._stop_radio()
         self._ues_started = True
         t0 = time.monotonic()
-        settings = UeSettings(n_prb=n_prb, base_srate_hz=CELL_SRATE_HZ[n_prb])
+        settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
         self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns)
         self._broker.start()
         binary = find_srsue(self.bin_dir)
