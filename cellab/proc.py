@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from cellab.labs.netns import in_netns
 
@@ -53,3 +56,16 @@ class ManagedProcess:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
+
+
+class Stoppable(Protocol):
+    def stop(self, grace_s: float = ...) -> object: ...
+
+
+def stop_all(processes: Sequence[Stoppable], grace_s: float) -> None:
+    """Stop every process at once, each with its own grace: shutdowns that each take seconds (srsue's
+    detach, srsenb's exit) overlap instead of adding up."""
+    if not processes:
+        return
+    with ThreadPoolExecutor(max_workers=len(processes)) as pool:
+        list(pool.map(lambda p: p.stop(grace_s=grace_s), processes))

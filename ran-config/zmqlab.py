@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +43,7 @@ from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.labs import netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.paths import PROJECT_ROOT
+from cellab.proc import stop_all
 
 from .srsenb_proc import BIN_ENV
 from .srsue_proc import REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
@@ -294,8 +294,7 @@ class SrsranZmqLab(EmbeddedLab):
     def _stop_radio(self) -> None:
         # srsenb is stopped by now, so srsue sits blocked in ZMQ and ignores SIGTERM (STOP_GRACE_S would pass in
         # full, 3.3 s measured): SIGKILL soon, all at once (its attach state is not kept anyway)
-        with ThreadPoolExecutor(max_workers=MAX_UES) as pool:
-            list(pool.map(lambda ue: ue.stop(grace_s=UE_STOP_GRACE_S), self._ues))
+        stop_all(self._ues, grace_s=UE_STOP_GRACE_S)
         self._ues = []
         if self._broker is not None:
             self._broker.stop()

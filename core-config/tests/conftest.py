@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from cellab.epc import ferret
 from cellab.errors import CellabError
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.proc import ManagedProcess
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -46,7 +44,3 @@ def srsran_lock(wait_s: float = SRSRAN_LOCK_WAIT_S):
     return host_lock(SRSRAN_LOCK, wait_s, "core room test")
 
 
-def stop_all(procs: list[ManagedProcess], grace_s: float = 10) -> None:
-    """Stop srsRAN's processes at once: srsue's detach (~5 s) and srsenb's shutdown (~4 s) overlap."""
-    with ThreadPoolExecutor(len(procs) or 1) as pool:
-        list(pool.map(lambda proc: proc.stop(grace_s=grace_s), procs))

@@ -21,9 +21,9 @@ from cellab.epc.agent import CoreAgent
 from cellab.epc.render import NX_HSS, NX_MME
 from cellab.epc.subscribers import load_subscribers
 from cellab.labs.netns import in_netns
-from cellab.proc import ManagedProcess
+from cellab.proc import ManagedProcess, stop_all
 
-from .conftest import EXAMPLES, srsran_lock, stop_all
+from .conftest import EXAMPLES, srsran_lock
 
 SCTP_SHIM = Path(__file__).resolve().parents[3] / "shared/tools/srsran/lib/sctpshim.so"
 KNOWN_IMSI, UNKNOWN_IMSI = "001010123456780", "001010999999999"
@@ -253,7 +253,7 @@ def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
                             assert "Network attach successful" in out, (
                                 f"ue: {out[-600:]}\nenb: {(lab / 'enb.out').read_text(errors='replace')[-600:]}")
                 finally:
-                    stop_all(procs)
+                    stop_all(procs, grace_s=10)  # srsue's detach (~5 s) and srsenb's exit (~4 s) overlap
                     core.stop()
         finally:
             subprocess.run(["ip", "netns", "del", "ue1"], check=False)

@@ -17,9 +17,9 @@ import pytest
 from cellab.bus.testing import lab_bus
 from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import CoreAgent
-from cellab.proc import ManagedProcess
+from cellab.proc import ManagedProcess, stop_all
 
-from .conftest import EXAMPLES, srsran_lock, stop_all
+from .conftest import EXAMPLES, srsran_lock
 
 BUNDLE = Path(__file__).resolve().parents[3] / "shared/tools/srsran"
 ATTACH_TIMEOUT_S = 90
@@ -68,7 +68,7 @@ def srsran_stack(tmp_path: Path, subscriber_imsi: Callable[[str], str]) -> Itera
                                                  f"--log.filename={lab / 'ue.log'}"], lab / "ue.out", cwd=lab))
                     yield core, run_dir, lab, usim, agents["core1"]
                 finally:
-                    stop_all(procs)
+                    stop_all(procs, grace_s=10)  # srsue's detach (~5 s) and srsenb's exit (~4 s) overlap
                     core.stop()
         finally:
             subprocess.run(["ip", "netns", "del", "ue1"], check=False)
