@@ -2,7 +2,7 @@
 paper values. Needs root, the built programs (`make build`) and ../shared/data/traces.
 
     python -m cellab.server.bench            # everything (a few minutes)
-    python -m cellab.server.bench c2tcp      # one part: c2tcp, scubic, recovery, exll
+    python -m cellab.server.bench c2tcp      # one part: c2tcp, frontier, scubic, recovery, exll
 
 Every line: what, the measured value, the baseline measured in the same run, their ratio, and the
 paper's ratio (the target).
@@ -20,15 +20,24 @@ from pathlib import Path
 
 from cellab.paths import PROJECT_ROOT
 
-from . import experiment, flowclient, modules, table1
+from . import experiment, flowclient, frontier, modules, table1
 
 TRACES = PROJECT_ROOT.parent / "shared" / "data" / "traces"
 
 
-def line(what: str, value: float, baseline: float, unit: str, target: str) -> None:
-    ratio = baseline / value if value else float("nan")
+def _print(what: str, value: float, baseline: float, unit: str, ratio: float, target: str) -> None:
     print(f"{what}: {value:.3f} {unit}, baseline {baseline:.3f} {unit}, ratio {ratio:.2f}, target {target}",
           flush=True)
+
+
+def line(what: str, value: float, baseline: float, unit: str, target: str) -> None:
+    """One result with the ratio baseline / value (how many times better than the baseline)."""
+    _print(what, value, baseline, unit, baseline / value if value else float("nan"), target)
+
+
+def share(what: str, value: float, baseline: float, unit: str, target: str) -> None:
+    """One result with the ratio value / baseline (a share of the baseline)."""
+    _print(what, value, baseline, unit, value / baseline if baseline else float("nan"), target)
 
 
 def prefix() -> str:
@@ -49,6 +58,20 @@ def bench_c2tcp(logs: Path) -> None:
          f"{table1.PAPER['delay_ratio']} (paper)")
     line("c2tcp table I cubic/c2tcp p95 queueing delay, averaged over traces", 1.0, avg["p95_ratio"], "x",
          f"{table1.PAPER['p95_ratio']} (paper)")
+
+
+def bench_frontier(logs: Path) -> None:
+    """The thin slice (issue 18): Cubic, C2TCP and the constant-window frontier drawn by cubic_cap there."""
+    f = frontier.measure(TRACES / frontier.THIN_TRACE, frontier.THIN_OFFSET_MS, logs)
+    share("c2tcp on the thin slice, throughput against the constant windows' at its delay", f.c2tcp.throughput_mbit,
+         frontier.throughput_at_delay(f.constant_windows, f.c2tcp.delay_ms), "Mbit/s", ">= 1 (on or above the curve)")
+    share("c2tcp on the thin slice, throughput against cubic's", f.c2tcp.throughput_mbit, f.cubic.throughput_mbit,
+         "Mbit/s", f">= {frontier.ISSUE_THROUGHPUT_SHARE} (issue 18)")
+    share("c2tcp on the thin slice, mean queueing delay against cubic's", f.c2tcp.delay_ms, f.cubic.delay_ms, "ms",
+         f"<= {frontier.ISSUE_DELAY_SHARE} (issue 18)")
+    share(f"constant windows at {frontier.ISSUE_DELAY_SHARE} x cubic's delay, throughput against cubic's",
+         f.frontier_at_issue_delay * f.cubic.throughput_mbit, f.cubic.throughput_mbit, "Mbit/s",
+         f">= {frontier.ISSUE_THROUGHPUT_SHARE} if any constant window meets issue 18's bar there")
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -171,7 +194,7 @@ def bench_exll(logs: Path) -> None:
 
 
 PARTS: dict[str, Callable[[Path], None]] = {
-    "c2tcp": bench_c2tcp, "scubic": bench_scubic, "recovery": bench_recovery, "exll": bench_exll,
+    "c2tcp": bench_c2tcp, "frontier": bench_frontier, "scubic": bench_scubic, "recovery": bench_recovery, "exll": bench_exll,
 }
 
 

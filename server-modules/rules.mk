@@ -2,7 +2,7 @@
 # Included by the top Makefile; $(BUILD), $(BIN), $(CC) and $(CFLAGS_COMMON) come from there.
 SM_DIR := server-modules
 SM_BUILD := $(BUILD)/server-modules
-SM_BPF_NAMES := c2tcp scubic exll cubic_qarr cubic_barr or_ingress burst_drop
+SM_BPF_NAMES := c2tcp scubic exll cubic_qarr cubic_barr or_ingress burst_drop cubic_cap
 SM_BPF_OBJS := $(patsubst %,$(SM_BUILD)/%.bpf.o,$(SM_BPF_NAMES))
 SM_SKELS := $(patsubst %,$(SM_BUILD)/%.skel.h,$(SM_BPF_NAMES))
 SM_VMLINUX := $(SM_BUILD)/vmlinux.h

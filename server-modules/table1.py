@@ -82,6 +82,33 @@ def _slice_offsets_ms(trace: Path, slices: int) -> list[int]:
     return [i * period_ms // slices for i in range(slices)]
 
 
+@dataclass(frozen=True)
+class SliceRun:
+    bytes_received: int
+    duration_s: float
+    queueing_delays_ms: list[int]  # per delivered packet
+    rtt_ms: float
+
+    @property
+    def throughput_mbit(self) -> float:
+        return self.bytes_received * 8 / self.duration_s / 1e6 if self.duration_s else 0.0
+
+    @property
+    def delay_ms(self) -> float:
+        return statistics.mean(self.queueing_delays_ms or [0])
+
+
+def play(sliced: Path, cc: str, logs: Path) -> SliceRun:
+    """One SLICE_MS flow of congestion control `cc` over one trace slice, on a fresh cell in the paper's setup."""
+    with experiment.virtual_path("t1" + secrets.token_hex(2), 0, MIN_RTT_MS, BUFFER_BYTES, trace=sliced,
+                                 uplink_mbit=UPLINK_MBIT, realtime=True) as topo, \
+            experiment.sender_in(topo, logs, sample_ms=20) as sender:
+        run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SLICE_MS,
+                                  rcvbuf_bytes=8 << 20, timeout_s=SLICE_MS / 1e3 + 30)
+        qdelay = experiment.queueing_delays_ms(topo.extra["tti_log"])
+    return SliceRun(run.result.bytes_received, run.result.fct_s, qdelay, run.mean_rtt_ms())
+
+
 def run_trace(trace: Path, slices: int, logs: Path, progress: Callable[[str], None] = print) -> TraceResult:
     """Cubic and C2TCP, SLICE_MS each, on `slices` slices of one trace (the cell restarts for every run, so
     both schemes see the same capacity). The c2tcp module must be loaded."""
@@ -93,18 +120,13 @@ def run_trace(trace: Path, slices: int, logs: Path, progress: Callable[[str], No
         idles.append(experiment.idle_trace_rtt_ms(sliced, SLICE_MS, MIN_RTT_MS) - MIN_RTT_MS)
         row = []
         for cc in SCHEMES:
-            with experiment.virtual_path("t1" + secrets.token_hex(2), 0, MIN_RTT_MS, BUFFER_BYTES, trace=sliced,
-                                         uplink_mbit=UPLINK_MBIT, realtime=True) as topo, \
-                    experiment.sender_in(topo, logs / f"{trace.stem}-{cc}-{offset_ms}", sample_ms=20) as sender:
-                run = experiment.run_flow(topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SLICE_MS,
-                                          rcvbuf_bytes=8 << 20, timeout_s=SLICE_MS / 1e3 + 30)
-                qdelay = experiment.queueing_delays_ms(topo.extra["tti_log"])
+            one = play(sliced, cc, logs / f"{trace.stem}-{cc}-{offset_ms}")
             g = got[cc]
-            g["bytes"] += run.result.bytes_received
-            g["s"] += run.result.fct_s
-            g["qdelay"] += qdelay
-            g["rtt"].append(run.mean_rtt_ms())
-            row.append(f"{cc} {run.throughput_bps / 1e6:.2f} Mbit/s {statistics.mean(qdelay or [0]):.0f} ms")
+            g["bytes"] += one.bytes_received
+            g["s"] += one.duration_s
+            g["qdelay"] += one.queueing_delays_ms
+            g["rtt"].append(one.rtt_ms)
+            row.append(f"{cc} {one.throughput_mbit:.2f} Mbit/s {one.delay_ms:.0f} ms")
         progress(f"  {trace.name} slice at {offset_ms / 1e3:.0f} s ({rates[-1]:.1f} Mbit/s): " + "; ".join(row))
     mean_rate = statistics.mean(rates)
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
 from cellab.errors import InputError
 
-ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop"]
+ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop", "cubic_cap"]
 SERVER_MODULES: tuple[str, ...] = get_args(ModuleName)
-CC_MODULES: tuple[str, ...] = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr")  # struct_ops tcp_congestion_ops
+CC_MODULES: tuple[str, ...] = ("c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "cubic_cap")  # struct_ops tcp_congestion_ops
 TC_MODULES: tuple[str, ...] = tuple(m for m in SERVER_MODULES if m not in CC_MODULES)
 KERNEL_CCS: tuple[str, ...] = ("cubic", "reno", "bbr")  # built into the kernel, nothing to load
 TAG_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"

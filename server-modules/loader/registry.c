@@ -9,6 +9,7 @@
 #include "cubic_barr.skel.h"
 #include "or_ingress.skel.h"
 #include "burst_drop.skel.h"
+#include "cubic_cap.skel.h"
 
 #define SKEL_OPS(n)                                                                        \
 	static void *n##_open(const struct bpf_object_open_opts *o) { return n##_bpf__open_opts(o); } \
@@ -23,6 +24,7 @@ SKEL_OPS(cubic_qarr)
 SKEL_OPS(cubic_barr)
 SKEL_OPS(or_ingress)
 SKEL_OPS(burst_drop)
+SKEL_OPS(cubic_cap)
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -87,6 +89,11 @@ static const struct param_desc drop_params[] = {
 };
 static const char *const drop_counters[] = { "data_pkts", "dropped" };
 
+static const struct param_desc cap_params[] = {
+	{ "cwnd_cap_pkts", 0, 1, 100000, 1, 10000, "packets" },  /* a measuring tool: no paper default */
+};
+static const char *const cap_counters[] = { "flows", "capped_acks" };
+
 #define CC(nm, p, c, fields, orf, pt)                                                          \
 	{ #nm, KIND_CC, #nm, NULL, nm##_open, nm##_load, nm##_destroy, nm##_obj, p, N(p), fields, \
 	  c, N(c), orf, pt }
@@ -102,6 +109,7 @@ static const struct module_desc modules[] = {
 	{ "burst_drop", KIND_TC_INGRESS, NULL, "burst_drop", burst_drop_open, burst_drop_load,
 	  burst_drop_destroy, burst_drop_obj, drop_params, N(drop_params), 4, drop_counters,
 	  N(drop_counters), 0, 0 },
+	CC(cubic_cap, cap_params, cap_counters, 1, 0, 0),
 };
 
 const struct module_desc *registry_find(const char *name)

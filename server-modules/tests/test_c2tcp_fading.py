@@ -142,6 +142,7 @@ def test_c2tcp_leaves_the_fade_at_most_of_cubics_throughput(lab_factory, on_time
     RTT on this channel ranges 59-150 ms between runs of the same seed (README, "Setpoint floor")."""
     cubic, c2tcp, params = shootout(lab_factory(fading_db=fading_db, seed=seed), on_time, tmp_path)
     report = describe(cubic, c2tcp, params)
+    print(report)  # the numbers of a passing run too (pytest -rP)
     assert params["small_flight_pkts"] == 8, report
     assert low_cwnd_after_recovery_ms(c2tcp.samples) <= TRAP_LIMIT_MS, report
     assert c2tcp.throughput_bps >= 0.8 * cubic.throughput_bps, report

@@ -93,3 +93,17 @@ def test_tc_programs_attach_in_a_namespace_and_detach(wired, host_clean):
     finally:
         modules.unload(["or_ingress", "burst_drop"])
     assert not {"or_ingress", "burst_drop"} & linked_programs()
+
+
+def test_cubic_cap_holds_its_window_at_the_cap(wired, host_clean, tmp_path):
+    """The frontier tool: a 6-packet cap on a 50 Mbit/s path Cubic would fill, and the window never passes it."""
+    cap_pkts = 6
+    with experiment.loaded(["cubic_cap"]):
+        modules.set_param("cubic_cap", "cwnd_cap_pkts", cap_pkts)
+        with experiment.sender_in(wired, tmp_path / "logs") as sender:
+            run = experiment.run_flow(wired, sender, "cubic_cap", mode=flowclient.MODE_TIME_MS, amount=1500,
+                                      timeout_s=20)
+        capped = modules.stats("cubic_cap")["capped_acks"]
+    assert run.result.status == 0 and run.samples
+    assert max(s["cwnd_pkts"] for s in run.samples) <= cap_pkts
+    assert capped > 0, "the cap never acted: Cubic alone would have grown past it"
