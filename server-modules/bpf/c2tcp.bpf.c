@@ -343,35 +343,11 @@ void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 	}
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(c2tcp_ssthresh, struct sock *sk)
-{
-	return cubictcp_recalc_ssthresh(sk);
-}
-
-SEC("struct_ops")
-void BPF_PROG(c2tcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
-{
-	cubictcp_cong_avoid(sk, ack, acked);
-}
-
-SEC("struct_ops")
-void BPF_PROG(c2tcp_set_state, struct sock *sk, __u8 new_state)
-{
-	cubictcp_state(sk, new_state);
-}
-
-SEC("struct_ops")
-void BPF_PROG(c2tcp_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	cubictcp_cwnd_event(sk, event);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(c2tcp_undo_cwnd, struct sock *sk)
-{
-	return tcp_reno_undo_cwnd(sk);
-}
+CUBIC_SSTHRESH(c2tcp)
+CUBIC_CONG_AVOID(c2tcp)
+CUBIC_SET_STATE(c2tcp)
+CUBIC_CWND_EVENT(c2tcp)
+RENO_UNDO_CWND(c2tcp)
 
 SEC(".struct_ops")
 struct tcp_congestion_ops c2tcp = {

@@ -27,6 +27,27 @@ extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym
 extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 
+/* The ops a module leaves to the kernel's Cubic (and Reno's undo), as struct_ops programs named
+ * PFX_<op>: one line each in the module instead of a wrapper apiece. */
+#define CUBIC_SSTHRESH(pfx)                                                              \
+	SEC("struct_ops") __u32 BPF_PROG(pfx##_ssthresh, struct sock *sk)                \
+	{ return cubictcp_recalc_ssthresh(sk); }
+#define CUBIC_CONG_AVOID(pfx)                                                            \
+	SEC("struct_ops") void BPF_PROG(pfx##_cong_avoid, struct sock *sk, __u32 ack, __u32 acked) \
+	{ cubictcp_cong_avoid(sk, ack, acked); }
+#define CUBIC_SET_STATE(pfx)                                                             \
+	SEC("struct_ops") void BPF_PROG(pfx##_set_state, struct sock *sk, __u8 new_state) \
+	{ cubictcp_state(sk, new_state); }
+#define CUBIC_CWND_EVENT(pfx)                                                            \
+	SEC("struct_ops") void BPF_PROG(pfx##_cwnd_event, struct sock *sk, enum tcp_ca_event event) \
+	{ cubictcp_cwnd_event(sk, event); }
+#define CUBIC_PKTS_ACKED(pfx)                                                            \
+	SEC("struct_ops") void BPF_PROG(pfx##_pkts_acked, struct sock *sk, const struct ack_sample *sample) \
+	{ cubictcp_acked(sk, sample); }
+#define RENO_UNDO_CWND(pfx)                                                              \
+	SEC("struct_ops") __u32 BPF_PROG(pfx##_undo_cwnd, struct sock *sk)               \
+	{ return tcp_reno_undo_cwnd(sk); }
+
 /* Hide a value from the compiler so a later mask (a bound the verifier can see) is kept. */
 #define cellab_barrier_var(v) asm volatile("" : "+r"(v))
 

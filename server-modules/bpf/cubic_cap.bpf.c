@@ -42,11 +42,7 @@ void BPF_PROG(cap_init, struct sock *sk)
 	stat_add(ST_FLOWS, 1);
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(cap_ssthresh, struct sock *sk)
-{
-	return cubictcp_recalc_ssthresh(sk);
-}
+CUBIC_SSTHRESH(cap)
 
 SEC("struct_ops")
 void BPF_PROG(cap_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
@@ -55,30 +51,10 @@ void BPF_PROG(cap_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	hold_cap(sk);
 }
 
-SEC("struct_ops")
-void BPF_PROG(cap_set_state, struct sock *sk, __u8 new_state)
-{
-	cubictcp_state(sk, new_state);
-}
-
-SEC("struct_ops")
-void BPF_PROG(cap_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	cubictcp_cwnd_event(sk, event);
-}
-
-SEC("struct_ops")
-void BPF_PROG(cap_pkts_acked, struct sock *sk, const struct ack_sample *sample)
-{
-	cubictcp_acked(sk, sample);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(cap_undo_cwnd, struct sock *sk)
-{
-	/* an undone reduction returns to the window before it, which the cap already bounded */
-	return tcp_reno_undo_cwnd(sk);
-}
+CUBIC_SET_STATE(cap)
+CUBIC_CWND_EVENT(cap)
+CUBIC_PKTS_ACKED(cap)
+RENO_UNDO_CWND(cap)  /* an undone reduction returns to a window the cap already bounded */
 
 SEC(".struct_ops")
 struct tcp_congestion_ops cubic_cap = {

@@ -264,23 +264,9 @@ void BPF_PROG(exll_set_state, struct sock *sk, __u8 new_state)
 	}
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(exll_ssthresh, struct sock *sk)
-{
-	return cubictcp_recalc_ssthresh(sk);
-}
-
-SEC("struct_ops")
-void BPF_PROG(exll_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	cubictcp_cwnd_event(sk, event);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(exll_undo_cwnd, struct sock *sk)
-{
-	return tcp_reno_undo_cwnd(sk);
-}
+CUBIC_SSTHRESH(exll)
+CUBIC_CWND_EVENT(exll)
+RENO_UNDO_CWND(exll)
 
 SEC(".struct_ops")
 struct tcp_congestion_ops exll = {

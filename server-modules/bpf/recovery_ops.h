@@ -77,23 +77,9 @@ void BPF_PROG(recovery_set_state, struct sock *sk, __u8 new_state)
 	or_publish(sk, new_state == TCP_CA_Recovery);
 }
 
-SEC("struct_ops")
-void BPF_PROG(recovery_cwnd_event, struct sock *sk, enum tcp_ca_event event)
-{
-	cubictcp_cwnd_event(sk, event);
-}
-
-SEC("struct_ops")
-void BPF_PROG(recovery_pkts_acked, struct sock *sk, const struct ack_sample *sample)
-{
-	cubictcp_acked(sk, sample);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(recovery_undo_cwnd, struct sock *sk)
-{
-	return tcp_reno_undo_cwnd(sk);
-}
+CUBIC_CWND_EVENT(recovery)
+CUBIC_PKTS_ACKED(recovery)
+RENO_UNDO_CWND(recovery)
 
 SEC("struct_ops")
 __u32 BPF_PROG(recovery_sndbuf_expand, struct sock *sk)

@@ -265,29 +265,10 @@ void BPF_PROG(scubic_release, struct sock *sk)
 	stat_set(ST_LAST_MIN_RTT_US, s->min_rtt_us);
 }
 
-SEC("struct_ops")
-__u32 BPF_PROG(scubic_ssthresh, struct sock *sk)
-{
-	return cubictcp_recalc_ssthresh(sk);
-}
-
-SEC("struct_ops")
-void BPF_PROG(scubic_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
-{
-	cubictcp_cong_avoid(sk, ack, acked);
-}
-
-SEC("struct_ops")
-void BPF_PROG(scubic_set_state, struct sock *sk, __u8 new_state)
-{
-	cubictcp_state(sk, new_state);
-}
-
-SEC("struct_ops")
-__u32 BPF_PROG(scubic_undo_cwnd, struct sock *sk)
-{
-	return tcp_reno_undo_cwnd(sk);
-}
+CUBIC_SSTHRESH(scubic)
+CUBIC_CONG_AVOID(scubic)
+CUBIC_SET_STATE(scubic)
+RENO_UNDO_CWND(scubic)
 
 SEC(".struct_ops")
 struct tcp_congestion_ops scubic = {
