@@ -56,7 +56,7 @@ static void usage(void)
     fputs("usage: cellab-cell --srv NETNS:TUN --ue NETNS:TUN:IPV4 [--ue ...] [options]\n"
           "  --n-prb 6|15|25|50|75|100   --sr-period-ms 5|10|20|40|80   --cqi-period-ms 2|5|10|20|40|80|160\n"
           "  --cqi-delay-ms N   --rlc-queue srsenb|bytes:N   --rlc-queue-sdus N   --pdcp-discard-ms N\n"
-          "  --ul-buffer-bytes N   --ul-policy srsenb|sr-strict\n"
+          "  --ul-queue srsue|bytes:N   --ul-policy srsenb|sr-strict\n"
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
           "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
@@ -69,7 +69,7 @@ void parse_args(struct cell *c, int argc, char **argv)
     struct cell_params *p = &c->p;
     *p = (struct cell_params){.n_prb = 25, .sr_period_ms = 20, .cqi_period_ms = 40, .cqi_delay_ms = 4,
                               .ul_prb = -1, .ul_mcs = 20, .bsr_timer_ms = 20, .harq_max_tx = 4,
-                              .harq_rtt_ms = 8, .ul_policy = UL_SRSENB, .dl_queue = DLQ_SRSENB,
+                              .harq_rtt_ms = 8, .ul_policy = UL_SRSENB, .dl_queue = DLQ_SRSENB, .ul_queue = ULQ_SRSUE,
                               .rlc_queue_sdus = 256, .pdcp_discard_ms = 0, .rlc_queue_bytes = 4u << 20,
                               .ul_buffer_bytes = 4u << 20, .fading_coherence_ms = 100.0, .seed = 1,
                               .poll_grant_prb = 2};
@@ -77,7 +77,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         {"srv", 1, 0, 'S'}, {"ue", 1, 0, 'U'}, {"n-prb", 1, 0, 'n'}, {"sr-period-ms", 1, 0, 'r'},
         {"cqi-period-ms", 1, 0, 'q'}, {"cqi-delay-ms", 1, 0, 'Q'}, {"rlc-queue", 1, 0, 'b'},
         {"rlc-queue-sdus", 1, 0, 'k'}, {"pdcp-discard-ms", 1, 0, 'd'},
-        {"ul-buffer-bytes", 1, 0, 'B'}, {"ul-policy", 1, 0, 'P'}, {"ul-prb", 1, 0, 'u'}, {"ul-mcs", 1, 0, 'm'},
+        {"ul-queue", 1, 0, 'B'}, {"ul-policy", 1, 0, 'P'}, {"ul-prb", 1, 0, 'u'}, {"ul-mcs", 1, 0, 'm'},
         {"bsr-timer-ms", 1, 0, 'T'}, {"harq-max-tx", 1, 0, 'h'}, {"core-delay-ms", 1, 0, 'c'},
         {"internet-delay-ms", 1, 0, 'i'}, {"core-jitter-ms", 1, 0, 'j'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
@@ -142,7 +142,16 @@ void parse_args(struct cell *c, int argc, char **argv)
             break;
         case 'k': p->rlc_queue_sdus = (int)parse_long("rlc-queue-sdus", optarg, 1, 65536); break;
         case 'd': p->pdcp_discard_ms = (int)parse_long("pdcp-discard-ms", optarg, 0, 10000); break; /* 0: none */
-        case 'B': p->ul_buffer_bytes = (uint64_t)parse_long("ul-buffer-bytes", optarg, 1500, 1L << 30); break;
+        case 'B':
+            if (!strcmp(optarg, "srsue")) {
+                p->ul_queue = ULQ_SRSUE;
+            } else if (!strncmp(optarg, "bytes:", 6)) {
+                p->ul_queue = ULQ_BYTES;
+                p->ul_buffer_bytes = (uint64_t)parse_long("ul-queue bytes", optarg + 6, 1500, 1L << 30);
+            } else {
+                die("--ul-queue: %s not allowed (allowed: srsue, bytes:N with N in [1500, %ld])", optarg, 1L << 30);
+            }
+            break;
         case 'P':
             if (!strcmp(optarg, "srsenb"))
                 p->ul_policy = UL_SRSENB;

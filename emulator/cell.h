@@ -30,6 +30,9 @@
 enum ul_policy { UL_SRSENB = 0, UL_SR_STRICT = 1 };
 /* downlink RLC queue: srsenb's (SDU-count limit + PDCP discard timer) or a byte limit (deep buffers) */
 enum dl_queue_policy { DLQ_SRSENB = 0, DLQ_BYTES = 1 };
+/* uplink RLC queue of each UE: srsue's (SDU-count limit, tail drop) or a byte limit */
+enum ul_queue_policy { ULQ_SRSUE = 0, ULQ_BYTES = 1 };
+#define SRSUE_RLC_TX_QUEUE_SDUS 256 /* srsRAN's RLC_TX_QUEUE_LEN, the UE's default tx_queue_length too */
 
 struct pkt {
     struct pkt *next;
@@ -107,8 +110,9 @@ struct cell_params {
     int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms, realtime;
     enum ul_policy ul_policy;
     enum dl_queue_policy dl_queue;
+    enum ul_queue_policy ul_queue;
     int rlc_queue_sdus, pdcp_discard_ms; /* DLQ_SRSENB */
-    uint64_t rlc_queue_bytes, ul_buffer_bytes; /* rlc_queue_bytes: DLQ_BYTES */
+    uint64_t rlc_queue_bytes, ul_buffer_bytes; /* DLQ_BYTES, ULQ_BYTES */
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
     uint64_t seed;
     const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;

@@ -41,6 +41,7 @@ json_t *stats_json(struct cell *c)
         json_object_set_new(o, "dl_discard_pkts", json_integer((json_int_t)u->dl_discard_pkts));
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
         json_object_set_new(o, "dl_queue_new_pkts", json_integer((json_int_t)u->dl_new_pkts));
+        json_object_set_new(o, "ul_drop_pkts", json_integer((json_int_t)u->ul_drop_pkts));
         json_array_append_new(ues, o);
     }
     return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,

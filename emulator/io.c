@@ -79,13 +79,25 @@ void read_srv(struct cell *c)
     }
 }
 
+/* srsue's RLC drops an SDU arriving at a full TX SDU queue (rlc_um_base::write_sdu, try_write): at most
+ * SRSUE_RLC_TX_QUEUE_SDUS packets not yet started. Started ones have left that queue; finished ones are popped
+ * at once (ul_complete), so only the head can be a started packet still queued here. */
+static int ul_queue_full(const struct cell *c, const struct ue *u, uint64_t len)
+{
+    if (c->p.ul_queue == ULQ_BYTES)
+        return u->ulq.bytes + len > c->p.ul_buffer_bytes;
+    const struct pkt *head = u->ulq.head;
+    uint32_t started = head && head->end_off - head->len < u->ul_sent_off;
+    return u->ulq.count - started >= SRSUE_RLC_TX_QUEUE_SDUS;
+}
+
 void read_ue(struct cell *c, struct ue *u)
 {
     for (int budget = 0; budget < 512; budget++) {
         ssize_t n = read(u->fd, c->buf, sizeof(c->buf));
         if (n <= 0)
             return;
-        if (u->ulq.bytes + (uint64_t)n > c->p.ul_buffer_bytes) {
+        if (ul_queue_full(c, u, (uint64_t)n)) {
             u->ul_drop_pkts++;
             continue;
         }

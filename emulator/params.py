@@ -13,10 +13,19 @@ MAX_UES = 16
 RLC_QUEUE_MIN_BYTES = 1500
 RLC_QUEUE_MAX_BYTES = 1 << 30
 RLC_QUEUE_ALLOWED = f'"srsenb" or a byte size {RLC_QUEUE_MIN_BYTES}..{RLC_QUEUE_MAX_BYTES}'
+UL_QUEUE_ALLOWED = f'"srsue" or a byte size {RLC_QUEUE_MIN_BYTES}..{RLC_QUEUE_MAX_BYTES}'
 
 # srsenb's rb.conf (ran-config/templates/rb.conf.j2, as srsRAN's example): qci 7 discard_timer = -1 on RLC UM (no
 # timer: pdcp_entity_lte.cc forces 1500 ms only on AM bearers), qci 9 discard_timer = 150 on RLC AM
 BEARER_DISCARD_MS = {7: 0, 9: 150}
+
+
+def _queue(v: Any, model_name: str, allowed: str) -> Any:
+    """A queue parameter: the srsRAN model's name, or a byte size within the cell's limits."""
+    if v == model_name or (isinstance(v, int) and not isinstance(v, bool)
+                           and RLC_QUEUE_MIN_BYTES <= v <= RLC_QUEUE_MAX_BYTES):
+        return v
+    raise ValueError(f"{v!r} not allowed (allowed: {allowed})")
 
 
 class CellParams(BaseModel):
@@ -40,7 +49,8 @@ class CellParams(BaseModel):
     # lab's and srsRAN's example subscribers) is RLC UM without a PDCP discard timer, 9 is RLC AM with 150 ms
     bearer_qci: Literal[7, 9] = 7
     pdcp_discard_ms: int | None = Field(None, ge=0, le=10000)  # None: the bearer's; 0: no discard timer
-    ul_buffer_bytes: int = Field(4 << 20, ge=1500, le=1 << 30)
+    # per-UE uplink queue: srsue's (at most 256 packets not yet started, tail drop) or a byte limit
+    ul_queue: Literal["srsue"] | int = "srsue"
     core_delay_ms: float = Field(0.0, ge=0, le=10000)
     internet_delay_ms: float = Field(0.0, ge=0, le=10000)
     core_jitter_ms: int = Field(0, ge=0, le=1000)
@@ -65,10 +75,12 @@ class CellParams(BaseModel):
     @field_validator("rlc_queue", mode="before")
     @classmethod
     def _rlc_queue(cls, v: Any) -> Any:
-        if v == "srsenb" or (isinstance(v, int) and not isinstance(v, bool)
-                             and RLC_QUEUE_MIN_BYTES <= v <= RLC_QUEUE_MAX_BYTES):
-            return v
-        raise ValueError(f"{v!r} not allowed (allowed: {RLC_QUEUE_ALLOWED})")
+        return _queue(v, "srsenb", RLC_QUEUE_ALLOWED)
+
+    @field_validator("ul_queue", mode="before")
+    @classmethod
+    def _ul_queue(cls, v: Any) -> Any:
+        return _queue(v, "srsue", UL_QUEUE_ALLOWED)
 
     @field_validator("trace", "trace_up")
     @classmethod
@@ -108,7 +120,8 @@ class CellParams(BaseModel):
             "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
             "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue", self.rlc_queue_arg(),
             "--rlc-queue-sdus", str(self.rlc_queue_sdus), "--pdcp-discard-ms", str(self.discard_ms()),
-            "--ul-buffer-bytes", str(self.ul_buffer_bytes), "--core-delay-ms", repr(self.core_delay_ms),
+            "--ul-queue", "srsue" if self.ul_queue == "srsue" else f"bytes:{self.ul_queue}",
+            "--core-delay-ms", repr(self.core_delay_ms),
             "--internet-delay-ms", repr(self.internet_delay_ms),
             "--core-jitter-ms", str(self.core_jitter_ms), "--seed", str(self.seed),
             "--fading-db", repr(self.fading_db), "--fading-coherence-ms", repr(self.fading_coherence_ms),

@@ -56,7 +56,7 @@ def test_trace_mode_delivers_the_trace_opportunities(vlab, tmp_path):
 
 def test_uplink_trace_mode_replaces_sr_and_grants(vlab, tmp_path):
     trace_up = SHARED / "traces" / "TMobile-LTE-short.up"
-    lab = vlab(trace_up=trace_up, ul_buffer_bytes=2_000_000, sr_period_ms=80)
+    lab = vlab(trace_up=trace_up, ul_queue=2_000_000, sr_period_ms=80)
     topo = lab.topology()
     server, client = start_iperf3_download(lab.srv_ns, topo.server.address, topo.ues[0].netns, 3,
                                            udp_bps=50_000_000, length=1400, upload=True)
