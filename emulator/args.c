@@ -26,6 +26,19 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
     return v;
 }
 
+#define QUEUE_MAX_BYTES (1L << 30)
+
+/* A queue option: the srsRAN model's name (returns 0) or bytes:N (returns 1, N in *bytes). */
+static int parse_queue(const char *opt, const char *arg, const char *model, uint64_t *bytes)
+{
+    if (!strcmp(arg, model))
+        return 0;
+    if (strncmp(arg, "bytes:", 6))
+        die("--%s: %s not allowed (allowed: %s, bytes:N with N in [1500, %ld])", opt, arg, model, QUEUE_MAX_BYTES);
+    *bytes = (uint64_t)parse_long(opt, arg + 6, 1500, QUEUE_MAX_BYTES);
+    return 1;
+}
+
 static double parse_double(const char *opt, const char *s, double lo, double hi)
 {
     char *end;
@@ -131,26 +144,12 @@ void parse_args(struct cell *c, int argc, char **argv)
         }
         case 'Q': p->cqi_delay_ms = (int)parse_long("cqi-delay-ms", optarg, 0, 100); break;
         case 'b':
-            if (!strcmp(optarg, "srsenb")) {
-                p->dl_queue = DLQ_SRSENB;
-            } else if (!strncmp(optarg, "bytes:", 6)) {
-                p->dl_queue = DLQ_BYTES;
-                p->rlc_queue_bytes = (uint64_t)parse_long("rlc-queue bytes", optarg + 6, 1500, 1L << 30);
-            } else {
-                die("--rlc-queue: %s not allowed (allowed: srsenb, bytes:N with N in [1500, %ld])", optarg, 1L << 30);
-            }
+            p->dl_queue = parse_queue("rlc-queue", optarg, "srsenb", &p->rlc_queue_bytes) ? DLQ_BYTES : DLQ_SRSENB;
             break;
         case 'k': p->rlc_queue_sdus = (int)parse_long("rlc-queue-sdus", optarg, 1, 65536); break;
         case 'd': p->pdcp_discard_ms = (int)parse_long("pdcp-discard-ms", optarg, 0, 10000); break; /* 0: none */
         case 'B':
-            if (!strcmp(optarg, "srsue")) {
-                p->ul_queue = ULQ_SRSUE;
-            } else if (!strncmp(optarg, "bytes:", 6)) {
-                p->ul_queue = ULQ_BYTES;
-                p->ul_buffer_bytes = (uint64_t)parse_long("ul-queue bytes", optarg + 6, 1500, 1L << 30);
-            } else {
-                die("--ul-queue: %s not allowed (allowed: srsue, bytes:N with N in [1500, %ld])", optarg, 1L << 30);
-            }
+            p->ul_queue = parse_queue("ul-queue", optarg, "srsue", &p->ul_buffer_bytes) ? ULQ_BYTES : ULQ_SRSUE;
             break;
         case 'P':
             if (!strcmp(optarg, "srsenb"))
