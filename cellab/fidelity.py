@@ -4,12 +4,14 @@ the same cases run back to back on both and compared cell by cell against a tole
 Cases (docs/fidelity.md):
     idle-<n>prb-sr<p>   idle uplink ICMP probes (cellab-probe's SR probes): RTT min/avg/max
     dl-<cc>-<n>prb      an iperf3 download with ping every 200 ms: throughput, RTT under load
+    ul-cubic-<n>prb     an iperf3 Cubic upload with ping every 200 ms: throughput, RTT under load (the UE's
+                        uplink queue: srsue's 256 packets on both)
     snr-<d>db           a Cubic download at a downlink SNR step (each lab given the attenuation that makes that
                         SNR, from its snr_at_0db_attenuation_db): the eNB's CQI and MCS while it sends
     two-ue-<n>prb       two UEs with a Cubic download each: each UE's share of the sum, its RTT
 
-Each lab gets three campaigns (one workload per campaign: the probe for the idle cases, iperf3 for the rest;
-the two-UE case alone, so no second UE is attached during the others),
+Each lab gets four campaigns (one workload per campaign: the probe for the idle cases, iperf3 downloads, iperf3
+uploads; the two-UE case alone, so no second UE is attached during the others),
 written here as YAML and run by `cellab run` (the runner, the store and the normal report). The virtual
 campaigns add the cell's fidelity settings (VIRTUAL_ONLY); a parameter or UE count a lab does not take (yet)
 is left out and said so, and its cells print "not measured: <reason>".
@@ -56,6 +58,7 @@ class Grid:
     download_s: float = 10.0
     snr_db: tuple[float, ...] = (30, 20, 10)  # the real stack's SNR at 0, 10 and 20 dB of attenuation
     shared_n_prb: int = 25  # the attenuation steps and the two-UE case
+    upload_n_prb: tuple[int, ...] = (25,)
     two_ues: bool = True
     max_attempts: int = 2
 
@@ -64,7 +67,7 @@ FULL = Grid()
 QUICK = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
              snr_db=(30, 10))
 TEST = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-            snr_db=(), two_ues=False, max_attempts=1)
+            snr_db=(), upload_n_prb=(), two_ues=False, max_attempts=1)
 GRIDS = {"full": FULL, "quick": QUICK, "test": TEST}
 
 
@@ -179,6 +182,10 @@ def download_case(cc: str, n_prb: int) -> str:
     return f"dl-{cc}-{n_prb}prb"
 
 
+def upload_case(n_prb: int) -> str:
+    return f"ul-cubic-{n_prb}prb"
+
+
 def snr_case(snr_db: float) -> str:
     return f"snr-{snr_db:g}db"
 
@@ -212,10 +219,12 @@ def load_levels(grid: Grid, snr_at_0db: float | None = None) -> dict[str, dict[s
     downloads already set the shared n_prb (attenuation needs no restart), two UEs last. An SNR step is the
     attenuation that gives that SNR on this lab (attenuation_db None: the lab cannot say, or cannot reach it)."""
     levels: dict[str, dict[str, Any]] = {}
-    for n_prb in sorted(set(grid.download_n_prb) | {grid.shared_n_prb}):
+    for n_prb in sorted(set(grid.download_n_prb) | set(grid.upload_n_prb) | {grid.shared_n_prb}):
         if n_prb in grid.download_n_prb:
             for cc in grid.download_ccs:
                 levels[download_case(cc, n_prb)] = {"n_prb": n_prb, "cc": cc, "attenuation_db": 0}
+        if n_prb in grid.upload_n_prb:
+            levels[upload_case(n_prb)] = {"n_prb": n_prb, "cc": "cubic", "attenuation_db": 0}
         if n_prb == grid.shared_n_prb:
             for snr_db in grid.snr_db:
                 db = None if snr_at_0db is None or snr_at_0db < snr_db else round(snr_at_0db - snr_db, 2)
@@ -246,7 +255,7 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
                                            "sr_probes": grid.idle_pings}}
     # the two-UE case in a campaign of its own: the session brings up the most UEs any run asks for, and a
     # second srsue attached (decoding the whole downlink) would load the host during the one-UE runs
-    by_kind: dict[str, dict[str, Any]] = {"load": {}, "two-ue": {}}
+    by_kind: dict[str, dict[str, Any]] = {"load": {}, "upload": {}, "two-ue": {}}
     for case, level in load_levels(grid, snr_at_0db).items():
         if level["attenuation_db"] is None:
             plan.missing_cases[case] = (f"lab {lab} does not say which SNR an attenuation gives"
@@ -254,14 +263,16 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
         elif level.get("ues", 1) > max_ues:
             plan.missing_cases[case] = f"lab {lab} serves at most {max_ues} UE(s) (yet)"
         else:
-            by_kind["two-ue" if level.get("ues", 1) > 1 else "load"][case] = level
+            kind = "two-ue" if level.get("ues", 1) > 1 else "upload" if case.startswith("ul-") else "load"
+            by_kind[kind][case] = level
     for kind, levels in by_kind.items():
         if levels:
+            direction = "upload" if kind == "upload" else "download"
             plan.campaigns[kind] = {
                 "name": f"fidelity-{kind}-{lab}", "lab": lab, **common,
-                "description": f"fidelity: {kind} cases, iperf3 downloads with ping",
+                "description": f"fidelity: {kind} cases, iperf3 {direction}s with ping",
                 "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": DOWNLOAD_SR_MS},
-                "workload": {"tool": "iperf3", "kind": "download", "duration_s": grid.download_s,
+                "workload": {"tool": "iperf3", "kind": direction, "duration_s": grid.download_s,
                              "ping_interval_ms": PING_INTERVAL_MS}}
     return plan
 
@@ -269,7 +280,7 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
 @dataclass
 class CampaignResult:
     lab: str
-    kind: str  # idle | load | two-ue
+    kind: str  # idle | load | upload | two-ue
     folder: Path | None
     error: str | None = None  # the campaign as a whole failed
 
@@ -489,6 +500,7 @@ def two_ue_values(per_ue: dict[str, dict[str, Any]]) -> CaseValues:
 
 # ---------------------------------------------------------------- the table
 CASE_METRICS = {"idle-": ("idle_rtt_avg_ms",), "dl-": ("throughput_mbps", "load_rtt_avg_ms"),
+                "ul-": ("throughput_mbps", "load_rtt_avg_ms"),
                 "snr-": ("cqi", "mcs"), "two-ue-": ("share.ue0", "share.ue1", "load_rtt_avg_ms.ue0",
                                                     "load_rtt_avg_ms.ue1")}
 
