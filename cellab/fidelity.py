@@ -42,6 +42,7 @@ SHARED = {"rlc_queue": "srsenb"}  # both labs: the eNB's RLC queue as srsenb siz
 IDLE_FLOW_BYTES = 20_000  # the probe workload needs a flow after its SR probes: a small one
 PING_INTERVAL_MS = 200.0  # ping during the downloads
 DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
+CAMPAIGN_KINDS = ("idle", "load", "upload", "two-ue")  # each lab's campaigns, in the order they run
 NO_NEW_TB_MCS = 255  # the TTI log's mcs when the TTI sent no new TB (emulator/ttilog.h)
 MIN_SENDING_BPS = 1e6  # an eNB report period counts for CQI/MCS when the UE received at least this
 
@@ -115,7 +116,7 @@ _OLLA_OVER_ZMQ = (
     "srsenb's outer-loop link adaptation (sched_ue_cell.cc: +0.001 CQI per ACK, -0.019 per NACK, bounded by "
     "max_delta_dl_cqi 5) climbs to its +5 CQI bound over ZMQ: srsue's decoder on the noise-only ZMQ channel "
     "succeeds well above the CQI its SNR estimate reports, so the MCS runs ~5 CQI steps above the reports "
-    "(measured: SNR 20 dB CQI 9.8 MCS 27.0, SNR 10 dB CQI 5.9 MCS 17.2); the virtual cell's BLER curve is the "
+    "(measured: SNR 20 dB CQI 9.1 MCS 26.9, SNR 10 dB CQI 5.3 MCS 15.1); the virtual cell's BLER curve is the "
     "one its CQI table is drawn from, so its own outer loop stays near 0 (MCS 18.0 and 6.1 at CQI 9.3 and 5.0). "
     "The CQIs agree; the gap is srsue's CQI estimate over ZMQ, not measured on RF")
 KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = (
@@ -255,7 +256,7 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
                                            "sr_probes": grid.idle_pings}}
     # the two-UE case in a campaign of its own: the session brings up the most UEs any run asks for, and a
     # second srsue attached (decoding the whole downlink) would load the host during the one-UE runs
-    by_kind: dict[str, dict[str, Any]] = {"load": {}, "upload": {}, "two-ue": {}}
+    by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in CAMPAIGN_KINDS if kind != "idle"}
     for case, level in load_levels(grid, snr_at_0db).items():
         if level["attenuation_db"] is None:
             plan.missing_cases[case] = (f"lab {lab} does not say which SNR an attenuation gives"
@@ -408,9 +409,23 @@ def download_values(metrics: dict[str, Any]) -> CaseValues:
     return out
 
 
+def _workload_window_s(run_dir: Path) -> tuple[float, float] | None:
+    """(start, end) of the run's workload in wall-clock seconds, from its manifest."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        return float(manifest["workload_started_at"]), float(manifest["workload_finished_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def enb_radio_values(run_dir: Path) -> CaseValues:
     """The eNB's reported DL CQI and MCS (srsenb's JSON report, the eNB agent's `ue_metrics` telemetry),
-    averaged over the report periods in which the UE received at least MIN_SENDING_BPS."""
+    averaged over the report periods that ended inside the run's workload (a sample's t_s is srsenb's own
+    report time) and in which the UE received at least MIN_SENDING_BPS. The window matters: srsenb's report
+    reaches the agent up to ~3 s late, so a run's telemetry file opens with the previous run's last periods
+    (measured: an SNR 10 dB step averaged CQI 8.1 with three periods of the SNR 30 dB run before it, 5.0
+    without)."""
+    window = _workload_window_s(run_dir)
     rows = []
     for path in sorted((run_dir / "telemetry").glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
@@ -418,9 +433,13 @@ def enb_radio_values(run_dir: Path) -> CaseValues:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(row, dict) and row.get("topic") == "ue_metrics" and \
-                    (row.get("dl_bitrate_bps") or 0) >= MIN_SENDING_BPS:
-                rows.append(row)
+            if not (isinstance(row, dict) and row.get("topic") == "ue_metrics" and
+                    (row.get("dl_bitrate_bps") or 0) >= MIN_SENDING_BPS):
+                continue
+            t_s = row.get("t_s")
+            if window is not None and not (isinstance(t_s, (int, float)) and window[0] < t_s <= window[1] + 1.0):
+                continue
+            rows.append(row)
     cqi = [float(r["dl_cqi"]) for r in rows if isinstance(r.get("dl_cqi"), (int, float))]
     mcs = [float(r["dl_mcs"]) for r in rows if isinstance(r.get("dl_mcs"), (int, float))]
     if not cqi:

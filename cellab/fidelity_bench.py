@@ -94,7 +94,7 @@ def reread(out_dir: Path) -> list[fidelity.Row] | None:
     for lab in (fidelity.VIRTUAL_LAB, fidelity.REAL_LAB):
         missing |= fidelity.build_plan(lab, grid).missing_cases
         results.append([fidelity.CampaignResult(lab, kind, folder) for folder in folders
-                        for kind in ("idle", "load", "two-ue") if folder.name.startswith(f"fidelity-{kind}-{lab}-")])
+                        for kind in fidelity.CAMPAIGN_KINDS if folder.name.startswith(f"fidelity-{kind}-{lab}-")])
     return _table(out_dir, results, missing, conditions)
 
 
