@@ -28,6 +28,11 @@ def _queue(v: Any, model_name: str, allowed: str) -> Any:
     raise ValueError(f"{v!r} not allowed (allowed: {allowed})")
 
 
+def _queue_arg(v: str | int, model_name: str) -> str:
+    """The cell's option value for a queue parameter: the model's name, or bytes:N."""
+    return model_name if v == model_name else f"bytes:{v}"
+
+
 class CellParams(BaseModel):
     """Everything cellab-cell is started with (README.md, "Parameters")."""
 
@@ -102,10 +107,6 @@ class CellParams(BaseModel):
                              "no SDU limit or discard timer)")
         return self
 
-    def rlc_queue_arg(self) -> str:
-        """The cell's --rlc-queue value."""
-        return "srsenb" if self.rlc_queue == "srsenb" else f"bytes:{self.rlc_queue}"
-
     def discard_ms(self) -> int:
         """The PDCP discard timer the srsenb queue applies (0: none)."""
         if self.pdcp_discard_ms is not None:
@@ -118,9 +119,9 @@ class CellParams(BaseModel):
             "--n-prb", str(self.n_prb), "--sr-period-ms", str(self.sr_period_ms),
             "--cqi-period-ms", str(self.cqi_period_ms), "--cqi-delay-ms", str(self.cqi_delay_ms),
             "--ul-policy", self.ul_policy, "--ul-mcs", str(self.ul_mcs), "--bsr-timer-ms", str(self.bsr_timer_ms),
-            "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue", self.rlc_queue_arg(),
+            "--harq-max-tx", str(self.harq_max_tx), "--rlc-queue", _queue_arg(self.rlc_queue, "srsenb"),
             "--rlc-queue-sdus", str(self.rlc_queue_sdus), "--pdcp-discard-ms", str(self.discard_ms()),
-            "--ul-queue", "srsue" if self.ul_queue == "srsue" else f"bytes:{self.ul_queue}",
+            "--ul-queue", _queue_arg(self.ul_queue, "srsue"),
             "--core-delay-ms", repr(self.core_delay_ms),
             "--internet-delay-ms", repr(self.internet_delay_ms),
             "--core-jitter-ms", str(self.core_jitter_ms), "--seed", str(self.seed),

@@ -42,5 +42,3 @@ def srsran_lock(wait_s: float = SRSRAN_LOCK_WAIT_S):
     """The machine's one srsRAN stack (fixed ZMQ ports and addresses): held exclusively, waited for at most
     wait_s (another test's or session's campaign may hold it for minutes)."""
     return host_lock(SRSRAN_LOCK, wait_s, "core room test")
-
-
