@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cellab.errors import CellabError
+from cellab.labs import instances
 
 from .vlab import VirtualLab
 
@@ -22,7 +24,8 @@ def _fail(exc: Exception) -> None:
 
 @vlab_app.command()
 def up(
-    prefix: str = typer.Option("clv", help="namespace-name prefix (<prefix>-srv, <prefix>-ue0..)"),
+    prefix: str | None = typer.Option(None, help="namespace-name prefix (<prefix>-srv, <prefix>-ue0..); default: "
+                                      "the first free of clv, clv2, ..."),
     n_prb: int = typer.Option(25, help="cell bandwidth in PRBs: 6, 15, 25, 50, 75, 100"),
     sr_period_ms: int = typer.Option(20, help="SR period: 5, 10, 20, 40, 80"),
     ul_policy: str = typer.Option("srsenb", help="uplink scheduling: srsenb or sr-strict"),
@@ -39,16 +42,20 @@ def up(
 ) -> None:
     """Build the namespaces and start the cell."""
     try:
-        lab = VirtualLab(prefix, {
+        lease = instances.claim(prefix, "virtual", "cellab vlab up") if prefix else \
+            instances.allocate("virtual", "cellab vlab up")
+        lab = VirtualLab(lease.prefix, {
             "n_prb": n_prb, "sr_period_ms": sr_period_ms, "ul_policy": ul_policy, "cqi_period_ms": cqi_period_ms,
             "n_ues": ues, "attenuation_db": attenuation_db,
             "rlc_queue": int(rlc_queue) if rlc_queue.isdigit() else rlc_queue,
             "core_delay_ms": core_delay_ms, "internet_delay_ms": internet_delay_ms, "trace": trace, "trace_up": trace_up, "seed": seed,
         })
+        lab.lease = lease
         topo = lab.up()
     except CellabError as exc:
         _fail(exc)
         return
+    typer.echo(f"prefix {lab.prefix}")
     typer.echo(f"server {topo.server.netns} {topo.server.address}")
     for ue in topo.ues:
         typer.echo(f"{ue.name} {ue.netns} {ue.address}")
@@ -56,19 +63,66 @@ def up(
 
 
 @vlab_app.command()
-def down(prefix: str = typer.Option("clv", help="namespace-name prefix")) -> None:
-    """Stop the cell and remove every namespace with the prefix (safe to repeat)."""
+def down(prefix: str | None = typer.Option(None, help="the instance to stop (default: remove crashed instances' "
+                                           "leftovers and list the live ones)")) -> None:
+    """Stop a `cellab vlab up` instance and remove its namespaces; without --prefix, clean every crashed
+    instance's leftovers and name the live instances (a campaign's lab is never torn down from here)."""
     try:
-        VirtualLab(prefix).down()
+        if prefix is None:
+            _down_leftovers()
+            return
+        instances.check_prefix(prefix, "cellab vlab down")
+        who = instances.holder(prefix)
+        if instances.is_live(prefix) and who is not None and who.pid != os.getpid() and _alive(who.pid):
+            raise instances.InstanceBusy(f"lab prefix {prefix!r} belongs to a running {who.describe()}; stop that "
+                                         "instead")
+        if instances.is_live(prefix) or (who and who.kind == "virtual") or not instances.namespaces_of(prefix):
+            VirtualLab(prefix).down()  # the cell holds a `vlab up` instance's lease: stopping it frees it
+        else:
+            instances.clean(prefix)
     except CellabError as exc:
         _fail(exc)
 
 
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _down_leftovers() -> None:
+    live = []
+    for info in instances.list_instances():
+        if info.live:
+            live.append(info)
+            continue
+        kind = instances.clean(info.prefix)
+        typer.echo(f"removed the leftovers of crashed {kind} instance {info.prefix} "
+                   f"({' '.join(info.namespaces) or 'no namespaces'})")
+    for info in live:
+        typer.echo(f"live: {info.prefix} ({info.holder.describe() if info.holder else 'holder unknown'}); "
+                   f"`cellab vlab down --prefix {info.prefix}` stops it")
+    if not live:
+        typer.echo("no live lab instances")
+
+
 @vlab_app.command()
-def status(prefix: str = typer.Option("clv", help="namespace-name prefix"),
+def status(prefix: str | None = typer.Option(None, help="one instance (default: every instance on this host)"),
            as_json: bool = typer.Option(False, "--json", help="print the full status as JSON")) -> None:
-    """Namespaces present, the cell's pid and its counters."""
+    """Namespaces present, the cell's pid and its counters; without --prefix, every lab instance on this host
+    (live, or a crashed one's leftovers that `cellab vlab down` removes)."""
     try:
+        if prefix is None:
+            found = [i.as_dict() for i in instances.list_instances()]
+            if as_json:
+                typer.echo(json.dumps(found, indent=2))
+                return
+            for item in found:
+                holder = item["holder"] or {}
+                state = "live" if item["live"] else "leftovers (crashed; `cellab vlab down` removes them)"
+                typer.echo(f"{item['prefix']}: {holder.get('kind', '?')} {state}; namespaces: "
+                           f"{' '.join(item['namespaces']) or '-'}")
+            if not found:
+                typer.echo("no lab instances on this host")
+            return
         info = VirtualLab(prefix).status()
     except CellabError as exc:
         _fail(exc)

@@ -20,6 +20,7 @@ from typing import Any
 from pyroute2 import NetNS, netns
 
 from cellab.errors import CellabError, InputError
+from cellab.labs import instances
 from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.paths import find_program
 
@@ -31,19 +32,11 @@ TUN_NAME = "lte0"
 SERVER_ADDR = "10.200.0.1"
 UE_NET = "10.200.1.0/24"
 SERVER_NET = "10.200.0.0/24"
-PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{1,11}$")
 READY_TIMEOUT_S = 10.0
 
 
 def ue_addr(i: int) -> str:
     return f"10.200.1.{i + 1}"
-
-
-def check_prefix(prefix: str) -> str:
-    if not PREFIX_RE.match(prefix):
-        raise InputError("virtual lab", "prefix", f"{prefix!r} is not a short lowercase name",
-                         ["2-12 characters: a letter, then letters or digits"])
-    return prefix
 
 
 class VirtualLab(EmbeddedLab):
@@ -65,7 +58,7 @@ class VirtualLab(EmbeddedLab):
                  ues: int | None = None, **kwargs: Any):
         """`ues`: how many UEs (1..16; the cell parameter `n_ues`, which it overrides when they agree or
         `n_ues` is not given). Other keywords are cell parameters (CellParams)."""
-        self.prefix = check_prefix(prefix)
+        self.prefix = instances.check_prefix(prefix, "virtual lab")
         values = params.model_dump(exclude_none=True) if isinstance(params, CellParams) else dict(params or {})
         values = {**values, **kwargs}
         if ues is not None:
@@ -148,7 +141,8 @@ class VirtualLab(EmbeddedLab):
     # ---- lifecycle ---------------------------------------------------------------------------------
     def up(self) -> Topology:
         program = find_program("cellab-cell")  # fail before touching anything
-        self.down()
+        self.claim_instance()
+        self._remove()  # a crashed instance of this prefix: its leftovers
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
         try:
@@ -219,7 +213,7 @@ class VirtualLab(EmbeddedLab):
             out["cell_log"] = dst
         return out
 
-    def down(self) -> None:
+    def _remove(self) -> None:
         self._stop_cell()
         for name in netns.listnetns():
             if name == self.srv_ns or re.fullmatch(re.escape(self.prefix) + r"-ue\d+", name):
@@ -229,10 +223,15 @@ class VirtualLab(EmbeddedLab):
                     pass
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
+    def down(self) -> None:
+        self._remove()
+        self.release_instance()
+
     def status(self) -> dict[str, Any]:
         names = [n for n in netns.listnetns() if n == self.srv_ns or n.startswith(self.prefix + "-ue")]
         pid = self._cell_pid()
-        info: dict[str, Any] = {"prefix": self.prefix, "namespaces": sorted(names), "cell_pid": pid, "cell": None}
+        info: dict[str, Any] = {"prefix": self.prefix, "namespaces": sorted(names), "cell_pid": pid, "cell": None,
+                                "live": instances.is_live(self.prefix)}
         if pid:
             try:
                 with self.control(1000) as ctl:
@@ -261,8 +260,10 @@ class VirtualLab(EmbeddedLab):
         argv += ["--ctl", self.ctl_endpoint, "--pub", self.pub_endpoint, "--tti-log", str(self.tti_log),
                  "--pid-file", str(self.pid_file)]
         with open(self.cell_log, "wb") as log:
+            # the cell keeps the instance's lease after a `cellab vlab up` that took it has exited
+            keep = (self.lease.fd,) if self.lease is not None and self.lease.held else ()
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+                                    start_new_session=True, pass_fds=keep)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while b'"ready"' not in self.cell_log.read_bytes():
             if proc.poll() is not None:

@@ -40,7 +40,7 @@ from cellab.contracts.core import ConfigureParams as CoreConfigureParams
 from cellab.contracts.core import CoreClient
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
 from cellab.errors import CellabError, InputError, from_validation_error
-from cellab.labs import netns
+from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.paths import PROJECT_ROOT
 from cellab.proc import stop_all
@@ -129,7 +129,7 @@ class SrsranZmqLab(EmbeddedLab):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
             raise InputError("srsran-zmq lab", "ues", f"{ues!r} is not a UE count", [f"1..{MAX_UES}"])
         self.n_ues = ues
-        self.prefix = netns.check_prefix(prefix)
+        self.prefix = instances.check_prefix(prefix, "srsran-zmq lab")
         self._bin_dir = Path(bin_dir) if bin_dir else None
         self.state_dir = STATE_ROOT / f"srsran-{self.prefix}"
         self.controller: Any = None
@@ -182,6 +182,7 @@ class SrsranZmqLab(EmbeddedLab):
                 raise CellabError(f"srsran-zmq lab: {path} is missing")
         self._take_lock()
         try:
+            self.claim_instance()
             self._remove()
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
@@ -433,6 +434,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._stop_radio()
         self._applied = None
         self._remove()
+        self.release_instance()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -9,6 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from cellab.labs import instances
+from cellab.labs.instances import InstanceLease
+
 
 @dataclass(frozen=True)
 class Host:
@@ -41,9 +44,14 @@ class Topology:
 
 
 class EmbeddedLab(abc.ABC):
-    """Namespaces and links on this machine. `up` is idempotent and first removes leftovers of a crash."""
+    """Namespaces and links on this machine, named by the instance's prefix. `up` first takes the prefix's
+    lease (`claim_instance`: failing, naming the holder, when another live instance has it), then removes
+    leftovers of a crashed instance of that prefix; `down` releases the lease."""
 
     kind: str = ""
+    prefix: str = ""
+    #: the held lease of this instance (cellab.labs.instances); a session may hand one in before `up`
+    lease: InstanceLease | None = None
     #: the pydantic model of the run parameters this lab acts on (rate, buffer, n_prb, SR period, ...);
     #: campaign validation checks factor names and values against it
     params_model: type[BaseModel]
@@ -63,6 +71,19 @@ class EmbeddedLab(abc.ABC):
     #: the downlink SNR (dB) a UE sees at attenuation_db 0, before any receiver cap: a run's SNR is this minus
     #: attenuation_db (None: the lab does not know, e.g. real RF). Lets two labs be compared at equal SNR.
     snr_at_0db_attenuation_db: float | None = None
+
+    def claim_instance(self, purpose: str = "") -> InstanceLease:
+        """This instance's lease, taken now unless already held (InstanceBusy names a live holder)."""
+        if self.lease is None or not self.lease.held:
+            self.lease = instances.claim(self.prefix, self.kind, purpose)
+        return self.lease
+
+    def release_instance(self) -> None:
+        """After `down`: free the lease and its files (nothing of the instance is left)."""
+        if self.lease is not None and self.lease.held:
+            self.lease.release()
+        self.lease = None
+        instances.forget(self.prefix)  # only when nobody holds it (a `vlab up` cell it just stopped, say)
 
     def extra_agents(self) -> list[AgentSpec]:
         """Agents this lab needs beyond server and UEs, started by the session after `up()`."""

@@ -20,19 +20,14 @@ def require_root(what: str) -> None:
         raise CellabError(f"{what} needs root (network namespaces): run it with sudo")
 
 
-def check_prefix(prefix: str) -> str:
-    # Interface names are at most 15 bytes; the prefix ends up in namespace and link names.
-    if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", prefix):
-        raise CellabError(f"namespace prefix {prefix!r}: 1-8 lower-case letters/digits, starting with a letter")
-    return prefix
+def names() -> list[str]:
+    """Every named network namespace on the host."""
+    return list(netns.listnetns())
 
 
 def exists(name: str) -> bool:
     return (NETNS_DIR / name).exists()
 
-
-def with_prefix(prefix: str) -> list[str]:
-    return sorted(n for n in netns.listnetns() if n.startswith(prefix + "-"))
 
 
 def create(name: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cellab.labs import netns
+from cellab.labs import instances, netns
 from cellab.labs.base import EmbeddedLab, Host, Topology
 
 SERVER_ADDR = "10.90.1.1"
@@ -36,7 +36,7 @@ class WiredLab(EmbeddedLab):
     params_model = WiredParams
 
     def __init__(self, prefix: str = "clw", **params: Any):
-        self.prefix = netns.check_prefix(prefix)
+        self.prefix = instances.check_prefix(prefix, "wired lab")
         self.params = WiredParams(**params)
         self.ns_server = f"{prefix}-srv"
         self.ns_router = f"{prefix}-rtr"
@@ -44,7 +44,8 @@ class WiredLab(EmbeddedLab):
 
     def up(self) -> Topology:
         netns.require_root("the wired lab")
-        self.down()  # leftovers of a crashed run go first
+        self.claim_instance()
+        self._remove()  # leftovers of a crashed instance of this prefix go first
         for name in (self.ns_server, self.ns_router, self.ns_ue):
             netns.create(name)
         netns.veth(self.ns_server, "srv0", self.ns_router, "rtr-s")
@@ -84,6 +85,10 @@ class WiredLab(EmbeddedLab):
         path.write_text(self.params.model_dump_json(indent=2))
         return {"lab": path}
 
-    def down(self) -> None:
-        for name in netns.with_prefix(self.prefix):
+    def _remove(self) -> None:
+        for name in instances.namespaces_of(self.prefix):
             netns.remove(name)
+
+    def down(self) -> None:
+        self._remove()
+        self.release_instance()
