@@ -17,7 +17,7 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
@@ -164,6 +164,10 @@ class Retry(Strict):
         description="virtual lab: a run whose cell processed more of its TTIs late (> 0.5 ms), or resynced its "
                     "clock after a stall, measured the host, not the model: it fails (and is retried); null: keep "
                     "every run")
+    after_worker_loss: bool = Field(
+        False, description="distributed runs (--slots, --cluster): run again, on another worker, a run whose worker "
+                           "died while it ran (off: such a run fails naming the worker; hardware is not driven twice "
+                           "behind the user's back)")
 
     def host_stalled(self, ttis: int, late_ttis: int, resyncs: int) -> bool:
         """The rule above, for the runner and for tests that measure through the cell."""
@@ -171,7 +175,10 @@ class Retry(Strict):
         return limit is not None and ttis > 0 and (resyncs > 0 or late_ttis > limit * ttis)
 
 
-MEASUREMENTS = ("throughput", "rtt", "tcp_info", "pcap")  # pcap: the server captures its side
+MEASUREMENTS = ("throughput", "rtt", "tcp_info", "pcap")
+TAG_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,31}$"
+#: a factor named `lab` runs the same matrix on several labs (embedded kinds or inventories) side by side
+LAB_FACTOR = "lab"  # pcap: the server captures its side
 
 
 class Campaign(Strict):
@@ -187,6 +194,8 @@ class Campaign(Strict):
     measurements: list[Literal[MEASUREMENTS]] = ["throughput", "rtt"]  # type: ignore[valid-type]
     timeouts: Timeouts = Timeouts()
     retry: Retry = Retry()
+    requires: list[Annotated[str, Field(pattern=TAG_PATTERN)]] = Field(
+        [], description="distributed runs: tags a bench must carry (its inventory's `tags`) to be given a run")
 
 
 class PlannedRun(BaseModel):
@@ -254,6 +263,10 @@ def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
     if isinstance(lab_value, str) and lab_value.endswith((".yaml", ".yml")):
         base = Path.cwd() if lab is not None else path.parent
         data["lab"] = str((base / lab_value).resolve())
+    factors = data.get("factors")
+    if isinstance(factors, dict) and isinstance(factors.get(LAB_FACTOR), list):
+        factors[LAB_FACTOR] = [str((path.parent / v).resolve()) if isinstance(v, str) and v.endswith((".yaml", ".yml"))
+                               else v for v in factors[LAB_FACTOR]]
     try:
         campaign = Campaign.model_validate(data)  # not **data: a YAML key may be no string (`? x`)
     except ValidationError as exc:
@@ -296,8 +309,34 @@ def _assignments(campaign: Campaign) -> list[tuple[str, str, Any]]:
     return out
 
 
+def lab_levels(campaign: Campaign) -> list[str]:
+    """The labs the campaign runs on: the `lab` factor's levels, else its one lab."""
+    levels = campaign.factors.get(LAB_FACTOR)
+    return list(levels) if isinstance(levels, list) else [campaign.lab]
+
+
+def on_lab(campaign: Campaign, lab: str) -> Campaign:
+    """The campaign as one lab sees it: that lab, and no `lab` factor."""
+    return campaign.model_copy(update={"lab": lab, "factors": {k: v for k, v in campaign.factors.items()
+                                                               if k != LAB_FACTOR}})
+
+
 def validate_parameters(campaign: Campaign, source: str | Path) -> None:
-    """Names must be run parameters of the lab (bundle factor names are labels); every value allowed."""
+    """Names must be run parameters of the lab (bundle factor names are labels); every value allowed. With a
+    `lab` factor, the campaign is checked once per lab."""
+    if LAB_FACTOR in campaign.factors:
+        levels = campaign.factors[LAB_FACTOR]
+        if not isinstance(levels, list) or not levels or not all(isinstance(v, str) for v in levels):
+            raise InputError(source, f"factors.{LAB_FACTOR}", "a list of labs",
+                             ["virtual", "wired", "virtual-android", "srsran-zmq", "<lab inventory>.yaml"])
+        if len(set(levels)) != len(levels):
+            raise InputError(source, f"factors.{LAB_FACTOR}", "repeated lab")
+        for lab in levels:
+            try:
+                validate_parameters(on_lab(campaign, lab), source)
+            except (InputError, InputErrors) as exc:
+                raise InputError(source, f"factors.{LAB_FACTOR}", f"on lab {lab}: {exc}") from None
+        return
     model = params_model_for(campaign.lab, source)
     known = sorted(model.model_fields)
     errors: list[InputError] = []
@@ -381,7 +420,7 @@ def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedR
     from cellab.campaign_checks import check_plan_size
 
     check_plan_size(campaign, source)  # counted before anything is expanded
-    model = params_model_for(campaign.lab, source)
+    models = {lab: params_model_for(lab, source) for lab in lab_levels(campaign)}
     names = sorted(campaign.factors)
     levels = [list(campaign.factors[n]) for n in names]  # a bundle's levels are its keys
     combos = [dict(zip(names, values, strict=True)) for values in itertools.product(*levels)]
@@ -394,10 +433,13 @@ def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedR
         for name, level in factors.items():
             bundle = campaign.factors[name]
             values |= bundle[level] if isinstance(bundle, dict) else {name: level}
+        lab = values.pop(LAB_FACTOR, campaign.lab)
         try:
-            params = model(**values).model_dump(mode="json")
+            params = models[lab](**values).model_dump(mode="json")
         except ValidationError as exc:  # a rule across parameters (ul_prb > n_prb) in this combination
             label = ", ".join(f"{k}={v}" for k, v in factors.items()) or "fixed"
             raise from_validation_error(source, exc, f"run {label}") from None
+        if LAB_FACTOR in factors:
+            params[LAB_FACTOR] = lab
         runs.append(PlannedRun(index=index, run_id=run_id(factors, rep), repeat=rep, factors=factors, params=params))
     return runs

@@ -84,13 +84,24 @@ def run(
     lab: str | None = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
     resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder"),
     out: Path = typer.Option(RUNS_OUT, help="where campaign folders are created"),
-    prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab"),
+    prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
     report: bool = typer.Option(True, help="write the HTML report at the end"),
+    slots: int | None = typer.Option(None, help="run N runs at once on N lab instances of this host (a local Dask "
+                                     "cluster)"),
+    cluster: str | None = typer.Option(None, help="a Dask scheduler (tls://HOST:PORT) whose `cellab worker`s run the "
+                                       "runs"),
+    tls: Path | None = typer.Option(None, help="with --cluster: the folder `cellab tls` made (ca.pem, node.pem/key)"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
+    from cellab.dispatch import check_slots
     from cellab.report import write_report
     from cellab.runner import Runner
 
+    check_slots(slots)
+    if slots is not None and cluster is not None:
+        raise CellabError("--slots and --cluster: give one (a cluster's workers say how many slots they offer)")
+    if tls is not None and cluster is None:
+        raise CellabError("--tls goes with --cluster")
     if (campaign_file is None) == (resume is None):
         raise CellabError("give a campaign file or --resume DIR (one of them)")
     if resume is not None:
@@ -101,7 +112,7 @@ def run(
         runner = Runner.new(campaign_file, out, lab=lab, prefix=prefix)
     console.print(f"results: {runner.store.root}")
     try:
-        counts = runner.run()
+        counts = runner.run(slots=slots, cluster=cluster, tls_dir=tls)
     finally:
         if report:
             path = write_report(runner.store.root)
@@ -234,7 +245,14 @@ def _mount_keys() -> None:
     app.add_typer(keys_app, name="keys", help="Make CURVE key pairs (secret files 0600).")
 
 
+def _mount_scale() -> None:
+    from cellab.scale_cli import mount
+
+    mount(app)
+
+
 _mount_keys()
+_mount_scale()
 _mount_rooms()
 
 

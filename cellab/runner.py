@@ -1,17 +1,15 @@
-"""The campaign runner: per run, configure → measure clocks → capture, schedule, workload → stop → collect
-→ metrics → store.
+"""The campaign runner: the controller's side of a campaign. It plans, hands each run to a lab instance, and is
+the only writer of the result folder (`results.sqlite` and `runs/<run_id>/`).
 
-One failed run does not stop the campaign (the retry policy decides); Ctrl-C stops the devices, marks
-the run aborted and keeps everything already stored; `--resume DIR` continues where it stopped.
+In process (the default), one lab instance runs the runs one after another through `cellab.runstep`. With
+`--slots N` or `--cluster ADDRESS`, the runs go to Dask workers (`cellab.dispatch`), each run a task that
+returns its record and its folder's files. One failed run does not stop the campaign (the retry policy
+decides); Ctrl-C stops the devices, marks the run aborted and keeps everything already stored; `--resume DIR`
+continues where it stopped.
 """
 
 from __future__ import annotations
 
-import platform
-import shutil
-import subprocess
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -20,33 +18,10 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import cellab
-from cellab.bus import AgentLost, AgentTimeout, OperationError
-from cellab.campaign import BPF_CCS, Campaign, PlannedRun, load_campaign, plan
-from cellab.contracts.attenuator import AttenuatorClient, PlayParams
-from cellab.contracts.server import CaptureParams, ServerClient, check_param
-from cellab.contracts.ue import UEClient
-from cellab.errors import CellabError
-from cellab.metrics import (
-    RunContext,
-    multi_ue_metrics,
-    pcap_run_metrics,
-    probe_run_metrics,
-    run_metrics,
-    telemetry_timeline,
-)
-from cellab.schedules import Schedules
+from cellab.campaign import LAB_FACTOR, Campaign, PlannedRun, load_campaign, on_lab, plan
+from cellab.runstep import RunRecord, check_module_params, execute_run, ue_count
 from cellab.session import LabSession
-from cellab.store import ResultStore, write_json
-from cellab.telemetry import TelemetryRecorder
-from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, port_range
-
-
-class LabTimingError(CellabError):
-    """The embedded lab's emulation fell behind real time during the run."""
-
-
-RUN_ERRORS = (CellabError, AgentLost, AgentTimeout, OperationError, OSError)
+from cellab.store import ResultStore
 
 
 class Runner:
@@ -57,8 +32,6 @@ class Runner:
         self.console = console or Console(stderr=True)
         self.prefix = prefix
         self.on_run_done = on_run_done
-        self._schedules: Schedules | None = None
-        self.telemetry = TelemetryRecorder()
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
@@ -79,309 +52,57 @@ class Runner:
         campaign = load_campaign(store.campaign_path())
         return cls(campaign, store, **kwargs)
 
-    def run(self) -> dict[str, int]:
+    def _progress(self) -> Progress:
+        return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=self.console, transient=False)
+
+    def stored(self, run: PlannedRun, record: RunRecord, counts: dict[str, int]) -> None:
+        """A finished run's record is in the store: count it and tell whoever watches."""
+        counts[record.status] += 1
+        if self.on_run_done:
+            self.on_run_done(run, record.status)
+
+    def run(self, slots: int | None = None, cluster: str | None = None, tls_dir: Path | None = None) -> dict[str, int]:
+        """Every pending run: here on one lab instance, or on Dask workers (`slots`: a local cluster of that many
+        lab instances; `cluster`: a running Dask scheduler's address)."""
+        if slots is not None or cluster is not None:
+            from cellab.dispatch import run_distributed
+
+            return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
         todo = list(self.store.pending())
         total = len(self.store.planned())
         counts = {"ok": 0, "failed": 0, "aborted": 0}
         if not todo:
             return counts
-        ue_count = max(_ue_count(run.params.get("ues")) for run in todo)
-        with LabSession(self.campaign.lab, prefix=self.prefix, ue_count=ue_count) as session, Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=self.console, transient=False,
-        ) as progress:
+        by_lab: dict[str, list[PlannedRun]] = {}  # a `lab` factor: each lab's runs on its own instance
+        for run in todo:
+            by_lab.setdefault(run.params.get(LAB_FACTOR, self.campaign.lab), []).append(run)
+        with self._progress() as progress:
             task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
-            session.controller.subscribe(self.telemetry.on_sample)
-            self._check_module_params(session, todo)
-            for run in todo:
-                progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
-                status = self._run_with_retries(session, run)
-                counts[status] += 1
-                progress.advance(task)
-                if self.on_run_done:
-                    self.on_run_done(run, status)
+            for lab, runs in by_lab.items():
+                campaign = on_lab(self.campaign, lab) if LAB_FACTOR in self.campaign.factors else self.campaign
+                self._run_on(lab, campaign, runs, progress, task, counts)
         return counts
 
-    def _check_module_params(self, session: LabSession, runs: list[PlannedRun]) -> None:
-        """Every module parameter the runs name exists and is in range, asked of the server agent's loader
-        before the first run (a typo fails the campaign at once, not run by run)."""
-        asked = {(m, p, v) for run in runs for m, ps in run.params.get("module_params", {}).items() for p, v in ps.items()}
-        if not asked:
-            return
-        listing = self._server(session).list_modules()
-        ranges = {m.name: m.param_ranges for m in listing.modules}
-        source = self.store.campaign_path()
-        for module, param, value in sorted(asked):
-            check_param(ranges.get(module, {}), param, value, source, f"module_params.{module}.{param}")
-
-    def _apply_modules(self, session: LabSession, run: PlannedRun) -> None:
-        """Register the run's BPF congestion control and every module it sets parameters of (once per campaign;
-        the server agent unloads them when the session ends), then give each registered module this run's
-        parameters: the ones the run names, the defaults (read when it was loaded) for the rest, so a value
-        one run set never leaks into the next."""
-        server = self._server(session)
-        wanted: dict[str, dict[str, float]] = run.params.get("module_params", {})
-        ccs = {ue.cc for ue in self._run_ues(session, run)}
-        needed = set(wanted) | (ccs & set(BPF_CCS))
-        new = sorted(needed - session.loaded_modules)
-        for name in new:
-            server.load_modules([name])
-            session.loaded_modules.add(name)
-        if new:  # their defaults, as loaded: one listing for all of them
-            for module in server.list_modules().modules:
-                if module.name in new:
-                    loaded_values = {(module.name, p): v for p, v in module.params.items()}
-                    session.module_values |= loaded_values
-                    session.module_defaults |= loaded_values
-        for (module, param), current in sorted(session.module_values.items()):  # holds registered modules only
-            value = wanted.get(module, {}).get(param, session.module_defaults[(module, param)])
-            if value != current:
-                server.set_module_param(module, param, value)
-                session.module_values[(module, param)] = value
-
-    def _server(self, session: LabSession) -> ServerClient:
-        return ServerClient(session.controller, session.roles["server"], self.campaign.timeouts.request_s)
-
-    def _attenuator(self, session: LabSession) -> AttenuatorClient:
-        return AttenuatorClient(session.controller, session.roles["attenuator"], self.campaign.timeouts.request_s)
-
-    def _run_ues(self, session: LabSession, run: PlannedRun) -> list[RunUE]:
-        """The run's UEs: the first N of the lab's (a count), or the named list, each with the run's values
-        where its own entry sets none."""
-        asked = run.params.get("ues")
-        available = len(session.ue_agents)
-        inventory = self.campaign.lab.endswith((".yaml", ".yml"))
-        count = _ue_count(asked) if asked is not None or not inventory else available
-        if count > available:
-            raise CellabError(f"run {run.run_id} asks for {count} UEs; the lab has {available}")
-        specs = asked if isinstance(asked, list) else [{} for _ in range(count)]
-        channels = session.attenuator.ue_channels if session.attenuator is not None else ()
-        out = []
-        for slot, spec in enumerate(specs):
-            spec = spec if isinstance(spec, dict) else spec.model_dump()
-            name = spec.get("name") or (session.topology.ues[slot].name if inventory else f"ue{slot}")
-            out.append(RunUE(
-                name=name, agent=session.ue_agents[slot], slot=slot, lab_index=slot,
-                cc=spec.get("cc") or run.params["cc"], receiver=spec.get("receiver") or run.params.get("receiver", "none"),
-                flows=spec.get("flows") or self.campaign.workload.flows,
-                schedule=spec.get("schedule") or run.params.get("schedule", "static"),
-                attenuation_db=spec.get("attenuation_db"),
-                channel=channels[slot] if slot < len(channels) else None))
-        return out
-
-    def _run_with_retries(self, session: LabSession, run: PlannedRun) -> str:
-        retry = self.campaign.retry
-        for attempt in range(1, retry.max_attempts + 1):
-            run_dir = self.store.start(run)
-            try:
-                session.ensure_agents()
-                metrics, ue_metrics = self._execute(session, run, run_dir, attempt)
-            except KeyboardInterrupt:
-                self.store.finish(run, "aborted", error="interrupted by the user (Ctrl-C)")
-                raise
-            except RUN_ERRORS as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                fault = self._lab_fault(session)
-                if fault and fault not in error:  # the cause a workload error hides (a crashed eNB)
-                    error = f"{fault}; the workload saw: {error}"
-                self.console.print(f"[yellow]run {run.run_id} attempt {attempt}/{retry.max_attempts} failed:[/] {error}")
-                if attempt == retry.max_attempts:
-                    self.store.finish(run, "failed", error=error)
-                    return "failed"
-                time.sleep(retry.backoff_s)
-                continue
-            self.store.finish(run, "ok", metrics=metrics, ue_metrics=ue_metrics)
-            return "ok"
-        raise AssertionError("unreachable")
-
-    def _execute(self, session: LabSession, run: PlannedRun, run_dir: Path,
-                 attempt: int) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """One attempt of a run: (the run's metrics, each UE's metrics by UE name)."""
-        ctl = session.controller
-        workload = self.campaign.workload
-        timeouts = self.campaign.timeouts
-        deadline = time.monotonic() + timeouts.run_s
-        started = time.time()
-        ues = self._run_ues(session, run)
-        session.lab.configure(run.params)
-        offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
-        role_offsets = {role: offsets[name]["offset_s"] for role, name in session.roles.items() if name in offsets}
-        attenuation = self._set_attenuation(session, run, ues)
-        server = self._server(session)
-        tag = f"{run.run_id}-a{attempt}"
-        self._apply_modules(session, run)
-        capture = "pcap" in self.campaign.measurements
-        if capture:
-            first, last = port_range(workload.tool, len(ues))
-            server.capture_start(CaptureParams(tag=f"{tag}-server", tcp_port=first, tcp_port_last=last))
-        cell_mark = session.lab.clock_mark()
-        t0 = time.time()
-        self.telemetry.start(run_dir, {name: o["offset_s"] for name, o in offsets.items()},
-                             session.topology.extra.get("pub"), cell_mark or None)
-        playing = None
-        try:  # a schedule refused at its start must still stop the capture
-            playing = self._start_schedule(session, run, ues)
-            per_ue = self._run_workloads(session, ues, run_dir, tag, capture, deadline)
-            t_end = time.time()
-        finally:
-            self.telemetry.stop()
-            if playing:
-                self._attenuator(session).stop_schedule()
-            if capture:
-                server.capture_stop()
-        shared: dict[str, Path] = {}
-        if playing:
-            shared["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,
-                                                           run_dir / "attenuation.jsonl")
-        if capture:
-            shared["pcap"] = ctl.fetch_artifact(server.agent, f"{tag}-server.pcap", run_dir / "server.pcap")
-        timing = session.lab.timing_faults()
-        truth = session.lab.ground_truth(run.params)  # after the workload: the UEs attached, the eNB signalled
-        shared |= session.lab.collect(run_dir)
-        sr_true_ms = truth["sr_period_ms"] if truth else run.params.get("sr_period_ms")
-        ue_metrics = {}
-        for ue in ues:
-            artifacts = per_ue[ue.name] | shared
-            if workload.tool == "probe":
-                context = RunContext(
-                    t0_s=t0, duration_s=workload.duration_s,
-                    offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
-                    cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
-                    sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1)
-                ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
-            else:
-                ue_metrics[ue.name] = run_metrics(artifacts)
-        # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
-        metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
-        if len(ues) > 1 and "pcap" in shared:  # the capture's flow metrics cover every UE: the run's
-            metrics |= pcap_run_metrics(shared["pcap"])
-        timeline = metrics.setdefault("timeline", {})
-        timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
-        if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
-            metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
-            metrics["clock_resyncs"] = timing["resyncs"]
-        write_json(run_dir / "manifest.json", {
-            "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
-            "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
-            "lab": {"kind": self.campaign.lab, "server": session.topology.server.__dict__,
-                    "ues": [u.__dict__ for u in session.topology.ues]},
-            "ues": [ue.__dict__ for ue in ues],
-            "agents": {name: {"role": status.role, "version": status.version,
-                              "clock_offset_s": offsets.get(name, {}).get("offset_s")}
-                       for name, status in ctl.agents().items() if name in session.agents},
-            "ground_truth": truth,
-            "clock_offsets": offsets, "attenuation_applied_db": attenuation, "seed": self.campaign.order.seed,
-            "module_params": _module_params_now(session),
-            "schedule": run.params.get("schedule", "static"), "workload_started_at": t0, "workload_finished_at": t_end, "cell_clock_mark": cell_mark,
-            "started_at": started, "finished_at": time.time(),
-            "artifacts": {k: str(p.relative_to(run_dir)) for k, p in shared.items()}
-            | {f"{name}/{k}": str(p.relative_to(run_dir)) for name, arts in per_ue.items() for k, p in arts.items()},
-            "software": software_versions(),
-            "lab_timing": timing,
-        })
-        self._check_timing(timing)
-        return metrics, ue_metrics
-
-    def _run_workloads(self, session: LabSession, ues: list[RunUE], run_dir: Path, tag: str, capture: bool,
-                       deadline: float) -> dict[str, dict[str, Path]]:
-        """Every UE's workload at the same time; a UE that fails fails the run, naming the UE."""
-        workload, timeouts = self.campaign.workload, self.campaign.timeouts
-        server = self._server(session)
-
-        def one(ue: RunUE) -> dict[str, Path]:
-            ue_dir = run_dir / "ues" / ue.name
-            ue_dir.mkdir(parents=True, exist_ok=True)
-            target = WorkloadTarget(server, UEClient(ctl, ue.agent, timeouts.request_s), ue,
-                                    session.topology.server.address, f"{tag}-{ue.name}", ue_dir, packet_log=capture)
-            return WORKLOADS[workload.tool](target, workload, timeouts, deadline)
-
-        ctl = session.controller
-        if len(ues) == 1:
-            return {ues[0].name: one(ues[0])}
-        with ThreadPoolExecutor(max_workers=len(ues), thread_name_prefix="ue-workload") as pool:
-            futures = {ue.name: pool.submit(one, ue) for ue in ues}
-            results, failures = {}, []
-            for ue in ues:
+    def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], progress: Progress, task: Any,
+                counts: dict[str, int]) -> None:
+        most_ues = max(ue_count(run.params.get("ues")) for run in runs)
+        purpose = f"campaign {self.campaign.name} ({self.store.root})"
+        with LabSession(lab, prefix=self.prefix, ue_count=most_ues, purpose=purpose) as session:
+            check_module_params(session, runs, self.store.campaign_path())
+            for run in runs:
+                progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
+                run_dir = self.store.start(run)
                 try:
-                    results[ue.name] = futures[ue.name].result()
-                except RUN_ERRORS as exc:
-                    failures.append(f"UE {ue.name} (agent {ue.agent}): {type(exc).__name__}: {exc}")
-        if failures:
-            raise CellabError("; ".join(failures))
-        return results
-
-    @staticmethod
-    def _lab_fault(session: LabSession) -> str | None:
-        try:
-            return session.lab.fault() if hasattr(session.lab, "fault") else None
-        except RUN_ERRORS as exc:
-            return f"the lab could not say what broke ({type(exc).__name__}: {exc})"
-
-    def _check_timing(self, timing: dict[str, int]) -> None:
-        """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
-        retry = self.campaign.retry
-        if not timing or not retry.host_stalled(timing["ttis"], timing["late_ttis"], timing["resyncs"]):
-            return
-        raise LabTimingError(
-            f"the host stalled the virtual cell: {timing['late_ttis']} of {timing['ttis']} TTIs late, "
-            f"{timing['resyncs']} clock resyncs (retry.max_late_tti_fraction {retry.max_late_tti_fraction}); "
-            "the run measured the host, not the model")
-
-    def _set_attenuation(self, session: LabSession, run: PlannedRun, ues: list[RunUE]) -> dict[int, float]:
-        """The run's attenuation_db (one value, or one per UE; a UE's own entry wins) on the UEs' channels."""
-        applied: dict[int, float] = {}
-        values = run.params.get("attenuation_db")
-        if session.attenuator is None:
-            return applied
-        values = values if isinstance(values, list) else [values] * len(ues)
-        attenuator = self._attenuator(session)
-        for ue in ues:
-            value = ue.attenuation_db if ue.attenuation_db is not None else (
-                values[ue.slot] if ue.slot < len(values) else None)
-            if value is None or ue.channel is None:
-                continue
-            applied[ue.channel] = attenuator.set(session.attenuator.name, ue.channel, value).applied_db
-        return applied
-
-    def _start_schedule(self, session: LabSession, run: PlannedRun, ues: list[RunUE]) -> str | None:
-        """Start the run's schedules (one per UE at most, each on its UE's channel, played as one); returns the
-        player's log name (None for a static channel)."""
-        wanted = [ue for ue in ues if ue.schedule != "static"]
-        if not wanted:
-            return None
-        if session.attenuator is None:  # validation refuses this; a lab whose inventory changed since could not
-            raise CellabError(f"schedule {wanted[0].schedule!r}: this lab has no attenuator agent")
-        if self._schedules is None:
-            self._schedules = Schedules(self.campaign, self.store.root, session.controller,
-                                        session.roles["attenuator"], session.attenuator, session.roles["ue"])
-        if len(wanted) == 1 and wanted[0].slot == 0:
-            params = self._schedules.play_params(wanted[0].schedule)
-        else:
-            params = self._schedules.merged_play_params({ue.channel: ue.schedule for ue in wanted
-                                                         if ue.channel is not None})
-        return self._attenuator(session).play_schedule(PlayParams(**params)).log_file
-
-
-def _ue_count(ues: Any) -> int:
-    return ues if isinstance(ues, int) else len(ues) if isinstance(ues, list) else 1
-
-
-def _module_params_now(session: LabSession) -> dict[str, dict[str, float]]:
-    """The parameters of every module registered for the run, as the server agent was told them."""
-    now: dict[str, dict[str, float]] = {}
-    for (module, param), value in sorted(session.module_values.items()):
-        now.setdefault(module, {})[param] = value
-    return now
+                    record = execute_run(session, campaign, run, run_dir, self.store.root, log=self.console.print)
+                except KeyboardInterrupt:
+                    self.store.finish(run, "aborted", error="interrupted by the user (Ctrl-C)")
+                    raise
+                self.store.save_record(run, record)
+                self.stored(run, record, counts)
+                progress.advance(task)
+        return counts
 
 
 def _label(factors: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in factors.items())
-
-
-def software_versions() -> dict[str, str]:
-    versions = {"cellab": cellab.__version__, "python": platform.python_version(), "kernel": platform.release()}
-    if shutil.which("iperf3"):
-        out = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False).stdout
-        versions["iperf3"] = out.splitlines()[0] if out else "unknown"
-    return versions
-

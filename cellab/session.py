@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cellab.contracts.attenuator import WIRE_FORBIDDEN_OPTIONS, AttenuatorClient
 from cellab.contracts.server import ServerClient
@@ -25,9 +26,10 @@ from cellab.bus.keys import generate_keypair
 from cellab.errors import CellabError
 from cellab.inventory import Inventory, load_inventory
 from cellab.lab_attenuator import LabAttenuator, inventory_attenuator, lab_attenuator
-from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+from cellab.labs import EMBEDDED_LABS, embedded_lab_class, instances
 from cellab.inventory_lab import InventoryLab
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
+from cellab.telemetry import TelemetryRecorder
 
 AGENT_START_TIMEOUT_S = 20.0
 REMOTE_AGENT_TIMEOUT_S = 60.0
@@ -49,9 +51,10 @@ def _die_with_parent() -> None:
 
 
 class LabSession:
-    def __init__(self, lab: str, prefix: str | None = None, ue_count: int = 1):
+    def __init__(self, lab: str, prefix: str | None = None, ue_count: int = 1, purpose: str = ""):
         self.lab_name = lab
-        self.prefix = prefix
+        self.prefix = prefix  # embedded labs: the instance's prefix (None: the first free one)
+        self.purpose = purpose  # what the instance is for, shown to whoever finds it live
         self.ue_count = ue_count  # embedded labs: how many UEs to build (the most any run uses)
         self.lab: EmbeddedLab | InventoryLab | None = None
         self.topology: Topology | None = None
@@ -64,7 +67,10 @@ class LabSession:
         self.module_values: dict[tuple[str, str], float] = {}  # (module, param) -> its value now, registered ones
         self.module_defaults: dict[tuple[str, str], float] = {}  # (module, param) -> its value when loaded
         self.attenuator: LabAttenuator | None = None  # in front of the UEs, driven by roles["attenuator"]
+        self.telemetry = TelemetryRecorder()  # every agent's samples, into the current run's folder
+        self.schedules: dict[str, Any] = {}  # results folder -> its Schedules (drive-log replays built here)
         self._tmp: Path | None = None
+        self._bench_lease: instances.InstanceLease | None = None
         self._bridge: subprocess.Popen | None = None
         self._pty_link: Path | None = None
 
@@ -88,6 +94,9 @@ class LabSession:
 
     def _open_inventory(self, inventory: Inventory) -> None:
         """A real lab: its agents already run on their hosts; the controller binds where the inventory says."""
+        # the bench is ours until close (a hand `cellab run` while a cluster worker drives it fails here,
+        # naming the holder; the kernel frees the lease if this process dies)
+        self._bench_lease = instances.claim_bench(inventory.name, self.purpose or "a campaign")
         servers, ues = inventory.devices.servers, inventory.devices.ues
         if not servers or not ues:
             raise CellabError(f"{self.lab_name}: devices.servers and devices.ues need one entry each for a workload")
@@ -112,6 +121,7 @@ class LabSession:
         self.agents = {name: roles[name] for name in [*self.roles.values(), *self.ue_agents]}
         for agent in inventory.agents:  # every agent listed is health-checked, not only the ones a run uses
             self.agents.setdefault(agent.name, agent.role)
+        self.controller.subscribe(self.telemetry.on_sample)
         self.controller.wait_for_agents(list(self.agents), timeout_s=REMOTE_AGENT_TIMEOUT_S)
         if self.attenuator is not None:
             self._configure_inventory_attenuator(self.attenuator)
@@ -136,13 +146,24 @@ class LabSession:
 
     def _open_embedded(self) -> None:
         lab_cls = embedded_lab_class(self.lab_name)
-        kwargs = {"prefix": self.prefix} if self.prefix else {}
+        kwargs: dict[str, Any] = {}
         if self.ue_count > 1:
             if not getattr(lab_cls, "max_ues", 1) >= self.ue_count:
                 raise CellabError(f"the {self.lab_name} lab runs at most {getattr(lab_cls, 'max_ues', 1)} UEs, "
                                   f"a run asks for {self.ue_count}")
             kwargs["ues"] = self.ue_count
-        self.lab = lab_cls(**kwargs)
+        # the instance's lease first: a given prefix that is live elsewhere fails naming its holder, none given
+        # takes the first free one, so two campaigns on one host never share namespaces
+        purpose = self.purpose or "a campaign"
+        lease = instances.claim(self.prefix, self.lab_name, purpose) if self.prefix else \
+            instances.allocate(self.lab_name, purpose)
+        try:
+            self.lab = lab_cls(prefix=lease.prefix, **kwargs)
+        except BaseException:
+            lease.release()
+            instances.forget(lease.prefix)
+            raise
+        self.lab.lease = lease
         self.topology = self.lab.up()
         self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
         self.ue_agents = [f"ue{i}" for i in range(len(self.topology.ues))]
@@ -162,6 +183,7 @@ class LabSession:
         self.controller = Controller(
             "tcp://127.0.0.1:*", telemetry_endpoint="tcp://127.0.0.1:*", secret_key_file=ctl_secret,
             allowed_agent_keys=[pub for pub, _ in agent_keys.values()])
+        self.controller.subscribe(self.telemetry.on_sample)
         for spec in plan:
             name, role, ns = spec.name, spec.role, spec.netns
             artifacts = self._tmp / "artifacts" / name
@@ -263,6 +285,7 @@ class LabSession:
             except subprocess.TimeoutExpired:
                 self._bridge.kill()
         self._bridge = None
+        self.telemetry.stop()
         if self.controller:
             self.controller.close()
             self.controller = None
@@ -271,3 +294,6 @@ class LabSession:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        if self._bench_lease is not None:
+            self._bench_lease.release()
+            self._bench_lease = None

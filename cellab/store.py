@@ -3,7 +3,8 @@
     runs/out/<campaign>-<stamp>/
         campaign.yaml   as run (the file's own text)
         plan.json       every planned run: index, run_id, repeat, factors, params
-        results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics)
+        results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics,
+                             placement: where it ran, {host, lab, instance, worker, slot})
                         ue_runs(run_id, ue, slot, metrics): one row per run and UE of a finished run
         runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts; ues/<ue>/ each UE's, with its metrics.json
 
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempts INTEGER NOT NULL DEFAULT 0,
     started_at REAL,
     finished_at REAL,
-    metrics TEXT
+    metrics TEXT,
+    placement TEXT
 );
 CREATE TABLE IF NOT EXISTS ue_runs (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
@@ -123,6 +125,9 @@ class ResultStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.executescript(_SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        if "placement" not in columns:  # a folder written before runs were placed on workers
+            db.execute("ALTER TABLE runs ADD COLUMN placement TEXT")
         return _Tx(db)
 
     # --- reading ------------------------------------------------------------------------
@@ -179,17 +184,18 @@ class ResultStore:
     # --- state changes ----------------------------------------------------------------------
     def start(self, run: PlannedRun) -> Path:
         """Mark running and give the run a clean folder (a crashed attempt's partial files go)."""
-        folder = self.run_dir(run.run_id)
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        folder = self.start_folder(run)
+        self.start_attempt(run)
+        return folder
+
+    def start_attempt(self, run: PlannedRun) -> None:
+        """Mark running, one more attempt (the folder is the caller's: a worker's run arrives whole)."""
         with self._db() as db:
             db.execute(
                 "UPDATE runs SET status='running', attempts=attempts+1, started_at=?, finished_at=NULL, error=NULL "
                 "WHERE run_id=?",
                 (time.time(), run.run_id),
             )
-        return folder
 
     def finish(self, run: PlannedRun, status: str, *, metrics: dict[str, Any] | None = None,
                error: str | None = None, ue_metrics: dict[str, dict[str, Any]] | None = None) -> None:
@@ -210,6 +216,35 @@ class ResultStore:
                 (status, error, time.time(), json.dumps(metrics, sort_keys=True) if metrics is not None else None,
                  run.run_id),
             )
+
+
+    def save_record(self, run: PlannedRun, record: Any) -> None:
+        """A run step's record (cellab.runstep.RunRecord): status, metrics, attempts and where it ran; the run's
+        folder already holds its files."""
+        self.finish(run, record.status, metrics=record.metrics, error=record.error, ue_metrics=record.ue_metrics)
+        with self._db() as db:
+            db.execute("UPDATE runs SET attempts=attempts-1+?, placement=?, started_at=COALESCE(?, started_at), "
+                       "finished_at=COALESCE(?, finished_at) WHERE run_id=?",
+                       (max(record.attempts, 1), json.dumps(record.placement, sort_keys=True),
+                        record.started_at or None, record.finished_at or None, run.run_id))
+
+    def import_files(self, run: PlannedRun, files: dict[str, bytes]) -> Path:
+        """A run's folder as a worker sent it (path relative to the folder -> content): a fresh folder, every
+        path checked to stay inside it (no absolute paths, no `..`), written atomically."""
+        folder = self.start_folder(run)
+        for rel, data in files.items():
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or any(p in ("..", "") for p in parts):
+                raise CellabError(f"run {run.run_id}: a worker sent the file {rel!r}, outside its run folder")
+            write_atomic(folder.joinpath(*parts), data)
+        return folder
+
+    def start_folder(self, run: PlannedRun) -> Path:
+        folder = self.run_dir(run.run_id)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        return folder
 
 
 class _Tx:

@@ -23,6 +23,7 @@ from typing import IO, Any
 from cellab.errors import CellabError, InputError
 
 INSTANCE_ROOT = Path("/run/cellab/instances")
+BENCH_ROOT = Path("/run/cellab/benches")  # inventory labs: one lease per bench, on its controller host
 #: namespace names are at most 15 bytes: the prefix, a dash and the longest suffix a lab uses (`ue15`, `core`)
 PREFIX_RE = re.compile(r"[a-z][a-z0-9]{0,7}")
 PREFIX_RULE = "1-8 characters: a lower-case letter, then lower-case letters or digits"
@@ -93,12 +94,12 @@ class InstanceInfo:
                 "holder": None if self.holder is None else {**self.holder.__dict__, "alive": _alive(self.holder.pid)}}
 
 
-def _lock_path(prefix: str) -> Path:
-    return INSTANCE_ROOT / f"{prefix}.lock"
+def _lock_path(prefix: str, root: Path | None = None) -> Path:
+    return (root or INSTANCE_ROOT) / f"{prefix}.lock"
 
 
-def _holder_path(prefix: str) -> Path:
-    return INSTANCE_ROOT / f"{prefix}.json"
+def _holder_path(prefix: str, root: Path | None = None) -> Path:
+    return (root or INSTANCE_ROOT) / f"{prefix}.json"
 
 
 def _alive(pid: int) -> bool:
@@ -112,15 +113,15 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
-def _open_lock(prefix: str) -> IO[str]:
-    INSTANCE_ROOT.mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_path(prefix), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _open_lock(prefix: str, root: Path | None = None) -> IO[str]:
+    (root or INSTANCE_ROOT).mkdir(parents=True, exist_ok=True)
+    fd = os.open(_lock_path(prefix, root), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     return os.fdopen(fd, "r+")
 
 
-def holder(prefix: str) -> Holder | None:
+def holder(prefix: str, root: Path | None = None) -> Holder | None:
     try:
-        data = json.loads(_holder_path(prefix).read_text())
+        data = json.loads(_holder_path(prefix, root).read_text())
         return Holder(int(data["pid"]), str(data["kind"]), str(data["purpose"]), float(data["since"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -143,23 +144,35 @@ def is_live(prefix: str) -> bool:
 def claim(prefix: str, kind: str, purpose: str = "") -> InstanceLease:
     """Take the prefix's lease, or fail naming the live instance that holds it."""
     check_prefix(prefix)
-    handle = _open_lock(prefix)
+    return _claim(prefix, kind, purpose, INSTANCE_ROOT,
+                  lambda who: f"lab prefix {prefix!r} belongs to a live instance ({who}); choose another prefix, or "
+                              "leave it out to get a free one")
+
+
+def claim_bench(name: str, purpose: str = "") -> InstanceLease:
+    """The lease of an inventory lab (a bench): one campaign or cluster worker drives it at a time."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        raise InputError("lab inventory", "name", f"{name!r} cannot name a bench lease", ["letters, digits, _ . -"])
+    return _claim(name, "inventory", purpose, BENCH_ROOT,
+                  lambda who: f"bench {name!r} is held by {who}; wait for it, or stop that campaign")
+
+
+def _claim(name: str, kind: str, purpose: str, root: Path, busy: Any) -> InstanceLease:
+    handle = _open_lock(name, root)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        who = holder(prefix)
-        raise InstanceBusy(f"lab prefix {prefix!r} belongs to a live instance ("
-                           f"{who.describe() if who else 'holder unknown'}); choose another prefix, or leave it out "
-                           "to get a free one") from None
+        who = holder(name, root)
+        raise InstanceBusy(busy(who.describe() if who else "a holder that left no record")) from None
     data = {"pid": os.getpid(), "kind": kind, "purpose": purpose or _cmdline(os.getpid()), "since": time.time()}
-    tmp = _holder_path(prefix).with_suffix(".tmp")
+    tmp = _holder_path(name, root).with_suffix(f".{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
-    os.replace(tmp, _holder_path(prefix))
-    return InstanceLease(prefix, kind, handle)
+    os.replace(tmp, _holder_path(name, root))
+    return InstanceLease(name, kind, handle)
 
 
 def allocate(kind: str, purpose: str = "") -> InstanceLease:

@@ -1,0 +1,202 @@
+"""A campaign's runs on Dask workers: `cellab run --slots N` (a local cluster) or `--cluster ADDRESS`.
+
+Each run is one task (`cellab.worker.run_task`) that asks for the Dask resources of its lab: `vlab=1` for an
+embedded lab kind, `bench-NAME=1` for an inventory lab, and `tag-T=1` for every tag the campaign requires.
+Placement, exclusivity and the worker fleet are Dask's; cellab only checks before the first task that some
+connected worker can serve each run, and stays the only writer of the result folder: every task returns its
+record and its run folder's files, written here as they arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cellab.campaign import PlannedRun
+from cellab.errors import CellabError, InputError
+from cellab.runstep import RunRecord, ue_count
+from cellab.worker import VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
+
+if TYPE_CHECKING:
+    from cellab.runner import Runner
+
+MAX_SLOTS = 64
+WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_slots(slots: int | None) -> int | None:
+    if slots is not None and (isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS):
+        raise InputError("cellab run", "--slots", f"{slots!r} lab instances", [f"1..{MAX_SLOTS}"])
+    return slots
+
+
+def lab_resources(lab: str, tags: list[str]) -> dict[str, int]:
+    """The Dask resources a run on `lab` needs (an embedded kind, or an inventory file)."""
+    if lab.endswith((".yaml", ".yml")):
+        from cellab.inventory import load_inventory
+
+        wanted = {bench_resource(load_inventory(lab).name): 1}
+    else:
+        wanted = {VLAB_RESOURCE: 1}
+    return wanted | {tag_resource(t): 1 for t in tags}
+
+
+def job_lab(lab: str) -> str:
+    """What a task names as its lab: an embedded kind, or `bench:NAME` (the worker uses its own inventory)."""
+    if lab.endswith((".yaml", ".yml")):
+        from cellab.inventory import load_inventory
+
+        return f"bench:{load_inventory(lab).name}"
+    return lab
+
+
+def _security(tls_dir: Path | None) -> Any:
+    if tls_dir is None:
+        return None
+    from cellab.tls import client_security
+
+    return client_security(tls_dir)
+
+
+def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> None:
+    """Every run can go to some connected worker; else refuse before the first, naming the requirement."""
+    offers = {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
+    missing = []
+    for run in runs:
+        wanted = needs[run.run_id]
+        if not any(all(offer.get(k, 0) >= v for k, v in wanted.items()) for offer in offers.values()):
+            missing.append((run.run_id, wanted))
+    if missing:
+        run_id, wanted = missing[0]
+        shown = ", ".join(f"{name}: {sorted(offer) or 'nothing'}" for name, offer in sorted(offers.items()))
+        raise CellabError(f"{len(missing)} run(s) no connected worker can serve: run {run_id} needs "
+                          f"{', '.join(sorted(wanted))}; the workers offer {shown or 'nothing (none connected)'}")
+
+
+def run_distributed(runner: Runner, slots: int | None = None, cluster: str | None = None,
+                    tls_dir: Path | None = None) -> dict[str, int]:
+    from distributed import Client, LocalCluster
+
+    check_slots(slots)
+    if (slots is None) == (cluster is None):
+        raise InputError("cellab run", "--slots/--cluster", "give one of them", ["--slots N", "--cluster ADDRESS"])
+    counts = {"ok": 0, "failed": 0, "aborted": 0}
+    todo = list(runner.store.pending())
+    if not todo:
+        return counts
+    local = None
+    try:
+        if slots is not None:
+            os.environ[WORKER_SLOTS_ENV] = str(slots)  # the local worker's slot count (inherited)
+            local = LocalCluster(n_workers=1, threads_per_worker=slots, processes=True, dashboard_address=None,
+                                 resources={VLAB_RESOURCE: slots}, silence_logs=40)
+            client = Client(local)
+        else:
+            client = _connect(cluster, tls_dir)
+    except (OSError, TimeoutError) as exc:
+        raise CellabError(f"Dask scheduler {cluster or 'local'}: {type(exc).__name__}: {exc}") from None
+    try:
+        with client:
+            return _dispatch(runner, client, todo, counts, wait_s=0 if local else WORKER_WAIT_S)
+    finally:
+        if local is not None:
+            local.close()
+        os.environ.pop(WORKER_SLOTS_ENV, None)
+
+
+def _connect(address: str, tls_dir: Path | None) -> Any:
+    from distributed import Client
+
+    if not isinstance(address, str) or "://" not in address and ":" not in address:
+        raise InputError("cellab run", "--cluster", f"{address!r} is not a scheduler address",
+                         ["tls://HOST:PORT", "tcp://HOST:PORT"])
+    security = _security(tls_dir)
+    if address.startswith("tls://") and security is None:
+        raise InputError("cellab run", "--tls", f"{address} needs certificates", ["--tls DIR (cellab tls DIR)"])
+    return Client(address, security=security, timeout=CONNECT_TIMEOUT_S)
+
+
+def _wait_for_workers(client: Any, wait_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    while True:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        if workers or time.monotonic() >= deadline:
+            return workers
+        time.sleep(0.5)
+
+
+def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float) -> dict[str, int]:
+    from distributed import as_completed
+    from distributed.client import FutureCancelledError
+
+    from cellab.worker import close_pool, run_task
+
+    campaign, store = runner.campaign, runner.store
+    text = store.campaign_path().read_text()
+    token = uuid.uuid4().hex[:12]
+    needs = {run.run_id: lab_resources(run.params.get("lab", campaign.lab), campaign.requires) for run in todo}
+    _check_servable(todo, needs, _wait_for_workers(client, wait_s))
+    by_key: dict[str, PlannedRun] = {}
+    futures = []
+    for run in todo:
+        lab = run.params.get("lab", campaign.lab)
+        job = {"campaign_text": text, "run": run.model_dump(), "lab": job_lab(lab),
+               "ue_count": ue_count(run.params.get("ues")), "marker": f"cellab-{token}-{run.run_id}",
+               "retry_after_worker_loss": campaign.retry.after_worker_loss}
+        future = client.submit(run_task, job, key=f"cellab-run-{run.run_id}-{token}", pure=False,
+                               resources=needs[run.run_id])
+        by_key[future.key] = run
+        futures.append(future)
+    total = len(store.planned())
+    with runner._progress() as progress:
+        bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
+        try:
+            for future in as_completed(futures):
+                run = by_key[future.key]
+                record, files = _outcome(future, run)
+                store.import_files(run, files)
+                store.start_attempt(run)
+                store.save_record(run, record)
+                runner.stored(run, record, counts)
+                if record.status != "ok":
+                    runner.console.print(f"[yellow]run {run.run_id} failed:[/] {record.error}")
+                progress.advance(bar)
+        except FutureCancelledError as exc:
+            raise CellabError(f"the Dask scheduler stopped the campaign ({exc}); everything finished is stored; "
+                              f"`cellab run --resume {store.root}` continues it") from None
+        except OSError as exc:
+            raise CellabError(f"lost the Dask scheduler ({type(exc).__name__}: {exc}); everything finished is "
+                              f"stored; `cellab run --resume {store.root}` continues it") from None
+        except KeyboardInterrupt:
+            client.cancel(futures)
+            raise
+        finally:
+            try:
+                client.run(close_pool)  # every worker's lab instances down: nothing held between campaigns
+            except Exception:  # noqa: BLE001 - a scheduler that is gone has nothing left to release
+                pass
+    return counts
+
+
+def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]:
+    """A finished task's record and files; a task that raised, or whose worker died, is a failed run naming
+    the worker."""
+    from distributed import KilledWorker
+
+    try:
+        result = future.result()
+    except KilledWorker as exc:
+        worker = getattr(exc.last_worker, "name", None) or getattr(exc.last_worker, "address", "?")
+        return RunRecord(run.run_id, "failed", 1, f"worker {worker} was lost while it ran this run",
+                         placement={"worker": worker}), {}
+    except (CellabError, OSError) as exc:
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__}: {exc}"), {}
+    except Exception as exc:  # noqa: BLE001 - a worker-side failure of any kind fails this run only
+        if type(exc).__name__ in ("CommClosedError", "CancelledError", "FutureCancelledError"):
+            raise
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}
+    return RunRecord(**result["record"]), result["files"]

@@ -1,0 +1,105 @@
+"""`cellab worker` (a Dask worker offering this host's lab slots or one bench) and `cellab tls` (certificates for
+the cluster's traffic)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from pathlib import Path
+
+import typer
+
+from cellab.errors import CellabError, InputError
+
+CONNECT_TIMEOUT_S = 15.0
+
+
+def _check_scheduler(address: str) -> str:
+    host_port = address.split("://", 1)[-1]
+    host, _, port = host_port.rpartition(":")
+    if "://" in address and not address.startswith(("tls://", "tcp://")) or not host or not port.isdigit() \
+            or not 1 <= int(port) <= 65535:
+        raise InputError("cellab worker", "--scheduler", f"{address!r} is not a scheduler address",
+                         ["tls://HOST:PORT", "tcp://HOST:PORT"])
+    return address
+
+
+def worker_resources(lab: Path | None, slots: int | None) -> tuple[dict[str, float], int, str | None]:
+    """(the Dask resources this worker offers, its slot count, its inventory lab's absolute path)."""
+    from cellab.dispatch import check_slots
+    from cellab.worker import VLAB_RESOURCE, bench_resource, tag_resource
+
+    if (lab is None) == (slots is None):
+        raise InputError("cellab worker", "--lab/--slots", "give one: a bench's inventory, or a count of lab "
+                         "instances for this host", ["--lab LAB.yaml", "--slots N"])
+    if slots is not None:
+        check_slots(slots)
+        return {VLAB_RESOURCE: float(slots)}, slots, None
+    from cellab.inventory import load_inventory
+
+    inventory = load_inventory(lab)
+    offered = {bench_resource(inventory.name): 1.0} | {tag_resource(t): 1.0 for t in inventory.tags}
+    return offered, 1, str(Path(lab).resolve())
+
+
+def worker_cmd(
+    scheduler: str = typer.Option(..., help="the Dask scheduler, e.g. tls://10.0.0.1:8786"),
+    lab: Path | None = typer.Option(None, help="offer this bench (its inventory) to the cluster"),
+    slots: int | None = typer.Option(None, help="offer N embedded-lab instances of this host (virtual, wired, ...)"),
+    name: str | None = typer.Option(None, help="the worker's name in the store's placement (default: host name)"),
+    tls: Path | None = typer.Option(None, help="the folder `cellab tls` made (required for tls:// schedulers)"),
+) -> None:
+    """Serve a campaign's runs from a Dask scheduler: a bench (--lab) or this host's lab slots (--slots)."""
+    from distributed import Worker
+
+    from cellab.worker import WORKER_LAB_ENV, WORKER_SLOTS_ENV, close_pool
+
+    _check_scheduler(scheduler)
+    resources, count, lab_path = worker_resources(lab, slots)
+    security = None
+    if tls is not None:
+        from cellab.tls import worker_security
+
+        security = worker_security(tls)
+    elif scheduler.startswith("tls://"):
+        raise InputError("cellab worker", "--tls", f"{scheduler} needs certificates", ["--tls DIR (cellab tls DIR)"])
+    os.environ[WORKER_SLOTS_ENV] = str(count)
+    if lab_path:
+        os.environ[WORKER_LAB_ENV] = lab_path
+    worker_name = name or f"{socket.gethostname()}-{os.getpid()}"
+
+    async def serve() -> None:
+        worker = Worker(scheduler, nthreads=count, resources=resources, name=worker_name, security=security,
+                        death_timeout=CONNECT_TIMEOUT_S, dashboard=False)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(worker.close()))
+        try:
+            await asyncio.wait_for(worker.start(), CONNECT_TIMEOUT_S + 5)
+        except (TimeoutError, OSError) as exc:
+            raise CellabError(f"worker {worker_name}: the scheduler {scheduler} did not answer within "
+                              f"{CONNECT_TIMEOUT_S:g} s ({type(exc).__name__}: {exc})") from None
+        print(f"worker {worker_name} at {worker.address}: offers {resources}", flush=True)
+        await worker.finished()
+
+    try:
+        asyncio.run(serve())
+    finally:
+        close_pool()  # every lab instance this worker brought up goes down with it
+
+
+def tls_cmd(folder: Path = typer.Argument(..., help="a new folder for ca.pem, ca.key, node.pem, node.key"),
+            host: list[str] | None = typer.Option(None, help="a name or address the cluster's hosts use (repeat)")
+            ) -> None:
+    """Make the cluster's certificates: a CA and one node certificate for the scheduler, workers and controller."""
+    from cellab.tls import make_certs
+
+    for name, path in make_certs(folder, host or []).items():
+        typer.echo(f"{name}: {path}")
+
+
+def mount(app: typer.Typer) -> None:
+    app.command("worker")(worker_cmd)
+    app.command("tls")(tls_cmd)
