@@ -1,5 +1,12 @@
 """The server agent's operations (mixed into ServerAgent by the lead): load, configure and unload the
-BPF modules, and run the traffic sender whose logs become the run's artifacts."""
+BPF modules, and run the traffic sender whose logs become the run's artifacts.
+
+An agent that serves a network namespace (a lab instance's server namespace, its `--netns`) keeps its
+modules to that namespace: its loads are held by the namespace (another instance unloading the same
+module does not pull it from under this one's flows), every per-namespace parameter it sets applies to its
+namespace's flows only, and its listing shows the values its flows see. Several instances on one host then
+need no change in the runner. An agent without a namespace holds modules as its process and sets
+parameters host-wide, as before."""
 
 from __future__ import annotations
 
@@ -40,24 +47,37 @@ class ModuleOps:
     def _sm_state(self) -> dict[str, Any]:
         state = getattr(self, "_server_modules_state", None)
         if state is None:
-            state = {"loaded": [], "senders": {}}  # senders: run_id -> Sender (one per UE of a run)
+            # loaded: module -> the namespace that holds it for this agent (None: the agent's process);
+            # senders: run_id -> Sender (one per UE of a run)
+            state = {"loaded": {}, "senders": {}}
             self._server_modules_state = state
         return state
 
     @operation
     def load_modules(self, params: LoadModulesParams) -> LoadModulesResult:
         state = self._sm_state()
+        netns = params.netns or self._agent_netns()
         try:
             before = set(modules.loaded())
-            modules.load(params.names, netns=params.netns or self._agent_netns(), dev=params.dev,
-                         source="load_modules")
+            modules.load(params.names, netns=netns, dev=params.dev, source="load_modules")
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
         for name in params.names:
-            # only what this agent registered is its to unload (safe_state, unload_modules without names)
-            if name not in state["loaded"] and name not in before:
-                state["loaded"].append(name)
+            # a congestion control is held for this agent whoever registered it (unload lets go of that hold
+            # only); a tc program is this agent's to detach only if it attached it
+            if name in modules.CC_MODULES:
+                state["loaded"].setdefault(name, netns)
+            elif name not in before:
+                state["loaded"].setdefault(name, None)
         return LoadModulesResult(loaded=list(params.names), available_cc=modules.available_congestion_controls())
+
+    def _release(self, names: list[str]) -> None:
+        held: dict[str, str | None] = self._sm_state()["loaded"]
+        for netns in sorted({held.get(n) for n in names}, key=lambda ns: ns or ""):
+            group = [n for n in names if held.get(n) == netns]
+            modules.unload(group, netns=netns, source="unload_modules")
+        for name in names:
+            held.pop(name, None)
 
     @operation
     def unload_modules(self, params: UnloadModulesParams) -> UnloadModulesResult:
@@ -66,16 +86,18 @@ class ModuleOps:
         if not names:
             return UnloadModulesResult(unloaded=[])
         try:
-            modules.unload(names, source="unload_modules")
+            self._release(names)
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
-        state["loaded"] = [n for n in state["loaded"] if n not in names]
         return UnloadModulesResult(unloaded=names)
 
     @operation
     def list_modules(self) -> ListModulesResult:
         try:
-            described = modules.describe()
+            try:
+                described = modules.describe(netns=self._agent_netns())  # the values this namespace's flows see
+            except modules.ModuleError:  # the namespace is not there (yet): the host-wide values
+                described = modules.describe()
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
         return ListModulesResult(modules=list(described.values()),
@@ -83,11 +105,17 @@ class ModuleOps:
 
     @operation
     def set_module_param(self, params: SetModuleParamParams) -> SetModuleParamResult:
+        netns = params.netns
         try:
-            modules.set_param(params.module, params.param, params.value, dst=params.dst, source="set_module_param")
+            if netns is None and self._agent_netns() and \
+                    modules.param_scope(params.module, params.param) == "netns":
+                netns = self._agent_netns()  # this instance's flows only; a host-scoped one stays host-wide
+            modules.set_param(params.module, params.param, params.value, dst=params.dst, netns=netns,
+                              source="set_module_param")
         except CellabError as exc:
             raise OperationFailed(str(exc)) from None
-        return SetModuleParamResult(module=params.module, param=params.param, value=params.value, dst=params.dst)
+        return SetModuleParamResult(module=params.module, param=params.param, value=params.value, dst=params.dst,
+                                    netns=netns)
 
     @operation
     def start_sender(self, params: StartSenderParams) -> StartSenderResult:
@@ -129,7 +157,9 @@ class ModuleOps:
         return StopSenderResult(run_id=run_id, files=files, flows=len(sender.summaries()), stopped=info)
 
     def safe_state(self) -> None:
-        """Stop the sender and unload what this agent loaded (established flows keep their CC)."""
+        """Stop the sender and let go of what this agent loaded (a module goes when no other lab instance
+        holds it; established flows keep their CC). Its namespace's parameters stay while the module does
+        (they go with the namespace): an agent back after a lost controller finds them as the runner set them."""
         state = self._sm_state()
         senders, state["senders"] = list(state["senders"].values()), {}
         for sender in senders:
@@ -137,12 +167,14 @@ class ModuleOps:
                 sender.stop()
             except CellabError:
                 pass
-        if state["loaded"]:
-            try:
-                modules.unload(list(state["loaded"]))
-                state["loaded"] = []
-            except CellabError:
-                pass
+        try:
+            if state["loaded"]:
+                self._release(list(state["loaded"]))
+            if self._agent_netns():
+                # whatever this namespace still holds (a restarted agent's predecessor's loads)
+                modules.unload(None, netns=self._agent_netns())
+        except CellabError:
+            pass
         parent = super()
         if hasattr(parent, "safe_state"):
             parent.safe_state()  # type: ignore[misc]

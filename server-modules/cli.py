@@ -43,19 +43,21 @@ def load(
     netns: Annotated[str | None, typer.Option(help="tc modules: namespace of the interface")] = None,
     dev: Annotated[str | None, typer.Option(help="tc modules: interface")] = None,
 ) -> None:
-    """Register congestion controls / attach tc programs (links pinned under /sys/fs/bpf/cellab)."""
+    """Register congestion controls / attach tc programs (links pinned under /sys/fs/bpf/cellab). A congestion
+    control stays until `unload` (held by the host; a lab instance's holds are its own)."""
     try:
-        modules.load(names, netns=netns, dev=dev, source="command line")
+        modules.load(names, netns=netns, dev=dev, source="command line", persistent=True)
     except CellabError as exc:
         _fail(exc)
     typer.echo("loaded: " + " ".join(names))
 
 
 @modules_app.command()
-def unload(names: Annotated[list[str] | None, typer.Argument(help="modules (default: all)")] = None) -> None:
-    """Unregister / detach; established connections keep their congestion control."""
+def unload(names: Annotated[list[str] | None, typer.Argument(help="modules (default: all)")] = None,
+           force: Annotated[bool, typer.Option(help="also what a lab instance still holds")] = False) -> None:
+    """Unregister / detach what no lab instance holds; established connections keep their congestion control."""
     try:
-        modules.unload(names or None, source="command line")
+        modules.unload(names or None, source="command line", persistent=True, force=force)
     except CellabError as exc:
         _fail(exc)
 
@@ -66,19 +68,36 @@ def set_(
     param: str,
     value: float,
     dst: Annotated[str | None, typer.Option(help="c2tcp target_ms for one destination prefix (CIDR)")] = None,
+    netns: Annotated[str | None, typer.Option(help="for the flows of this network namespace only")] = None,
 ) -> None:
-    """Set one parameter of a loaded module."""
+    """Set one parameter of a loaded module (host-wide, or for one namespace's flows)."""
     try:
-        modules.set_param(name, param, value, dst=dst, source="command line")
+        modules.set_param(name, param, value, dst=dst, netns=netns, source="command line")
     except CellabError as exc:
         _fail(exc)
 
 
 @modules_app.command()
-def stats(name: str) -> None:
-    """A loaded module's counters (JSON)."""
+def clear(
+    netns: Annotated[str, typer.Option(help="the namespace whose parameters go")],
+    names: Annotated[list[str] | None, typer.Argument(help="modules (default: all)")] = None,
+) -> None:
+    """Drop the parameters set for one namespace (its flows see the host-wide values again)."""
     try:
-        typer.echo(json.dumps(modules.stats(name)))
+        modules.clear_params(netns, names or None, source="command line")
+    except CellabError as exc:
+        _fail(exc)
+
+
+@modules_app.command()
+def stats(
+    name: str,
+    flows: Annotated[bool, typer.Option(help="c2tcp: one record per flow (namespace, Target, ...)")] = False,
+    netns: Annotated[str | None, typer.Option(help="with --flows: this namespace's flows only")] = None,
+) -> None:
+    """A loaded module's counters (JSON), or its per-flow records."""
+    try:
+        typer.echo(json.dumps(modules.flow_stats(name, netns) if flows else modules.stats(name)))
     except CellabError as exc:
         _fail(exc)
 

@@ -197,15 +197,17 @@ def wired_path(prefix: str, rate_mbit: float, buffer_bytes: int) -> Iterator[Top
 
 @contextmanager
 def loaded(names: list[str], netns: str | None = None, dev: str | None = None) -> Iterator[None]:
-    """Modules loaded for the block and unloaded after it (those another process had loaded stay)."""
+    """Modules loaded for the block and let go of after it: a congestion control is held for the block (by
+    `netns`, else by this process) and goes when nobody else holds it; a tc program goes if the block
+    attached it (one another process had attached stays)."""
     before = set(modules.loaded())
-    fresh = [n for n in names if n not in before]
+    modules.load(names, netns=netns, dev=dev)
     try:
-        modules.load(names, netns=netns, dev=dev)
         yield
     finally:
-        if fresh:
-            modules.unload(fresh)
+        ours = [n for n in names if n in modules.CC_MODULES or n not in before]
+        if ours:
+            modules.unload(ours, netns=netns)
 
 
 @contextmanager

@@ -60,6 +60,9 @@ class ModuleInfo(BaseModel):
     registered: bool
     params: dict[str, float]
     param_ranges: dict[str, tuple[float, float, str]]
+    # "netns": each run (network namespace) gets its own value; "host": one value per host, so runs that
+    # disagree on it must not share a host at once. Empty from an older loader: treat every one as "host".
+    param_scopes: dict[str, Literal["netns", "host"]] = Field(default_factory=dict)
 
 
 class ListModulesResult(Model):
@@ -72,6 +75,9 @@ class SetModuleParamParams(Model):
     param: str = Field(pattern=r"^[a-z_]{1,32}$")
     value: float
     dst: str | None = Field(None, description="c2tcp target_ms only: destination prefix (CIDR)")
+    netns: str | None = Field(None, pattern=NETNS_PATTERN,
+                              description="the namespace whose flows get the value (default: the agent's own "
+                                          "for a per-namespace parameter, else host-wide)")
 
     @field_validator("dst")
     @classmethod
@@ -86,6 +92,7 @@ class SetModuleParamResult(Model):
     param: str
     value: float
     dst: str | None = None
+    netns: str | None = Field(None, description="the namespace it was set for (None: host-wide)")
 
 
 class SenderConfig(BaseModel):

@@ -3,8 +3,11 @@
  *
  * Cubic (through its kfuncs) owns icsk_ca_priv; C2TCP's per-socket state lives in sk_storage.
  * Condition Detector (Alg. 1) and Action Enforcer (Alg. 2) run per ACK in .pkts_acked; the Tuner
- * (Alg. 3) runs ACK-driven every tuning cycle. Target delay: per destination prefix (LPM map
- * `targets`), else the default in `conf`. Target 0 disables the Tuner (fixed alpha).
+ * (Alg. 3) runs ACK-driven every tuning cycle. Parameters: the socket's network namespace's entry in
+ * `ns_conf`, else the host-wide `conf` (cellab_cc.h). Target delay, first match wins: the namespace's
+ * entry for the destination prefix (LPM map `targets`, keyed by netns cookie + address), the namespace's
+ * Target, the host-wide entry for the destination prefix (cookie 0), the host-wide Target. Target 0
+ * disables the Tuner (fixed alpha). Every flow's Target and where it came from are kept in `flow_log`.
  *
  * Tuner rule: the paper's Algorithm 3, taken literally, yields alpha < 1 (Setpoint below MINRTT)
  * whenever avg_rtt > Target/3, and clamps only one side. Section IV, Eq. 10 states the intent:
@@ -52,6 +55,16 @@ static const __u16 inv_sqrt_1024[INV_SQRT_STEPS] = {
 
 enum { COND_GOOD = 0, COND_NORMAL = 1, COND_BAD = 2 };
 
+/* The key of a flow's record in flow_log (kept in the socket's state: by .release the kernel has already
+ * cleared the local port). */
+struct c2tcp_flow_key {
+	__u64 netns_cookie;
+	__u8 daddr[16];        /* v4-mapped */
+	__u16 sport;           /* host order: the local port */
+	__u16 dport;           /* host order: the peer's port */
+	__u32 pad;
+};
+
 struct c2tcp_sk {
 	__u64 next_time_us;   /* end of the current Normal/Bad wait */
 	__u64 tune_start_us;  /* start of the current tuning cycle */
@@ -66,6 +79,7 @@ struct c2tcp_sk {
 	__u8 first_time;
 	__u8 condition;
 	__u8 flight_fresh;    /* a small flight refreshed flight_rtt_us in this tuning cycle */
+	struct c2tcp_flow_key flow_key;
 };
 
 struct c2tcp_conf {
@@ -77,10 +91,31 @@ struct c2tcp_conf {
 	__u32 small_flight_pkts; /* Setpoint floor from flights of at most this many packets; 0 = paper */
 };
 
+/* LPM key: 64 bits of netns cookie (0: host-wide), then the v4-mapped 128-bit address; the loader stores
+ * prefixlen = 64 + the address prefix, so the cookie always matches whole. */
 struct c2tcp_target_key {
-	__u32 prefixlen;       /* over the v4-mapped 128-bit address */
-	__u8 addr[16];
+	__u32 prefixlen;
+	__u8 data[24];         /* cookie (8 bytes, host order), address (16) */
 };
+
+/* Where a flow's Target came from (flow_log.target_source). */
+enum { TARGET_HOST = 0, TARGET_HOST_DST = 1, TARGET_NETNS = 2, TARGET_NETNS_DST = 3 };
+
+/* One record per flow (LRU): which namespace, which Target, and how the flow went; `stats c2tcp --flows`. */
+
+struct c2tcp_flow {
+	__u64 start_ns;
+	__u64 end_ns;          /* 0 while the flow lives */
+	__u32 netns_inum;
+	__u32 target_us;
+	__u32 target_source;
+	__u32 alpha_fp;        /* after the last tuning cycle (the initial alpha before the first) */
+	__u32 min_rtt_us;
+	__u32 last_avg_rtt_us;
+	__u32 bad_events;
+	__u32 tuner_updates;
+};
+#define C2TCP_FLOW_LOG 4096
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -89,12 +124,7 @@ struct {
 	__type(value, struct c2tcp_sk);
 } c2tcp_state SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct c2tcp_conf);
-} conf SEC(".maps");
+DEFINE_CONF_MAPS(struct c2tcp_conf)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -104,31 +134,71 @@ struct {
 	__type(value, __u32);
 } targets SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, C2TCP_FLOW_LOG);
+	__type(key, struct c2tcp_flow_key);
+	__type(value, struct c2tcp_flow);
+} flow_log SEC(".maps");
+
 enum {
 	ST_FLOWS, ST_GOOD_ACKS, ST_BAD_EVENTS, ST_INVALID_RTT, ST_TUNER_UPDATES,
 	ST_LAST_ALPHA_FP, ST_LAST_AVG_RTT_US, ST_LAST_MIN_RTT_US, ST_FLOORED_ACKS, ST_LAST_FLIGHT_RTT_US,
 };
 DEFINE_STATS_MAP()
 
-static __always_inline const struct c2tcp_conf *get_conf(void)
+/* The Target, first match wins: namespace + destination, namespace, host + destination, host. */
+static __always_inline __u32 target_for(const struct sock *sk, __u32 *source)
 {
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&conf, &zero);
-}
-
-static __always_inline __u32 target_for(const struct sock *sk, const struct c2tcp_conf *cf)
-{
-	struct c2tcp_target_key key = { .prefixlen = 128 };
-	__u32 dflt = cf ? cf->target_us : 0;  /* read first: keeps the two map pointers apart */
+	struct c2tcp_target_key key = { .prefixlen = 192 };
+	__u64 cookie = sk_netns_cookie(sk);
+	const struct cellab_ns_conf *ns;
+	const struct c2tcp_conf *host;
 	struct cellab_dst_key dst;
-	__u32 *t;
+	__u32 *t, zero = 0, v;
 
 	dst_key_of(sk, &dst);
-	__builtin_memcpy(key.addr, dst.addr, 16);
+	__builtin_memcpy(key.data + 8, dst.addr, 16);
+	__builtin_memcpy(key.data, &cookie, 8);
 	t = bpf_map_lookup_elem(&targets, &key);
-	if (t)
-		return *t;
-	return dflt;
+	if (t) {
+		v = *t;
+		*source = TARGET_NETNS_DST;
+		return v;
+	}
+	ns = bpf_map_lookup_elem(&ns_conf, &cookie);
+	if (ns && (ns->set_mask & 1u) /* word 0: target_us */) {
+		v = ns->val[0];
+		*source = TARGET_NETNS;
+		return v;
+	}
+	__builtin_memset(key.data, 0, 8);
+	t = bpf_map_lookup_elem(&targets, &key);
+	if (t) {
+		v = *t;
+		*source = TARGET_HOST_DST;
+		return v;
+	}
+	*source = TARGET_HOST;
+	host = bpf_map_lookup_elem(&conf, &zero);
+	return host ? host->target_us : 0;
+}
+
+static __always_inline void flow_key_of(const struct sock *sk, struct c2tcp_flow_key *key)
+{
+	struct cellab_dst_key dst;
+
+	__builtin_memset(key, 0, sizeof(*key));
+	dst_key_of(sk, &dst);
+	key->netns_cookie = sk_netns_cookie(sk);
+	__builtin_memcpy(key->daddr, dst.addr, 16);
+	key->sport = sk->__sk_common.skc_num;
+	key->dport = bpf_ntohs(sk->__sk_common.skc_dport);
+}
+
+static __always_inline struct c2tcp_flow *flow_rec(struct c2tcp_sk *s)
+{
+	return bpf_map_lookup_elem(&flow_log, &s->flow_key);
 }
 
 static __always_inline struct c2tcp_sk *state_of(struct sock *sk)
@@ -147,19 +217,29 @@ static __always_inline __u32 clamp_alpha(__u64 alpha, const struct c2tcp_conf *c
 
 static __always_inline void state_init(struct sock *sk, struct c2tcp_sk *s)
 {
-	const struct c2tcp_conf *cf = get_conf();
+	const struct c2tcp_conf *cf = conf_of(sk);
 	__u32 alpha = cf && cf->alpha_init_fp ? cf->alpha_init_fp : ALPHA_INIT_DEFAULT;
+	struct c2tcp_flow rec = {};
+	__u32 source = TARGET_HOST;
 
 	s->alpha_fp = clamp_alpha(alpha, cf);
 	s->min_rtt_us = ~0u;
 	s->first_time = 1;
 	s->n_backoffs = 1;
-	s->target_us = target_for(sk, cf);
+	s->target_us = target_for(sk, &source);
 	s->tune_start_us = now_us();
 	s->rtt_sum_us = 0;
 	s->rtt_cnt = 0;
 	s->flight_rtt_us = 0;
 	s->condition = COND_GOOD;
+
+	flow_key_of(sk, &s->flow_key);
+	rec.start_ns = bpf_ktime_get_ns();
+	rec.netns_inum = sk_netns_inum(sk);
+	rec.target_us = s->target_us;
+	rec.target_source = source;
+	rec.alpha_fp = s->alpha_fp;
+	bpf_map_update_elem(&flow_log, &s->flow_key, &rec, BPF_ANY);
 }
 
 SEC("struct_ops")
@@ -175,9 +255,10 @@ void BPF_PROG(c2tcp_init, struct sock *sk)
 }
 
 /* Eq. 10, multiplicative, in 1/1024 fixed point; see the file comment for why. */
-static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
+static __always_inline void tuner(struct sock *sk, struct c2tcp_sk *s, __u64 now)
 {
-	const struct c2tcp_conf *cf = get_conf();
+	const struct c2tcp_conf *cf = conf_of(sk);
+	struct c2tcp_flow *rec;
 	__u32 period = cf && cf->tune_period_us ? cf->tune_period_us : TUNE_PERIOD_US_DEFAULT;
 	__u64 avg, target = s->target_us, alpha = s->alpha_fp;
 
@@ -202,6 +283,13 @@ static __always_inline void tuner(struct c2tcp_sk *s, __u64 now)
 		stat_add(ST_TUNER_UPDATES, 1);
 		stat_set(ST_LAST_ALPHA_FP, alpha);
 		stat_set(ST_LAST_AVG_RTT_US, avg);
+		rec = flow_rec(s);
+		if (rec) {
+			rec->alpha_fp = alpha;
+			rec->last_avg_rtt_us = avg;
+			rec->min_rtt_us = s->min_rtt_us;
+			rec->tuner_updates++;
+		}
 	}
 	s->tune_start_us = now;
 	s->rtt_sum_us = 0;
@@ -239,13 +327,18 @@ static __always_inline void act_good(struct tcp_sock *tp, __u32 setpoint_us, __u
  * initial slow start: ssthresh is still infinite there, and it sets one. */
 #define C2TCP_INFINITE_SSTHRESH 0x7fffffffu  /* include/net/tcp.h TCP_INFINITE_SSTHRESH: no reduction yet */
 
-static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
+static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp, struct c2tcp_sk *s)
 {
+	struct c2tcp_flow *rec;
+
 	if (tp->snd_cwnd >= tp->snd_ssthresh || tp->snd_ssthresh >= C2TCP_INFINITE_SSTHRESH)
 		tp->snd_ssthresh = cubictcp_recalc_ssthresh(sk);
 	tp->snd_cwnd = 1;
 	tp->snd_cwnd_cnt = 0;
 	stat_add(ST_BAD_EVENTS, 1);
+	rec = flow_rec(s);
+	if (rec)
+		rec->bad_events++;
 }
 
 /* Deviation (issue 18), the Setpoint floor: an ACK whose packet travelled behind a flight of at most
@@ -255,10 +348,10 @@ static __always_inline void act_bad(struct sock *sk, struct tcp_sock *tp)
  * cannot avoid, so a flow at cwnd 1-2 after a fade grows again instead of being reset at every
  * Interval. Every Bad (cwnd 1) refreshes the floor, and it ages by 1/4 per tuning cycle without a
  * small flight, so it follows the path. 0 = the paper. */
-static __always_inline __u32 flight_floor_us(struct c2tcp_sk *s, const struct tcp_sock *tp,
+static __always_inline __u32 flight_floor_us(struct sock *sk, struct c2tcp_sk *s, const struct tcp_sock *tp,
 					     __u32 in_flight_bytes, __u32 rtt_us)
 {
-	const struct c2tcp_conf *cf = get_conf();
+	const struct c2tcp_conf *cf = conf_of(sk);
 	__u32 small = cf ? cf->small_flight_pkts : 0;
 
 	if (!small) {
@@ -302,14 +395,14 @@ void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 
 	s->rtt_sum_us += rtt_us;
 	s->rtt_cnt++;
-	tuner(s, now);
+	tuner(sk, s, now);
 
 	if (rtt_us < s->min_rtt_us) {
 		s->min_rtt_us = rtt_us;
 		stat_set(ST_LAST_MIN_RTT_US, rtt_us);
 	}
 	setpoint_us = (__u32)(((__u64)s->alpha_fp * s->min_rtt_us) / ALPHA_ONE);
-	floor_us = flight_floor_us(s, tp, sample->in_flight, rtt_us);
+	floor_us = flight_floor_us(sk, s, tp, sample->in_flight, rtt_us);
 	if (floor_us > setpoint_us) {
 		setpoint_us = floor_us;
 		stat_add(ST_FLOORED_ACKS, 1);
@@ -339,8 +432,18 @@ void BPF_PROG(c2tcp_pkts_acked, struct sock *sk, const struct ack_sample *sample
 		s->n_backoffs++;
 		/* In Recovery/Loss the kernel's loss recovery owns cwnd; the paper is silent, we leave it. */
 		if (BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state) <= TCP_CA_Disorder)
-			act_bad(sk, tp);
+			act_bad(sk, tp, s);
 	}
+}
+
+SEC("struct_ops")
+void BPF_PROG(c2tcp_release, struct sock *sk)
+{
+	struct c2tcp_sk *s = bpf_sk_storage_get(&c2tcp_state, sk, 0, 0);
+	struct c2tcp_flow *rec = s ? flow_rec(s) : NULL;
+
+	if (rec)
+		rec->end_ns = bpf_ktime_get_ns();
 }
 
 CUBIC_SSTHRESH(c2tcp)
@@ -352,6 +455,7 @@ RENO_UNDO_CWND(c2tcp)
 SEC(".struct_ops")
 struct tcp_congestion_ops c2tcp = {
 	.init = (void *)c2tcp_init,
+	.release = (void *)c2tcp_release,
 	.ssthresh = (void *)c2tcp_ssthresh,
 	.cong_avoid = (void *)c2tcp_cong_avoid,
 	.set_state = (void *)c2tcp_set_state,

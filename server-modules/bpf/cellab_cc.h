@@ -95,6 +95,62 @@ static __always_inline void dst_key_of(const struct sock *sk, struct cellab_dst_
 	}
 }
 
+/* Parameters per network namespace (issue 25: several lab instances on one host, each its own set of
+ * namespaces). Every congestion control keeps its host-wide `conf` (one array entry, the module's own conf
+ * struct) and a hash map `ns_conf` {netns cookie -> cellab_ns_conf}: a flow uses the entry of the namespace
+ * its socket lives in, else the host-wide entry. The loader keeps each namespace entry complete: the words
+ * the namespace set (set_mask) plus copies of the host-wide words for the rest, rewritten whenever the
+ * host-wide value changes, so a lookup here is one map read. Keyed by the netns cookie (net->net_cookie,
+ * userspace: SO_NETNS_COOKIE), never reused while the host runs; the inode number (ns.inum) is reused as
+ * soon as a namespace is freed, so an entry left by a removed namespace could otherwise reach a new one. */
+#define CELLAB_CONF_WORDS 16
+#define CELLAB_NETNS_MAX 1024
+#define CELLAB_NETNS_NAME 32
+
+struct cellab_ns_conf {
+	__u32 val[CELLAB_CONF_WORDS];  /* the module's conf struct for this namespace */
+	__u32 set_mask;                /* bit i: val[i] was set for this namespace (else: the host-wide copy) */
+	__u32 inum;                    /* the namespace's inode, for people */
+	__u64 cookie;                  /* the key, again */
+	char name[CELLAB_NETNS_NAME];  /* its name under /run/netns, for the loader's clean-up */
+};
+
+static __always_inline __u64 sk_netns_cookie(const struct sock *sk)
+{
+	return BPF_CORE_READ(sk, __sk_common.skc_net.net, net_cookie);
+}
+
+static __always_inline __u32 sk_netns_inum(const struct sock *sk)
+{
+	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+}
+
+/* The host-wide `conf` (conf_type: the module's conf struct), `ns_conf`, and conf_of(sk): the parameters the
+ * socket's namespace sees. */
+#define DEFINE_CONF_MAPS(conf_type)                                                           \
+	struct {                                                                         \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                        \
+		__uint(max_entries, 1);                                                  \
+		__type(key, __u32);                                                      \
+		__type(value, conf_type);                                                     \
+	} conf SEC(".maps");                                                             \
+	struct {                                                                         \
+		__uint(type, BPF_MAP_TYPE_HASH);                                         \
+		__uint(max_entries, CELLAB_NETNS_MAX);                                   \
+		__type(key, __u64);                                                      \
+		__type(value, struct cellab_ns_conf);                                    \
+	} ns_conf SEC(".maps");                                                          \
+	_Static_assert(sizeof(conf_type) <= CELLAB_CONF_WORDS * sizeof(__u32), "conf larger than a namespace entry"); \
+	static __always_inline __attribute__((unused)) const conf_type *conf_of(const struct sock *sk) \
+	{                                                                                \
+		__u64 cookie = sk_netns_cookie(sk);                                      \
+		const struct cellab_ns_conf *ns = bpf_map_lookup_elem(&ns_conf, &cookie); \
+		__u32 zero = 0;                                                          \
+		if (ns)                                                                  \
+			return (const conf_type *)ns->val;                                    \
+		return bpf_map_lookup_elem(&conf, &zero);                                \
+	}
+
 /* Counters every module exports (index = its own enum); the loader prints them with `stats`. */
 #define CELLAB_STATS_MAX 16
 #define DEFINE_STATS_MAP()                                   \

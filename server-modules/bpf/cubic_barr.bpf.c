@@ -47,7 +47,7 @@ static __always_inline void recovery_on_ack(struct sock *sk, struct recovery_sk 
 static __always_inline void recovery_window(struct sock *sk, struct recovery_sk *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	const struct recovery_conf *cf = get_conf();
+	const struct recovery_conf *cf = conf_of(sk);
 	__u32 m = cf && cf->param0 ? cf->param0 : WINDOW_ACKS_DEFAULT;
 	__u32 newest, oldest, pkts;
 	__u64 dt_us, w;

@@ -12,12 +12,7 @@ struct cap_conf {
 	__u32 cwnd_cap_pkts;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cap_conf);
-} conf SEC(".maps");
+DEFINE_CONF_MAPS(struct cap_conf)
 
 enum { ST_FLOWS, ST_CAPPED_ACKS };
 DEFINE_STATS_MAP()
@@ -25,8 +20,7 @@ DEFINE_STATS_MAP()
 static __always_inline void hold_cap(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	__u32 zero = 0;
-	const struct cap_conf *cf = bpf_map_lookup_elem(&conf, &zero);
+	const struct cap_conf *cf = conf_of(sk);
 
 	if (cf && cf->cwnd_cap_pkts && tp->snd_cwnd > cf->cwnd_cap_pkts) {
 		tp->snd_cwnd = cf->cwnd_cap_pkts;

@@ -43,7 +43,7 @@ static __always_inline void recovery_on_ack(struct sock *sk, struct recovery_sk 
 static __always_inline void recovery_window(struct sock *sk, struct recovery_sk *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	const struct recovery_conf *cf = get_conf();
+	const struct recovery_conf *cf = conf_of(sk);
 	__u32 q_t = cf ? cf->param0 : QUEUE_THRESHOLD_PKTS_DEFAULT;
 	__u32 rtt = s->last_rtt_us, base = s->base_rtt_us, pipe, q = 0;
 

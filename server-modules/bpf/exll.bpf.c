@@ -60,12 +60,7 @@ struct {
 	__type(value, struct exll_sk);
 } exll_state SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct exll_conf);
-} conf SEC(".maps");
+DEFINE_CONF_MAPS(struct exll_conf)
 
 enum {
 	ST_FLOWS, ST_CONTROL_ENTRIES, ST_UPDATES, ST_HOLDS, ST_RESETS, ST_LAST_MRE_US, ST_LAST_MTE_BPS,
@@ -73,11 +68,6 @@ enum {
 };
 DEFINE_STATS_MAP()
 
-static __always_inline const struct exll_conf *get_conf(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&conf, &zero);
-}
 
 static __always_inline struct exll_sk *state_of(struct sock *sk)
 {
@@ -114,9 +104,9 @@ static __always_inline __u32 sr_period_of(__u32 t_sr_us)
 	return sr_period_us[SR_PERIODS - 1];
 }
 
-static __always_inline __u32 mre_of(struct exll_sk *s)
+static __always_inline __u32 mre_of(struct sock *sk, struct exll_sk *s)
 {
-	const struct exll_conf *cf = get_conf();
+	const struct exll_conf *cf = conf_of(sk);
 	__u32 ap, t_sr;
 
 	if (!s->rtt_cnt || s->mp_rtt_us == ~0u)
@@ -152,9 +142,10 @@ void BPF_PROG(exll_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 }
 
 /* Eq. 3 in 1/1024 fixed point (unsigned: BPF has no signed division). */
-static __always_inline void control_update(struct tcp_sock *tp, struct exll_sk *s, __u64 thr_Bps, __u32 r_us)
+static __always_inline void control_update(struct sock *sk, struct exll_sk *s, __u64 thr_Bps, __u32 r_us)
 {
-	const struct exll_conf *cf = get_conf();
+	struct tcp_sock *tp = tcp_sk(sk);
+	const struct exll_conf *cf = conf_of(sk);
 	__u64 alpha = cf && cf->alpha_pkts ? cf->alpha_pkts : ALPHA_PKTS_DEFAULT;
 	__u64 gamma = cf && cf->gamma_fp ? cf->gamma_fp : GAMMA_FP_DEFAULT;
 	__u64 w = s->w_fp, mte = s->mte_Bps, target;
@@ -207,7 +198,7 @@ static __always_inline void on_ack(struct sock *sk, struct exll_sk *s)
 		r_us = s->round_rtt_sum_us / s->round_rtt_cnt;
 
 	if (s->mode == MODE_OBSERVE) {
-		__u32 mre = mre_of(s);
+		__u32 mre = mre_of(sk, s);
 
 		/* exit test: cwnd^C / mRE > MTE_S */
 		if (mre && s->mte_Bps && ca == TCP_CA_Open &&
@@ -219,7 +210,7 @@ static __always_inline void on_ack(struct sock *sk, struct exll_sk *s)
 			stat_set(ST_LAST_MRE_US, mre);
 		}
 	} else if (s->mode == MODE_CONTROL && ca == TCP_CA_Open) {
-		control_update(tp, s, thr, r_us);
+		control_update(sk, s, thr, r_us);
 	} else if (s->mode == MODE_HOLD && ca == TCP_CA_Open && cwnd_c * FP_ONE > s->w_hold) {
 		s->mode = MODE_CONTROL;
 	}

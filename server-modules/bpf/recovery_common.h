@@ -18,21 +18,10 @@ struct recovery_conf {
 	__u32 pad;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct recovery_conf);
-} conf SEC(".maps");
+DEFINE_CONF_MAPS(struct recovery_conf)
 
 enum { ST_FLOWS, ST_RECOVERIES, ST_RECOVERY_ACKS, ST_LAST_W_PKTS, ST_LAST_ESTIMATE, ST_LAST_RTT_US };
 DEFINE_STATS_MAP()
-
-static __always_inline const struct recovery_conf *get_conf(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&conf, &zero);
-}
 
 static __always_inline void or_key_of(const struct sock *sk, struct or_flow_key *key)
 {

@@ -84,7 +84,7 @@ RENO_UNDO_CWND(recovery)
 SEC("struct_ops")
 __u32 BPF_PROG(recovery_sndbuf_expand, struct sock *sk)
 {
-	const struct recovery_conf *cf = get_conf();
+	const struct recovery_conf *cf = conf_of(sk);
 
 	return cf && cf->sndbuf_factor ? cf->sndbuf_factor : SNDBUF_FACTOR_DEFAULT;
 }

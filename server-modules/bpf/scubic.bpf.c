@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* S-Cubic (Guo & Lee, "Stateful-TCP", IEEE Access 2020): the kernel's Cubic plus per-destination
  * state. At flow end the GCBE bandwidth estimate c* and the minimum RTT are stored in an LRU map
- * keyed by the full destination address. The next flow to that destination starts (Startup) with
+ * keyed by the full destination address and the socket's network namespace (lab instances on one host
+ * use the same addresses; one instance's estimate must not seed another's flow). The next flow to that destination starts (Startup) with
  * cwnd = c* x RTTmin and paces its first RTT at c*; the first ACK ends Startup with
  * cwnd = max(in-flight, 10) (Eq. 3) and plain Cubic takes over.
  *
@@ -50,10 +51,16 @@ struct scubic_conf {
 	__u32 pad;
 };
 
+/* The destination's state, per network namespace. */
+struct scubic_dst_key {
+	__u64 netns_cookie;
+	struct cellab_dst_key dst;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, DST_ENTRIES);
-	__type(key, struct cellab_dst_key);
+	__type(key, struct scubic_dst_key);
 	__type(value, struct scubic_dst);
 } dst_state SEC(".maps");
 
@@ -64,12 +71,7 @@ struct {
 	__type(value, struct scubic_sk);
 } scubic_state SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scubic_conf);
-} conf SEC(".maps");
+DEFINE_CONF_MAPS(struct scubic_conf)
 
 enum {
 	ST_FLOWS, ST_HITS, ST_MISSES, ST_EXPIRED, ST_STORED, ST_STARTUP_EXITS, ST_ESTIMATES,
@@ -77,10 +79,11 @@ enum {
 };
 DEFINE_STATS_MAP()
 
-static __always_inline const struct scubic_conf *get_conf(void)
+static __always_inline void scubic_key_of(const struct sock *sk, struct scubic_dst_key *key)
 {
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&conf, &zero);
+	__builtin_memset(key, 0, sizeof(*key));
+	key->netns_cookie = sk_netns_cookie(sk);
+	dst_key_of(sk, &key->dst);
 }
 
 static __always_inline struct scubic_sk *state_of(struct sock *sk)
@@ -104,14 +107,14 @@ void BPF_PROG(scubic_init, struct sock *sk)
 static __always_inline void startup(struct sock *sk, struct scubic_sk *s)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	const struct scubic_conf *cf = get_conf();
+	const struct scubic_conf *cf = conf_of(sk);
 	__u64 ttl_ns = (__u64)(cf && cf->ttl_ms ? cf->ttl_ms : TTL_MS_DEFAULT) * 1000000ULL;
 	__u32 min_bdp = cf && cf->min_bdp_pkts ? cf->min_bdp_pkts : MIN_BDP_PKTS_DEFAULT;
-	struct cellab_dst_key key;
+	struct scubic_dst_key key;
 	struct scubic_dst *e;
 	__u64 bdp;
 
-	dst_key_of(sk, &key);
+	scubic_key_of(sk, &key);
 	e = bpf_map_lookup_elem(&dst_state, &key);
 	if (!e || !e->rate_Bps || !e->min_rtt_us) {
 		stat_add(ST_MISSES, 1);
@@ -224,7 +227,7 @@ void BPF_PROG(scubic_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 	if (s && s->startup) {
 		s->startup = 0;
 		if (BPF_CORE_READ_BITFIELD(inet_csk(sk), icsk_ca_state) == TCP_CA_Open) {
-			const struct scubic_conf *cf = get_conf();
+			const struct scubic_conf *cf = conf_of(sk);
 			__u32 kappa = max_u32(tcp_packets_in_flight(tp), TCP_INIT_CWND_PKTS);
 
 			tp->snd_cwnd = kappa;
@@ -245,7 +248,7 @@ SEC("struct_ops")
 void BPF_PROG(scubic_release, struct sock *sk)
 {
 	struct scubic_sk *s = bpf_sk_storage_get(&scubic_state, sk, 0, 0);
-	struct cellab_dst_key key;
+	struct scubic_dst_key key;
 	struct scubic_dst e = {};
 	__u64 best = 0;
 
@@ -259,7 +262,7 @@ void BPF_PROG(scubic_release, struct sock *sk)
 	e.min_rtt_us = s->min_rtt_us;
 	e.nsamples = s->nsamples;
 	e.stamp_ns = bpf_ktime_get_ns();
-	dst_key_of(sk, &key);
+	scubic_key_of(sk, &key);
 	bpf_map_update_elem(&dst_state, &key, &e, BPF_ANY);
 	stat_add(ST_STORED, 1);
 	stat_set(ST_LAST_MIN_RTT_US, s->min_rtt_us);

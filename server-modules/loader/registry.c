@@ -96,7 +96,7 @@ static const char *const cap_counters[] = { "flows", "capped_acks" };
 
 #define CC(nm, p, c, fields, orf, pt)                                                          \
 	{ #nm, KIND_CC, #nm, NULL, nm##_open, nm##_load, nm##_destroy, nm##_obj, p, N(p), fields, \
-	  c, N(c), orf, pt }
+	  c, N(c), orf, pt, pt }
 
 static const struct module_desc modules[] = {
 	CC(c2tcp, c2tcp_params, c2tcp_counters, 6, 0, 1),
@@ -105,10 +105,10 @@ static const struct module_desc modules[] = {
 	CC(cubic_qarr, qarr_params, recovery_counters, 4, 1, 0),
 	CC(cubic_barr, barr_params, recovery_counters, 4, 1, 0),
 	{ "or_ingress", KIND_TC_INGRESS, NULL, "or_ingress", or_ingress_open, or_ingress_load,
-	  or_ingress_destroy, or_ingress_obj, or_params, N(or_params), 4, or_counters, N(or_counters), 1, 0 },
+	  or_ingress_destroy, or_ingress_obj, or_params, N(or_params), 4, or_counters, N(or_counters), 1, 0, 0 },
 	{ "burst_drop", KIND_TC_INGRESS, NULL, "burst_drop", burst_drop_open, burst_drop_load,
 	  burst_drop_destroy, burst_drop_obj, drop_params, N(drop_params), 4, drop_counters,
-	  N(drop_counters), 0, 0 },
+	  N(drop_counters), 0, 0, 0 },
 	CC(cubic_cap, cap_params, cap_counters, 1, 0, 0),
 };
 

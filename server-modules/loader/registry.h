@@ -37,6 +37,7 @@ struct module_desc {
 	unsigned n_counters;
 	int uses_or_flows;            /* shares the or_flows map */
 	int has_prefix_targets;       /* LPM map `targets` (c2tcp): set ... --dst PREFIX */
+	int has_flow_log;             /* LRU map `flow_log` (c2tcp): stats ... --flows */
 };
 
 const struct module_desc *registry_find(const char *name);
