@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
-from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
+from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
 from cellab.inputs import read_yaml
 
 BPF_CCS = CC_MODULES  # server modules, loaded per campaign
@@ -345,14 +345,14 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
             errors.append(InputError(source, f"factors.{name}", "a bundle factor's name is a label, not a parameter; "
                                      "list the parameter's values instead"))
         elif not isinstance(values, dict) and name not in model.model_fields:
-            errors.append(InputError(source, f"factors.{name}", "unknown parameter", known))
+            errors.append(unknown_key(source, f"factors.{name}", name, known, "campaign", "unknown parameter"))
         if not values:
             errors.append(InputError(source, f"factors.{name}", "empty list: a factor needs at least one value"))
         if isinstance(values, list) and len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             errors.append(InputError(source, f"factors.{name}", "repeated value"))
     for field, name, _ in _assignments(campaign):
         if not field.endswith("]") and name not in model.model_fields:  # fixed values and bundle levels
-            errors.append(InputError(source, field, "unknown parameter", known))
+            errors.append(unknown_key(source, field, name, known, "campaign", "unknown parameter"))
     errors += [InputError(source, field, "the run's UEs are set with `ues` (a count or a list of UEs)", ["ues"])
                for field, name, _ in _assignments(campaign) if name == "n_ues"]
     receivers = [value for _, name, value in _assignments(campaign) if name == "receiver"]

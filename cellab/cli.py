@@ -45,12 +45,14 @@ def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YA
     """Check a campaign (or lab inventory) file; errors name the file, field and allowed values."""
     from cellab.campaign import load_campaign, plan
     from cellab.inputs import read_yaml
-    from cellab.inventory import check_consistency, load_inventory
+    from cellab.inventory import address_notes, check_consistency, load_inventory
 
     data = read_yaml(file)  # a bad file is refused here, naming it (the loaders read it again, bounded)
     if isinstance(data, dict) and "controller" in data and "factors" not in data:
         inventory = load_inventory(file)
         check_consistency(inventory, file)
+        for note in address_notes(inventory):
+            console.print(f"[yellow]note[/] {note}", highlight=False)
         console.print(f"[green]ok[/] lab inventory {inventory.name}: {len(inventory.hosts)} hosts, "
                       f"{len(inventory.agents)} agents, {len(inventory.devices.ues)} UEs")
         return
@@ -58,6 +60,26 @@ def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YA
     if campaign.lab.endswith((".yaml", ".yml")):
         check_consistency(load_inventory(campaign.lab), campaign.lab)
     console.print(f"[green]ok[/] campaign {campaign.name}: {len(plan(campaign, file))} runs on lab {campaign.lab}")
+
+
+@app.command("schema")
+def schema_cmd(
+    topic: str = typer.Argument("all", help="all | campaign | inventory | lab"),
+    kind: str | None = typer.Argument(None, help="with lab: an embedded lab (virtual, wired, srsran-zmq, "
+                                                 "virtual-android), inventory, or a LAB.yaml"),
+    out: Path | None = typer.Option(None, help="write it to this file (docs/campaign.md) instead of printing"),
+) -> None:
+    """Every field of campaign files, run parameters and lab inventories: type, unit, default, allowed values."""
+    from cellab.schema import render
+
+    text = render(topic, kind)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+    console.print(f"wrote {out}")
 
 
 @app.command("plan")
@@ -117,8 +139,9 @@ def run(
         if report:
             path = write_report(runner.store.root)
             console.print(f"report: {path}")
-    console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}")
-    if counts["failed"]:
+    aborted = f", aborted: {counts['aborted']} (`--resume` runs them)" if counts.get("aborted") else ""
+    console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}{aborted}")
+    if counts["failed"] or counts.get("aborted"):
         raise typer.Exit(1)
 
 
@@ -130,15 +153,22 @@ def report_cmd(result_dir: Path) -> None:
     console.print(f"report: {write_report(result_dir)}")
 
 
-@app.command()
+agent_app = typer.Typer(add_completion=False)
+app.add_typer(agent_app, name="agent", help="Run an agent on this host (server, ue, attenuator, enb, core); "
+                                            "`cellab agent install` makes it a systemd service.")
+
+
+@agent_app.callback(invoke_without_command=True)
 def agent(
-    role: str = typer.Option(..., help="server | ue | attenuator | enb | core"),
+    ctx: typer.Context,
+    role: str | None = typer.Option(None, help="server | ue | attenuator | enb | core (required)"),
     kind: str | None = typer.Option(None, help="the role's implementation (ue: virtual | android; default per role)"),
-    name: str = typer.Option(..., help="agent name (its routing identity)"),
-    controller: str = typer.Option(..., help="controller endpoint, e.g. tcp://10.0.0.1:7700"),
-    key: Path = typer.Option(..., help="this agent's CURVE secret key file"),
-    controller_key: list[Path] = typer.Option(..., help="allowed controller public key file(s)"),
-    telemetry: str | None = typer.Option(None, help="controller telemetry endpoint"),
+    name: str | None = typer.Option(None, help="agent name (its routing identity) (required)"),
+    controller: str | None = typer.Option(None, help="controller endpoint, e.g. tcp://10.0.0.1:7700 (required)"),
+    key: Path | None = typer.Option(None, help="this agent's CURVE secret key file (required)"),
+    controller_key: list[Path] | None = typer.Option(None, help="allowed controller public key file(s) (required)"),
+    telemetry: str | None = typer.Option(None, help="controller telemetry endpoint (default: the controller's "
+                                                    "host, port + 1); off: no telemetry"),
     netns: str | None = typer.Option(None, help="run workloads inside this network namespace"),
     artifact_dir: Path = typer.Option(Path("/var/tmp/cellab-artifacts"), help="where artifacts are kept"),
     cell_ctl: str | None = typer.Option(None, help="ue role in the virtual lab: the emulated cell's control "
@@ -152,8 +182,19 @@ def agent(
                                                       "on kernels without SCTP)"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
+    from cellab.agent_install import TELEMETRY_OFF_WARNING, resolve_telemetry
     from cellab.contracts.registry import agent_class
 
+    if ctx.invoked_subcommand is not None:
+        return
+    missing = [f"--{n.replace('_', '-')}" for n, v in (("role", role), ("name", name), ("controller", controller),
+                                                       ("key", key), ("controller_key", controller_key)) if not v]
+    if missing:
+        raise CellabError(f"cellab agent needs {', '.join(missing)} (see `cellab agent --help`)")
+    assert role and name and controller and key and controller_key
+    telemetry = resolve_telemetry(controller, telemetry)
+    if telemetry is None:
+        err_console.print(f"[yellow]{TELEMETRY_OFF_WARNING}[/]", highlight=False)
     if role not in DEFAULT_AGENT_KIND:
         raise CellabError(f"--role {role!r} is not a known role (allowed: {', '.join(DEFAULT_AGENT_KIND)})")
     cls = agent_class(role, kind or DEFAULT_AGENT_KIND[role])
@@ -180,6 +221,15 @@ def agent(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     instance.serve_forever()
+
+
+def _mount_agent_install() -> None:
+    from cellab.agent_install import install_command
+
+    agent_app.command("install")(install_command)
+
+
+_mount_agent_install()
 
 
 def _srsran_kwargs(role: str, folder: Path) -> dict:

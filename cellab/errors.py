@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import difflib
+import re
 from collections.abc import Iterable
+from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 
 class CellabError(Exception):
@@ -56,13 +58,20 @@ def _allowed_from_ctx(err: dict) -> list[object] | None:
     return None
 
 
-def from_validation_error(source: str | Path, exc: ValidationError, prefix: str = "") -> InputErrors:
-    """Turn a pydantic error into lines that name the file, field path and allowed values."""
+def from_validation_error(source: str | Path, exc: ValidationError, prefix: str = "",
+                          model: type[BaseModel] | None = None) -> InputErrors:
+    """Turn a pydantic error into lines that name the file, field path and allowed values. An unknown key
+    (pydantic's extra_forbidden) names the keys its place allows, the closest one, and where else in the
+    file's schema the key belongs; `model` is the validated model (default: found by the error's title among
+    the files cellab reads, cellab.schema.root_models)."""
     errors = []
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
         # Tagged unions and function validators add internal names to loc; drop them.
         loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+        if err.get("type") == "extra_forbidden" and loc:
+            errors.append(_unknown_key_error(source, exc.title, model, loc, prefix))
+            continue
         field = _field_path(loc)
         if prefix:
             field = f"{prefix}.{field}" if field else prefix
@@ -73,3 +82,67 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
             message = err.get("msg", "invalid").removeprefix("Value error, ")
         errors.append(InputError(source, field, message, allowed))
     return InputErrors(errors)
+
+
+def unknown_key(source: str | Path, field: str, key: str, allowed: Iterable[str], scope: str | None = None,
+                what: str = "unknown key") -> InputError:
+    """An unknown key at `field`: the allowed keys, the closest one, and where the key belongs when it is
+    allowed elsewhere in the schema of `scope` ('campaign' or 'inventory'), e.g. fixed.duration_s ->
+    workload.duration_s, or a run parameter of another lab."""
+    allowed = sorted(allowed)
+    hints = []
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        hints.append(f"did you mean {close[0]!r}?")
+    if scope:
+        hints += _elsewhere(scope, key, field)
+    message = f"{what} {key!r}" + (": " + "; ".join(hints) if hints else "")
+    return InputError(source, field, message, allowed)
+
+
+def _elsewhere(scope: str, key: str, field: str) -> list[str]:
+    """Where else `key` is allowed: other paths (at most three), the labs whose run parameter it is."""
+    try:
+        from cellab.schema import key_locations, labs_with_param
+
+        places = key_locations(scope).get(key, [])
+        labs = labs_with_param(key) if scope == "campaign" else []
+    except Exception:  # noqa: BLE001 - a hint must never hide the error it decorates
+        return []
+    here = re.sub(r"\[\d+\]", "[]", field)
+    is_param = here.startswith(("fixed.", "factors."))
+    others = [p for p in places if p != here and not (is_param and p.startswith("fixed."))][:3]
+    hints = []
+    if others:
+        params = any(p.startswith("fixed.") for p in others)
+        hints.append(f"{key!r} belongs at {', '.join(others)}"
+                     + (" (run parameters go under fixed or factors)" if params else ""))
+    if is_param and labs:
+        hints.append(f"{key!r} is a run parameter of lab {', '.join(labs)}")
+    return hints
+
+
+def _unknown_key_error(source: str | Path, title: str, model: type[BaseModel] | None, loc: tuple[object, ...],
+                       prefix: str) -> InputError:
+    key = str(loc[-1])
+    scope = None
+    found = None
+    try:
+        from cellab.schema import model_at, root_models
+
+        roots = root_models()
+        if model is None and title in roots:
+            model, scope = roots[title]
+        elif model is not None:
+            scope = next((s for m, s in roots.values() if m is model), None)
+        found = model_at(model, loc) if model is not None else None
+    except Exception:  # noqa: BLE001 - a hint must never hide the error it decorates
+        found = None
+    if found is not None:
+        loc = found[1]
+    field = _field_path(loc)
+    if prefix:
+        field = f"{prefix}.{field}" if field else prefix
+    if found is None:
+        return InputError(source, field, f"unknown key {key!r} (extra inputs are not permitted)")
+    return unknown_key(source, field, key, found[0].model_fields, scope)

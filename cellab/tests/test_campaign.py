@@ -66,7 +66,7 @@ def test_sequential_order_is_factor_order(tmp_path):
         ("repeat: 0", "repeat", "greater than or equal to 1"),
         ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
         ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
-        ("colour: blue", "colour", "Extra inputs"),
+        ("colour: blue", "colour", "unknown key 'colour' (allowed: description, factors, fixed"),
     ],
 )
 def test_bad_campaign_names_field_and_allowed_values(tmp_path, change, field, fragment):

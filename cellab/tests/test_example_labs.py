@@ -46,3 +46,13 @@ def test_an_enb_and_a_core_that_disagree_are_named_with_both_files(tree):
     text = " ".join(result.stderr.split())
     assert "PLMN 001-01" in text and "002-01" in text and "b210-25prb.yaml" in text and "open5gs-core.yaml" in text
     assert "TAC 1" in text and "[9]" in text
+
+
+def test_the_server_address_is_the_edge_host_s_not_the_core_s_ue_gateway(tree):
+    # b210-open5gs once gave its edge server the UPF's ogstun address (10.45.0.1, on the core host) and validated
+    lab = tree / "b210-open5gs.yaml"
+    lab.write_text(lab.read_text().replace("address: 192.168.10.5, modules", "address: 10.45.0.1, modules"))
+    result = run_cellab("validate", str(lab))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    text = " ".join(result.stderr.split())
+    assert "devices.servers[0].address: 10.45.0.1 is the gateway of core open5gs's UE subnet 10.45.0.0/16" in text

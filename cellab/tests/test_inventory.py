@@ -58,6 +58,10 @@ def test_valid_inventory_resolves_key_paths(tmp_path):
         ("agent: atten1}", "agent: nobody}", "agent 'nobody' is not in agents"),
         ("{name: atten1, role: attenuator", "{name: atten1, role: ue",
          "attenuator box1: agent 'atten1' has role 'ue', not 'attenuator'"),
+        ("address: 192.0.2.10, modules", "address: 192.0.2.20, modules",
+         "devices.servers[0].address: 192.0.2.20 is host bench's address"),
+        ("{name: bench, address: 192.0.2.20}", "{name: bench, adress: 192.0.2.20}",
+         "hosts[1].adress: unknown key 'adress': did you mean 'address'?"),
     ],
 )
 def test_bad_inventory(tmp_path, old, new, message):
