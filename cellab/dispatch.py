@@ -163,7 +163,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                 store.save_record(run, record)
                 runner.stored(run, record, counts)
                 if record.status != "ok":
-                    runner.console.print(f"[yellow]run {run.run_id} failed:[/] {record.error}")
+                    runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
                 progress.advance(bar)
         except FutureCancelledError as exc:
             raise CellabError(f"the Dask scheduler stopped the campaign ({exc}); everything finished is stored; "
@@ -183,16 +183,16 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
 
 
 def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]:
-    """A finished task's record and files; a task that raised, or whose worker died, is a failed run naming
-    the worker."""
+    """A finished task's record and files; a task that raised is a failed run, one whose worker died an
+    aborted run naming the worker (unfinished: `--resume` runs it again)."""
     from distributed import KilledWorker
 
     try:
         result = future.result()
     except KilledWorker as exc:
         worker = getattr(exc.last_worker, "name", None) or getattr(exc.last_worker, "address", "?")
-        return RunRecord(run.run_id, "failed", 1, f"worker {worker} was lost while it ran this run",
-                         placement={"worker": worker}), {}
+        return RunRecord(run.run_id, "aborted", 1, f"worker {worker} was lost while it ran this run (--resume "
+                         "runs it again)", placement={"worker": worker}), {}
     except (CellabError, OSError) as exc:
         return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__}: {exc}"), {}
     except Exception as exc:  # noqa: BLE001 - a worker-side failure of any kind fails this run only

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import os
 import signal
 import subprocess
@@ -11,6 +13,13 @@ from pathlib import Path
 from typing import Protocol
 
 from cellab.labs.netns import in_netns
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM (its safe state first) when the thread that started it ends, even by
+    kill -9 of its process: nothing of a dead controller or worker keeps running."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def argv_in(netns: str | None, argv: list[str]) -> list[str]:

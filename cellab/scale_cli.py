@@ -74,8 +74,13 @@ def worker_cmd(
         worker = Worker(scheduler, nthreads=count, resources=resources, name=worker_name, security=security,
                         death_timeout=CONNECT_TIMEOUT_S, dashboard=False)
         loop = asyncio.get_running_loop()
+
+        def stop(signum: int, _frame: object) -> None:  # not loop.add_signal_handler: its wakeup fd is inherited
+            print(f"worker {worker_name}: {signal.Signals(signum).name}, closing", flush=True)
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(worker.close(reason=f"signal {signum}")))
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(worker.close()))
+            signal.signal(sig, stop)
         try:
             await asyncio.wait_for(worker.start(), CONNECT_TIMEOUT_S + 5)
         except (TimeoutError, OSError) as exc:

@@ -7,7 +7,6 @@ An inventory lab's agents already run on their hosts; the controller binds where
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ from cellab.lab_attenuator import LabAttenuator, inventory_attenuator, lab_atten
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class, instances
 from cellab.inventory_lab import InventoryLab
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
+from cellab.proc import die_with_parent
 from cellab.telemetry import TelemetryRecorder
 
 AGENT_START_TIMEOUT_S = 20.0
@@ -42,12 +42,6 @@ class LocalAgent:
     netns: str
     proc: subprocess.Popen | None = None
     args: list[str] = field(default_factory=list)
-
-
-def _die_with_parent() -> None:
-    """A local agent ends (SIGTERM: safe state first) when its controller dies, even by kill -9."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LabSession:
@@ -218,7 +212,7 @@ class LabSession:
             [sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", cell_ctl, "--pty-link",
              str(self._pty_link), "--ues", str(ues)],
             stdout=subprocess.PIPE, stderr=open(self._tmp / "bridge.log", "wb"), stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent, text=True)
+            start_new_session=True, preexec_fn=die_with_parent, text=True)
         ready = self._bridge.stdout.readline() if self._bridge.stdout else ""
         if '"ready"' not in ready:
             raise CellabError(f"the virtual attenuator bridge did not start: {(self._tmp / 'bridge.log').read_text()[-400:]}")
@@ -231,7 +225,7 @@ class LabSession:
     def _spawn(self, agent: LocalAgent) -> None:
         log = open(self._tmp / f"agent-{agent.name}.log", "ab")
         agent.proc = subprocess.Popen(agent.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, preexec_fn=_die_with_parent,
+                                      start_new_session=True, preexec_fn=die_with_parent,
                                       env=os.environ | {"PYTHONUNBUFFERED": "1"})
         log.close()
 

@@ -179,8 +179,8 @@ def close_pool() -> None:
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:
     """The Dask task of one run. A run whose task is started again (its first worker died mid-run: Dask
-    reschedules such tasks) is not repeated behind the user's back: it fails naming the lost worker, unless
-    the campaign opted in (`retry.after_worker_loss`)."""
+    reschedules such tasks) is not repeated behind the user's back, unless the campaign opted in
+    (`retry.after_worker_loss`): it is stored `aborted`, naming the lost worker, and `--resume` runs it again."""
     from distributed import Event, Variable, get_worker
 
     worker = get_worker()
@@ -188,9 +188,9 @@ def run_task(job: dict[str, Any]) -> dict[str, Any]:
     earlier = started_on.get() if started.is_set() else None
     name = str(worker.name)
     if earlier and not job.get("retry_after_worker_loss"):
-        return {"record": {"run_id": job["run"]["run_id"], "status": "failed", "attempts": 1,
+        return {"record": {"run_id": job["run"]["run_id"], "status": "aborted", "attempts": 1,
                            "error": f"worker {earlier} was lost while it ran this run (not retried: "
-                                    "retry.after_worker_loss is off)", "metrics": None, "ue_metrics": None,
+                                    "retry.after_worker_loss is off; --resume runs it again)", "metrics": None, "ue_metrics": None,
                            "placement": {"worker": earlier}, "started_at": 0.0, "finished_at": 0.0},
                 "files": {}}
     started_on.set(name)

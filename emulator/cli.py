@@ -51,6 +51,7 @@ def up(
             "core_delay_ms": core_delay_ms, "internet_delay_ms": internet_delay_ms, "trace": trace, "trace_up": trace_up, "seed": seed,
         })
         lab.lease = lease
+        lab.cell_keeps_lease = True
         topo = lab.up()
     except CellabError as exc:
         _fail(exc)

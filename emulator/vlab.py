@@ -25,6 +25,7 @@ from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.paths import find_program
 
 from cellab.labs.cellctl import CellControl
+from cellab.proc import die_with_parent
 from .params import MAX_UES, CellParams, validate_params
 
 STATE_ROOT = Path("/run/cellab")
@@ -47,6 +48,8 @@ class VirtualLab(EmbeddedLab):
     params_model = CellParams
     cell_attenuator = True
     parameters = frozenset(CellParams.model_fields)
+    #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
+    cell_keeps_lease = False
 
     #: UEs one virtual lab can run (one namespace each, one cell serving them all)
     max_ues = MAX_UES
@@ -260,10 +263,12 @@ class VirtualLab(EmbeddedLab):
         argv += ["--ctl", self.ctl_endpoint, "--pub", self.pub_endpoint, "--tti-log", str(self.tti_log),
                  "--pid-file", str(self.pid_file)]
         with open(self.cell_log, "wb") as log:
-            # the cell keeps the instance's lease after a `cellab vlab up` that took it has exited
-            keep = (self.lease.fd,) if self.lease is not None and self.lease.held else ()
+            # `cellab vlab up`: the cell keeps the instance's lease after the command has exited; a campaign's
+            # cell dies with the session that started it (a killed worker leaves no cell running)
+            keep = (self.lease.fd,) if self.cell_keeps_lease and self.lease is not None and self.lease.held else ()
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, pass_fds=keep)
+                                    start_new_session=True, pass_fds=keep,
+                                    preexec_fn=None if self.cell_keeps_lease else die_with_parent)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while b'"ready"' not in self.cell_log.read_bytes():
             if proc.poll() is not None:
