@@ -325,7 +325,7 @@ def install_command(
 ) -> None:
     """Install an agent as a systemd service: the full `cellab agent` command, the user and capabilities its role
     needs, Restart=on-failure; the key files are checked first."""
-    from cellab.cli import DEFAULT_AGENT_KIND
+    from cellab.contracts.registry import DEFAULT_AGENT_KIND
 
     if role not in DEFAULT_AGENT_KIND:
         raise InputError(SOURCE, "--role", f"{role!r} is not a known role", list(DEFAULT_AGENT_KIND))

@@ -19,20 +19,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
 from cellab.inputs import read_yaml
+from cellab.records import PlannedRun, Strict
 
 BPF_CCS = CC_MODULES  # server modules, loaded per campaign
 CONGESTION_CONTROLS = KERNEL_CCS + BPF_CCS
 RECEIVER_CONTROLS = ("none", "exll", "dfcsd")
 MAX_UES = 16  # UEs of one run: the virtual cell serves up to 16
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class UESpec(Strict):
@@ -196,14 +193,6 @@ class Campaign(Strict):
     retry: Retry = Retry()
     requires: list[Annotated[str, Field(pattern=TAG_PATTERN)]] = Field(
         [], description="distributed runs: tags a bench must carry (its inventory's `tags`) to be given a run")
-
-
-class PlannedRun(BaseModel):
-    index: int
-    run_id: str
-    repeat: int
-    factors: dict[str, Any]
-    params: dict[str, Any]  # factors + fixed + defaults: everything the run is configured with
 
 
 def run_id(factors: dict[str, Any], repeat: int) -> str:

@@ -23,7 +23,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 AGENT_STOP_GRACE_S = 30.0  # after SIGTERM/SIGINT: safe state and goodbye, or the process exits anyway
 # the kind an agent of a role is when --kind is not given
-DEFAULT_AGENT_KIND = {"server": "linux", "ue": "virtual", "attenuator": "any", "enb": "srsran", "core": "epc"}
+from cellab.contracts.registry import DEFAULT_AGENT_KIND  # noqa: E402  (re-exported: tests add kinds to it)
 
 
 def _mount_rooms() -> None:

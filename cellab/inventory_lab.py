@@ -44,7 +44,7 @@ def inventory_params_model(inventory: Inventory, attenuation: tuple[float, float
                                                         description=f"attenuation on {where}; null: unchanged"))
     if not fields:
         return None
-    from cellab.campaign import Strict
+    from cellab.records import Strict
 
     return create_model("InventoryParams", __base__=Strict, **fields)
 

@@ -37,7 +37,7 @@ from cellab.metrics import (
 )
 from cellab.schedules import Schedules
 from cellab.session import LabSession
-from cellab.store import write_json
+from cellab.records import write_json
 from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, port_range
 
 

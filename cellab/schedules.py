@@ -19,7 +19,7 @@ from cellab.contracts.ue import UEClient
 from cellab.errors import InputError
 from cellab.inputs import read_text
 from cellab.lab_attenuator import LabAttenuator
-from cellab.store import write_atomic
+from cellab.records import write_atomic
 
 CALIBRATION_SWEEP_DB = (0.0, 70.0, 5.0)  # start, stop, step (within the attenuator's limits)
 CALIBRATION_SETTLE_S = 0.3  # the emulated UE's RSRP follows within a TTI; a phone needs seconds (its own setting)

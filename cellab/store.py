@@ -15,18 +15,16 @@ is redone on --resume; ok and failed rows are finished and never repeated.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-from cellab.campaign import PlannedRun
 from cellab.errors import CellabError
+from cellab.records import PlannedRun, write_atomic, write_json
 from cellab.store_check import check_folder, db_json, read_manifest, read_plan
 
 FINISHED = ("ok", "failed")
@@ -54,25 +52,6 @@ CREATE TABLE IF NOT EXISTS ue_runs (
     PRIMARY KEY (run_id, ue)
 );
 """
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write then rename: a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 class ResultStore:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from cellab.campaign import PlannedRun
+from cellab.records import PlannedRun
 from cellab.errors import InputError, from_validation_error
 from cellab.inputs import JSON_MAX_BYTES, read_json, read_yaml
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from cellab.errors import InputError
 from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_text
-from cellab.store import write_atomic
+from cellab.records import write_atomic
 
 OPPORTUNITY_BYTES = 1500  # Mahimahi's delivery unit
 MAX_TRACE_MS = 86_400_000  # a day

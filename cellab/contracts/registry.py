@@ -15,6 +15,9 @@ from typing import Any
 from cellab.errors import CellabError
 
 
+#: each role's implementation when `--kind` is not given
+DEFAULT_AGENT_KIND = {"server": "linux", "ue": "virtual", "attenuator": "any", "enb": "srsran", "core": "epc"}
+
 def registered(group: str) -> dict[str, str]:
     """name -> "module:attr" of every entry point in `group`."""
     return {ep.name: ep.value for ep in entry_points(group=group)}
