@@ -20,6 +20,7 @@ BENCHMARKS = {
     "srsran": "cellab.ran.bench",
     "orchestration": "cellab.orchestration_bench",
     "fidelity": "cellab.fidelity_bench",
+    "scale": "cellab.scale_bench",
 }
 
 

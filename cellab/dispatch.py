@@ -78,7 +78,13 @@ def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], wo
 
 
 def run_distributed(runner: Runner, slots: int | None = None, cluster: str | None = None,
-                    tls_dir: Path | None = None) -> dict[str, int]:
+                    tls_dir: Path | None = None, client: Any = None, task: Any = None) -> dict[str, int]:
+    """`client`, `task`: an existing Dask client and a stand-in for the run task (the scale benchmark's
+    fleet of sleeping workers)."""
+    if client is not None:
+        counts = {"ok": 0, "failed": 0, "aborted": 0}
+        todo = list(runner.store.pending())
+        return _dispatch(runner, client, todo, counts, wait_s=0, task=task) if todo else counts
     from distributed import Client, LocalCluster
 
     check_slots(slots)
@@ -129,12 +135,14 @@ def _wait_for_workers(client: Any, wait_s: float) -> dict[str, Any]:
         time.sleep(0.5)
 
 
-def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float) -> dict[str, int]:
+def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float,
+              task: Any = None) -> dict[str, int]:
     from distributed import as_completed
     from distributed.client import FutureCancelledError
 
     from cellab.worker import close_pool, run_task
 
+    task = task or run_task
     campaign, store = runner.campaign, runner.store
     text = store.campaign_path().read_text()
     token = uuid.uuid4().hex[:12]
@@ -147,7 +155,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
         job = {"campaign_text": text, "run": run.model_dump(), "lab": job_lab(lab),
                "ue_count": ue_count(run.params.get("ues")), "marker": f"cellab-{token}-{run.run_id}",
                "retry_after_worker_loss": campaign.retry.after_worker_loss}
-        future = client.submit(run_task, job, key=f"cellab-run-{run.run_id}-{token}", pure=False,
+        future = client.submit(task, job, key=f"cellab-run-{run.run_id}-{token}", pure=False,
                                resources=needs[run.run_id])
         by_key[future.key] = run
         futures.append(future)

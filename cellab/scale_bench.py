@@ -1,0 +1,127 @@
+"""`make bench BENCH=scale`: a campaign across lab instances, and a fleet of benches past this machine.
+
+1. One 16-run campaign on `wired` (iperf3, 3 s) run in process (the baseline), then on a local Dask cluster with
+   1, 2 and 4 slots; the same on `virtual` with 1 and 2 slots. Per setting: wall time, speed-up against 1
+   slot, the per-run dispatch overhead against the in-process runner, and the host's CPU use (busy share of
+   all cores, /proc/stat) during the campaign.
+2. 2,000 runs that only sleep (a stand-in task that returns a small record and a small file, as a real run's
+   task returns its record and folder) across 32 Dask workers (threads of one local cluster): what the
+   controller and the store sustain — runs per second, per-run controller overhead, store writes per second.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+CAMPAIGN = """
+    name: scale-{lab}
+    lab: {lab}
+    repeat: 8
+    factors:
+      cc: [cubic, reno]
+    workload: {{tool: iperf3, duration_s: {duration}}}
+    timeouts: {{run_s: 120, request_s: 20}}
+    retry: {{max_attempts: 2, backoff_s: 0.5}}
+"""
+FLEET_RUNS = 2000
+FLEET_WORKERS = 32
+FLEET_SLEEP_S = 0.05
+
+
+def _cpu_times() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
+    path = folder / f"{lab}.yaml"
+    path.write_text(textwrap.dedent(CAMPAIGN.format(lab=lab, duration=duration_s)))
+    return path
+
+
+def _one(campaign: Path, out: Path, slots: int | None) -> dict[str, float]:
+    from cellab.runner import Runner
+
+    runner = Runner.new(campaign, out, console=Console(stderr=True, quiet=True))
+    busy0, total0 = _cpu_times()
+    started = time.monotonic()
+    counts = runner.run(slots=slots)
+    wall_s = time.monotonic() - started
+    busy1, total1 = _cpu_times()
+    return {"wall_s": wall_s, "ok": counts["ok"], "failed": counts["failed"] + counts["aborted"],
+            "cpu_pct": 100.0 * (busy1 - busy0) / max(total1 - total0, 1)}
+
+
+def campaign_part(lab: str, slot_counts: list[int], duration_s: int, folder: Path) -> None:
+    campaign = _campaign(lab, folder, duration_s)
+    print(f"{lab}: 16 runs of {duration_s} s (iperf3); in process (baseline), then on Dask with N slots", flush=True)
+    base = _one(campaign, folder / "out", None)
+    runs = base["ok"] + base["failed"]
+    print(f"  in process      wall {base['wall_s']:6.1f} s  ({base['wall_s'] / runs:.2f} s/run)  "
+          f"cpu {base['cpu_pct']:5.1f} %  ok {base['ok']:.0f}/{runs:.0f}", flush=True)
+    one_slot = None
+    for slots in slot_counts:
+        got = _one(campaign, folder / "out", slots)
+        one_slot = one_slot or got["wall_s"]
+        overhead = (got["wall_s"] - base["wall_s"]) / runs if slots == 1 else None
+        extra = f"  dispatch overhead {overhead * 1000:+.0f} ms/run vs in process" if overhead is not None else ""
+        print(f"  slots {slots}         wall {got['wall_s']:6.1f} s  speed-up {one_slot / got['wall_s']:.2f}x "
+              f"(ideal {slots}x)  cpu {got['cpu_pct']:5.1f} %  ok {got['ok']:.0f}/{runs:.0f}{extra}", flush=True)
+
+
+def _sleeping_run(job: dict[str, Any]) -> dict[str, Any]:
+    """A stand-in run task: sleeps, returns a record and one small file, as a real run's task would."""
+    time.sleep(FLEET_SLEEP_S)
+    now = time.time()
+    record = {"run_id": job["run"]["run_id"], "status": "ok", "attempts": 1, "error": None,
+              "metrics": {"throughput_mbps": 1.0}, "ue_metrics": {"ue0": {"throughput_mbps": 1.0}},
+              "placement": {"worker": "stand-in"}, "started_at": now - FLEET_SLEEP_S, "finished_at": now}
+    return {"record": record, "files": {"manifest.json": b"{}\n"}}
+
+
+def fleet_part(folder: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    from cellab.dispatch import run_distributed
+    from cellab.runner import Runner
+
+    campaign = folder / "fleet.yaml"
+    campaign.write_text(textwrap.dedent(f"""
+        name: fleet
+        lab: wired
+        repeat: {FLEET_RUNS // 2}
+        factors: {{cc: [cubic, reno]}}
+    """))
+    runner = Runner.new(campaign, folder / "out", console=Console(stderr=True, quiet=True))
+    with LocalCluster(n_workers=FLEET_WORKERS, threads_per_worker=1, processes=False, dashboard_address=None,
+                      resources={"vlab": 1}, silence_logs=40) as cluster, Client(cluster) as client:
+        started = time.monotonic()
+        counts = run_distributed(runner, client=client, task=_sleeping_run)
+        wall_s = time.monotonic() - started
+    ideal_s = FLEET_RUNS * FLEET_SLEEP_S / FLEET_WORKERS
+    print(f"fleet: {FLEET_RUNS} sleeping runs ({FLEET_SLEEP_S * 1000:.0f} ms each) on {FLEET_WORKERS} workers: "
+          f"wall {wall_s:.1f} s (sleep alone {ideal_s:.1f} s), {counts['ok']} ok", flush=True)
+    print(f"  controller: {FLEET_RUNS / wall_s:.0f} runs/s stored, {wall_s / FLEET_RUNS * 1000:.1f} ms per run "
+          f"(each run: one file written, {3} store transactions: {3 * FLEET_RUNS / wall_s:.0f} writes/s)", flush=True)
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="cellab-scale-"))
+    try:
+        fleet_part(folder)
+        campaign_part("wired", [1, 2, 4], 3, folder)
+        campaign_part("virtual", [1, 2], 3, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
