@@ -167,8 +167,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                 run = by_key[future.key]
                 record, files = _outcome(future, run)
                 store.import_files(run, files)
-                store.start_attempt(run)
-                store.save_record(run, record)
+                store.save_record(run, record, started=False)
                 runner.stored(run, record, counts)
                 if record.status != "ok":
                     runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")

@@ -58,6 +58,7 @@ class ResultStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.db_path = self.root / "results.sqlite"
+        self._schema_checked = False
 
     # --- creation and opening -------------------------------------------------------------
     @classmethod
@@ -101,12 +102,14 @@ class ResultStore:
 
     def _db(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
-        db.executescript(_SCHEMA)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-        if "placement" not in columns:  # a folder written before runs were placed on workers
-            db.execute("ALTER TABLE runs ADD COLUMN placement TEXT")
+        if not self._schema_checked:  # once per store object: a controller storing runs fast pays it once
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if "placement" not in columns:  # a folder written before runs were placed on workers
+                db.execute("ALTER TABLE runs ADD COLUMN placement TEXT")
+            self._schema_checked = True
         return _Tx(db)
 
     # --- reading ------------------------------------------------------------------------
@@ -177,8 +180,11 @@ class ResultStore:
             )
 
     def finish(self, run: PlannedRun, status: str, *, metrics: dict[str, Any] | None = None,
-               error: str | None = None, ue_metrics: dict[str, dict[str, Any]] | None = None) -> None:
-        """ue_metrics: UE name -> its metrics, in the run's UE order (written to ues/<name>/metrics.json)."""
+               error: str | None = None, ue_metrics: dict[str, dict[str, Any]] | None = None,
+               new_attempts: int = 0, placement: dict[str, Any] | None = None, started_at: float | None = None,
+               finished_at: float | None = None) -> None:
+        """ue_metrics: UE name -> its metrics, in the run's UE order (written to ues/<name>/metrics.json).
+        new_attempts: attempts to add (a record from a worker arrives without a `start`); one transaction."""
         if status not in STATUSES[2:]:
             raise ValueError(f"finish status {status!r}")
         if metrics is not None:
@@ -191,21 +197,20 @@ class ResultStore:
                            [(run.run_id, name, slot, json.dumps(values, sort_keys=True))
                             for slot, (name, values) in enumerate((ue_metrics or {}).items())])
             db.execute(
-                "UPDATE runs SET status=?, error=?, finished_at=?, metrics=? WHERE run_id=?",
-                (status, error, time.time(), json.dumps(metrics, sort_keys=True) if metrics is not None else None,
-                 run.run_id),
+                "UPDATE runs SET status=?, error=?, finished_at=?, metrics=?, attempts=attempts+?, "
+                "placement=COALESCE(?, placement), started_at=COALESCE(?, started_at) WHERE run_id=?",
+                (status, error, finished_at or time.time(),
+                 json.dumps(metrics, sort_keys=True) if metrics is not None else None, new_attempts,
+                 json.dumps(placement, sort_keys=True) if placement is not None else None, started_at, run.run_id),
             )
 
-
-    def save_record(self, run: PlannedRun, record: Any) -> None:
+    def save_record(self, run: PlannedRun, record: Any, started: bool = True) -> None:
         """A run step's record (cellab.runstep.RunRecord): status, metrics, attempts and where it ran; the run's
-        folder already holds its files."""
-        self.finish(run, record.status, metrics=record.metrics, error=record.error, ue_metrics=record.ue_metrics)
-        with self._db() as db:
-            db.execute("UPDATE runs SET attempts=attempts-1+?, placement=?, started_at=COALESCE(?, started_at), "
-                       "finished_at=COALESCE(?, finished_at) WHERE run_id=?",
-                       (max(record.attempts, 1), json.dumps(record.placement, sort_keys=True),
-                        record.started_at or None, record.finished_at or None, run.run_id))
+        folder already holds its files. `started`: the run was marked running (`start`), which counted one
+        attempt; a worker's record arrives without it."""
+        self.finish(run, record.status, metrics=record.metrics, error=record.error, ue_metrics=record.ue_metrics,
+                    new_attempts=max(record.attempts, 1) - (1 if started else 0), placement=record.placement,
+                    started_at=record.started_at or None, finished_at=record.finished_at or None)
 
     def import_files(self, run: PlannedRun, files: dict[str, bytes]) -> Path:
         """A run's folder as a worker sent it (path relative to the folder -> content): a fresh folder, every
