@@ -174,6 +174,8 @@ class Retry(Strict):
 
 MEASUREMENTS = ("throughput", "rtt", "tcp_info", "pcap")
 TAG_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,31}$"
+#: `lab: bench`: any bench a cluster's workers offer (`cellab worker --lab`), picked by the campaign's `requires`
+ANY_BENCH = "bench"
 #: a factor named `lab` runs the same matrix on several labs (embedded kinds or inventories) side by side
 LAB_FACTOR = "lab"  # pcap: the server captures its side
 
@@ -210,8 +212,11 @@ def lab_params_model(lab: str, source: str | Path) -> type[BaseModel] | None:
             return embedded_lab_class(lab).params_model
         except CellabError as exc:
             raise InputError(source, "lab", str(exc)) from exc
+    if lab == ANY_BENCH:  # the bench a cluster gives the run checks its own parameters (`cellab worker --lab`)
+        return None
     if not lab.endswith((".yaml", ".yml")):
-        raise InputError(source, "lab", f"unknown lab {lab!r}", list(EMBEDDED_LABS) + ["<lab inventory>.yaml"])
+        raise InputError(source, "lab", f"unknown lab {lab!r}",
+                         list(EMBEDDED_LABS) + ["<lab inventory>.yaml", f"{ANY_BENCH} (any bench of a cluster)"])
     return _inventory_params_model(lab)
 
 

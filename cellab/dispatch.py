@@ -15,10 +15,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellab.campaign import PlannedRun
+from cellab.campaign import ANY_BENCH, PlannedRun
 from cellab.errors import CellabError, InputError
 from cellab.runstep import RunRecord, ue_count
-from cellab.worker import VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
+from cellab.worker import BENCH_RESOURCE, VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
 
 if TYPE_CHECKING:
     from cellab.runner import Runner
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 MAX_SLOTS = 64
 WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
 CONNECT_TIMEOUT_S = 10.0
+POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
+STRANDED_GRACE_S = 60.0
+SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign  # how long runs may wait for a worker that can serve them to (re)join
 
 
 def check_slots(slots: int | None) -> int | None:
@@ -36,7 +39,9 @@ def check_slots(slots: int | None) -> int | None:
 
 def lab_resources(lab: str, tags: list[str]) -> dict[str, int]:
     """The Dask resources a run on `lab` needs (an embedded kind, or an inventory file)."""
-    if lab.endswith((".yaml", ".yml")):
+    if lab == ANY_BENCH:
+        wanted = {BENCH_RESOURCE: 1}
+    elif lab.endswith((".yaml", ".yml")):
         from cellab.inventory import load_inventory
 
         wanted = {bench_resource(load_inventory(lab).name): 1}
@@ -47,6 +52,8 @@ def lab_resources(lab: str, tags: list[str]) -> dict[str, int]:
 
 def job_lab(lab: str) -> str:
     """What a task names as its lab: an embedded kind, or `bench:NAME` (the worker uses its own inventory)."""
+    if lab == ANY_BENCH:
+        return "bench:*"
     if lab.endswith((".yaml", ".yml")):
         from cellab.inventory import load_inventory
 
@@ -137,7 +144,7 @@ def _wait_for_workers(client: Any, wait_s: float) -> dict[str, Any]:
 
 def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float,
               task: Any = None) -> dict[str, int]:
-    from distributed import as_completed
+    from distributed import wait
     from distributed.client import FutureCancelledError
 
     from cellab.worker import close_pool, run_task
@@ -163,15 +170,32 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     with runner._progress() as progress:
         bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
         try:
-            for future in as_completed(futures):
-                run = by_key[future.key]
-                record, files = _outcome(future, run)
-                store.import_files(run, files)
-                store.save_record(run, record, started=False)
-                runner.stored(run, record, counts)
-                if record.status != "ok":
-                    runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
-                progress.advance(bar)
+            pending, stranded_since, lost_since = set(futures), None, None
+            while pending:
+                try:
+                    done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                except TimeoutError:  # nothing finished within POLL_S: look at the cluster
+                    done = set()
+                for future in done:
+                    run = by_key[future.key]
+                    _store(runner, run, *_outcome(future, run), counts)
+                    progress.advance(bar)
+                lost_since = None if client.status == "running" else (lost_since or time.monotonic())
+                if lost_since is not None:
+                    if time.monotonic() - lost_since > SCHEDULER_GRACE_S:
+                        raise OSError(f"no answer from it for {SCHEDULER_GRACE_S:g} s (client {client.status})")
+                    continue  # it may come back: Dask reconnects by itself
+                stranded = _unservable(client, pending, by_key, needs)
+                stranded_since = (stranded_since or time.monotonic()) if stranded else None
+                if stranded and time.monotonic() - stranded_since > STRANDED_GRACE_S:
+                    # the benches that could serve these left the pool (health check, failures) and none came
+                    # back: they end aborted (`--resume` runs them) instead of waiting for ever
+                    client.cancel(list(stranded))
+                    pending -= set(stranded)
+                    for future, why in stranded.items():
+                        run = by_key[future.key]
+                        _store(runner, run, RunRecord(run.run_id, "aborted", 1, why), {}, counts)
+                        progress.advance(bar)
         except FutureCancelledError as exc:
             raise CellabError(f"the Dask scheduler stopped the campaign ({exc}); everything finished is stored; "
                               f"`cellab run --resume {store.root}` continues it") from None
@@ -182,11 +206,36 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
             client.cancel(futures)
             raise
         finally:
-            try:
-                client.run(close_pool)  # every worker's lab instances down: nothing held between campaigns
-            except Exception:  # noqa: BLE001 - a scheduler that is gone has nothing left to release
-                pass
+            if client.status == "running":  # a scheduler that is gone has nothing left to release
+                try:
+                    client.run(close_pool)  # every worker's lab instances down: nothing held between campaigns
+                except Exception:  # noqa: BLE001 - a worker that left meanwhile has nothing to release either
+                    pass
     return counts
+
+
+def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int]) -> None:
+    runner.store.import_files(run, files)
+    runner.store.save_record(run, record, started=False)
+    runner.stored(run, record, counts)
+    if record.status != "ok":
+        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
+
+
+def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
+                needs: dict[str, dict[str, int]]) -> dict[Any, str]:
+    """Pending runs that no connected worker offers the resources for any more, with the reason."""
+    if not pending:
+        return {}
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    offers = [dict(w.get("resources") or {}) for w in workers.values()]
+    out = {}
+    for future in pending:
+        wanted = needs[by_key[future.key].run_id]
+        if not any(all(o.get(k, 0) >= v for k, v in wanted.items()) for o in offers):
+            out[future] = (f"no connected worker can serve it any more (it needs {', '.join(sorted(wanted))}); "
+                           "`--resume` runs it once such a worker is back")
+    return out
 
 
 def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]:

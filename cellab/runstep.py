@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
-from cellab.campaign import BPF_CCS, Campaign, PlannedRun
+from cellab.campaign import BPF_CCS, LAB_FACTOR, Campaign, PlannedRun
 from cellab.contracts.attenuator import AttenuatorClient, PlayParams
 from cellab.contracts.server import CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
@@ -187,7 +187,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     deadline = time.monotonic() + timeouts.run_s
     started = time.time()
     ues = run_ues(session, campaign, run)
-    session.lab.configure(run.params)
+    session.lab.configure({k: v for k, v in run.params.items() if k != LAB_FACTOR})
     offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
     role_offsets = {role: offsets[name]["offset_s"] for role, name in session.roles.items() if name in offsets}
     attenuation = _set_attenuation(session, campaign, run, ues)

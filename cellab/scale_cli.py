@@ -29,7 +29,7 @@ def _check_scheduler(address: str) -> str:
 def worker_resources(lab: Path | None, slots: int | None) -> tuple[dict[str, float], int, str | None]:
     """(the Dask resources this worker offers, its slot count, its inventory lab's absolute path)."""
     from cellab.dispatch import check_slots
-    from cellab.worker import VLAB_RESOURCE, bench_resource, tag_resource
+    from cellab.worker import BENCH_RESOURCE, VLAB_RESOURCE, bench_resource, tag_resource
 
     if (lab is None) == (slots is None):
         raise InputError("cellab worker", "--lab/--slots", "give one: a bench's inventory, or a count of lab "
@@ -40,7 +40,7 @@ def worker_resources(lab: Path | None, slots: int | None) -> tuple[dict[str, flo
     from cellab.inventory import load_inventory
 
     inventory = load_inventory(lab)
-    offered = {bench_resource(inventory.name): 1.0} | {tag_resource(t): 1.0 for t in inventory.tags}
+    offered = {BENCH_RESOURCE: 1.0, bench_resource(inventory.name): 1.0} | {tag_resource(t): 1.0 for t in inventory.tags}
     return offered, 1, str(Path(lab).resolve())
 
 

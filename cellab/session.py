@@ -81,6 +81,9 @@ class LabSession:
         self.close()
 
     def open(self) -> None:
+        if self.lab_name == "bench":
+            raise CellabError("lab `bench` (any bench of a cluster) runs with --cluster ADDRESS, whose `cellab worker "
+                              "--lab` processes offer the benches")
         if self.lab_name in EMBEDDED_LABS:
             self._open_embedded()
         else:

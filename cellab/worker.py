@@ -20,13 +20,17 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cellab.errors import CellabError
 
 #: the worker's inventory lab (`cellab worker --lab`), for tasks that ask for its bench
 WORKER_LAB_ENV = "CELLAB_WORKER_LAB"
 WORKER_SLOTS_ENV = "CELLAB_WORKER_SLOTS"
 VLAB_RESOURCE = "vlab"
-MAX_RUN_FOLDER_BYTES = 2 << 30  # what one task may send back (a long capture is ~100 MB)
+BENCH_RESOURCE = "bench"  # every bench worker offers it: `lab: bench` runs on any bench (with its `requires`)
+MAX_RUN_FOLDER_BYTES = 2 << 30
+RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool  # what one task may send back (a long capture is ~100 MB)
 
 
 def bench_resource(inventory_name: str) -> str:
@@ -40,10 +44,12 @@ def tag_resource(tag: str) -> str:
 class Slot:
     """One lab instance and the thread that drives it (the agents it starts die with that thread's process)."""
 
-    def __init__(self, index: int, worker_name: str, scratch: Path):
-        self.index, self.worker_name, self.scratch = index, worker_name, scratch
+    def __init__(self, index: int, worker: Any, scratch: Path):
+        self.index, self.worker, self.scratch = index, worker, scratch
+        self.worker_name = str(getattr(worker, "name", worker))
         self.session: Any = None
         self.session_key: tuple[Any, ...] | None = None
+        self.failures_in_a_row = 0  # a bench that fails its health check or RETIRE_AFTER runs leaves the pool
         self.jobs: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._serve, name=f"cellab-slot{index}", daemon=True)
         self.thread.start()
@@ -77,21 +83,26 @@ class Slot:
                 self.session, self.session_key = None, None
 
     def _run(self, job: dict[str, Any]) -> dict[str, Any]:
-        from cellab.campaign import PlannedRun, load_campaign
+        from cellab.campaign import LAB_FACTOR, PlannedRun, load_campaign
         from cellab.runstep import RunRecord, check_module_params, execute_run
         from cellab.session import LabSession
 
         key = hashlib.sha256(job["campaign_text"].encode()).hexdigest()[:16]
         campaign_dir = self.scratch / key
         campaign_dir.mkdir(parents=True, exist_ok=True)
-        campaign_file = campaign_dir / "campaign.yaml"
-        campaign_file.write_text(job["campaign_text"])
         lab = job["lab"]
         if lab.startswith("bench:"):
             lab = os.environ.get(WORKER_LAB_ENV, "")
             if not lab:
                 raise CellabError(f"worker {self.worker_name} drives no inventory lab, and {job['lab']} was asked")
-        campaign = load_campaign(campaign_file, lab)
+        # the campaign as this lab sees it: its own lab (this worker's inventory, whose path is its own), no
+        # `lab` factor (the other labs' files need not exist here)
+        data = yaml.safe_load(job["campaign_text"])
+        (data.get("factors") or {}).pop(LAB_FACTOR, None)
+        data["lab"] = lab
+        campaign_file = campaign_dir / "campaign.yaml"
+        campaign_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        campaign = load_campaign(campaign_file)
         run = PlannedRun(**job["run"])
         where = {"worker": self.worker_name, "slot": self.index}
         session_key = (lab, job["ue_count"], key)
@@ -100,19 +111,31 @@ class Slot:
             session = LabSession(lab, ue_count=job["ue_count"],
                                  purpose=f"worker {self.worker_name} slot {self.index}")
             try:
-                session.open()
+                session.open()  # an inventory lab's health check: every agent answers, the core starts
                 check_module_params(session, [run], campaign_file)
-            except BaseException:
+            except BaseException as exc:
                 session.close()
+                if isinstance(exc, CellabError) and lab == os.environ.get(WORKER_LAB_ENV):
+                    raise CellabError(f"{exc}; {self.retire('its health check failed')}") from None
                 raise
             self.session, self.session_key = session, session_key
         run_dir = campaign_dir / "runs" / run.run_id
         try:
             record: RunRecord = execute_run(self.session, campaign, run, run_dir, campaign_dir, where,
                                             log=lambda text: print(text, flush=True))
+            self.failures_in_a_row = 0 if record.status == "ok" else self.failures_in_a_row + 1
+            if self.failures_in_a_row >= RETIRE_AFTER:
+                record.error = f"{record.error}; {self.retire(f'{RETIRE_AFTER} runs in a row failed')}"
             return {"record": record.as_dict(), "files": pack_folder(run_dir)}
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+    def retire(self, why: str) -> str:
+        """Take this worker out of the pool (its queued runs go to the others) and say so."""
+        loop = getattr(self.worker, "loop", None)
+        if loop is not None:
+            loop.add_callback(self.worker.close_gracefully)
+        return f"worker {self.worker_name} left the pool: {why}"
 
 
 def pack_folder(folder: Path) -> dict[str, bytes]:
@@ -133,10 +156,10 @@ def pack_folder(folder: Path) -> dict[str, bytes]:
 class SlotPool:
     """The slots of this worker process: as many as the worker offers lab resources."""
 
-    def __init__(self, count: int, worker_name: str):
+    def __init__(self, count: int, worker: Any):
         self.scratch = Path(tempfile.mkdtemp(prefix=f"cellab-worker-{os.getpid()}-"))
         self.free: queue.Queue[Slot] = queue.Queue()
-        self.slots = [Slot(i, worker_name, self.scratch) for i in range(count)]
+        self.slots = [Slot(i, worker, self.scratch) for i in range(count)]
         for slot in self.slots:
             self.free.put(slot)
 
@@ -164,7 +187,7 @@ def _worker_pool(worker: Any) -> SlotPool:
             resources = dict(worker.state.total_resources)
             count = int(os.environ.get(WORKER_SLOTS_ENV) or 0) or int(
                 max([resources.get(VLAB_RESOURCE, 0)] + [v for k, v in resources.items() if k.startswith("bench-")]))
-            _pool = SlotPool(max(count, 1), str(worker.name))
+            _pool = SlotPool(max(count, 1), worker)
         return _pool
 
 

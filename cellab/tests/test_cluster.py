@@ -6,6 +6,7 @@ leaves what was written untouched."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -156,7 +157,7 @@ def test_two_workers_share_a_campaign_and_a_killed_worker_aborts_only_its_run(cl
     assert {p["worker"] for p in placements} <= {"wa", "wb"} and all(p["slot"] == 0 for p in placements)
     assert {p["lab"] for p in placements} == {"wired"} and all(p["instance"] for p in placements)
     spans = sorted((r["started_at"], r["finished_at"], json.loads(r["placement"])["worker"]) for r in done)
-    overlapping = any(a[1] > b[0] and a[2] != b[2] for a, b in zip(spans, spans[1:]))
+    overlapping = any(a[1] > b[0] and a[2] != b[2] for a, b in itertools.pairwise(spans))
     assert overlapping, spans  # the two workers ran at the same time
     for r in done:
         manifest = json.loads((folder / "runs" / r["run_id"] / "manifest.json").read_text())
