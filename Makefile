@@ -54,8 +54,10 @@ venv: $(VENV)/.installed
 
 build: $(BUILD_TARGETS)
 
+# two workers (pytest-xdist): lab instances never collide; srsRAN tests run alone (conftest.py, cpu_heavy)
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup

@@ -64,3 +64,38 @@ def measure_on_time(lab, measure):
 def on_time():
     """measure_on_time, for tests that measure timing through an emulated cell."""
     return measure_on_time
+
+
+# --- running in parallel (pytest-xdist: `make test` runs `-n 2`) -------------------------------------------
+# Lab instances never collide (each test has its own prefix, cellab.labs.instances), so lab tests run side by
+# side. The real srsRAN stack over ZMQ is the exception: srsenb and srsue must keep real time and need the
+# host's cores, so a test that runs them holds this lock exclusively, and every other test holds it shared:
+# nothing else runs beside an srsRAN test.
+CPU_LOCK = "/tmp/cellab-pytest-cpu.lock"
+#: fixtures that bring up srsRAN processes (the bundle, its lock, a core namespace with srsue)
+SRSRAN_FIXTURES = {"bundle", "srsran_ready", "srsran_lock", "srsenb_bin", "core_netns"}
+SRSRAN_FILES = {"test_srsepc.py", "test_inventory_on_the_cell.py"}  # take the srsRAN lock inside the test
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cpu_heavy: runs alone on the host when tests run in parallel")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SRSRAN_FIXTURES or (item.path.name in SRSRAN_FILES and "require_root" in names):
+            item.add_marker(pytest.mark.cpu_heavy)
+
+
+@pytest.fixture(autouse=True)
+def _share_the_host(request):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+
+    exclusive = request.node.get_closest_marker("cpu_heavy") is not None
+    with open(CPU_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
