@@ -409,23 +409,12 @@ def download_values(metrics: dict[str, Any]) -> CaseValues:
     return out
 
 
-def _workload_window_s(run_dir: Path) -> tuple[float, float] | None:
-    """(start, end) of the run's workload in wall-clock seconds, from its manifest."""
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        return float(manifest["workload_started_at"]), float(manifest["workload_finished_at"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def enb_radio_values(run_dir: Path) -> CaseValues:
     """The eNB's reported DL CQI and MCS (srsenb's JSON report, the eNB agent's `ue_metrics` telemetry),
-    averaged over the report periods that ended inside the run's workload (a sample's t_s is srsenb's own
-    report time) and in which the UE received at least MIN_SENDING_BPS. The window matters: srsenb's report
-    reaches the agent up to ~3 s late, so a run's telemetry file opens with the previous run's last periods
-    (measured: an SNR 10 dB step averaged CQI 8.1 with three periods of the SNR 30 dB run before it, 5.0
-    without)."""
-    window = _workload_window_s(run_dir)
+    averaged over the report periods in which the UE received at least MIN_SENDING_BPS. The run's telemetry
+    holds only report periods of its own workload (cellab.telemetry files each sample by srsenb's own report
+    time: the report reaches the agent up to ~3 s late, and filed by arrival an SNR 10 dB step once averaged
+    CQI 8.1 with three periods of the SNR 30 dB run before it, 5.0 without)."""
     rows = []
     for path in sorted((run_dir / "telemetry").glob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
@@ -435,9 +424,6 @@ def enb_radio_values(run_dir: Path) -> CaseValues:
                 continue
             if not (isinstance(row, dict) and row.get("topic") == "ue_metrics" and
                     (row.get("dl_bitrate_bps") or 0) >= MIN_SENDING_BPS):
-                continue
-            t_s = row.get("t_s")
-            if window is not None and not (isinstance(t_s, (int, float)) and window[0] < t_s <= window[1] + 1.0):
                 continue
             rows.append(row)
     cqi = [float(r["dl_cqi"]) for r in rows if isinstance(r.get("dl_cqi"), (int, float))]

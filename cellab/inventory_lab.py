@@ -61,6 +61,8 @@ class InventoryLab:
                      if inventory.devices.core else None)
         self.health: dict[str, Any] = {}
         self._ground_truth: dict[str, Any] | None = None
+        # srsenb's JSON report reaches its agent seconds after its timestamp; phones' samples over adb ~1 s
+        self.telemetry_lag_s = 3.5 if self.enb is not None else 1.0
 
     # --- before the first run ---------------------------------------------------------------------
     def prepare(self) -> None:

@@ -208,11 +208,15 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         per_ue = _run_workloads(session, campaign, ues, run_dir, tag, capture, deadline)
         t_end = time.time()
     finally:
-        session.telemetry.stop()
+        closed_at = time.time()
+        session.telemetry.close_window(closed_at)  # later samples belong to no run
         if playing:
             _attenuator(session, timeouts.request_s).stop_schedule()
         if capture:
             server.capture_stop()
+        # a sample of the workload's last moments may still be on its way (srsenb reports seconds late)
+        time.sleep(max(0.0, closed_at + getattr(session.lab, "telemetry_lag_s", 0.0) - time.time()))
+        session.telemetry.stop()
     shared: dict[str, Path] = {}
     if playing:
         shared["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,

@@ -4,9 +4,12 @@ embedded cell's own (its PUB socket), one JSON line each, on the controller's cl
     <run>/telemetry/<agent>.jsonl     {"t_s": controller time, "topic": ..., <the sample's fields>}
     <run>/telemetry/cell.jsonl        the virtual cell's summaries (per UE, every 100 ms)
 
-An agent's sample carries its own clock (`agent_time_s`); the run's measured clock offset of that agent
-turns it into the controller's. The cell stamps its TTI; the lab's clock mark ties a TTI to the
-controller's clock. Samples arriving between runs are not kept.
+An agent's sample is filed by its own time: the moment it describes (`t_s` in the sample, e.g. srsenb's
+report timestamp) or else when the agent sent it (`agent_time_s`), both on the agent's clock, which the run's
+measured clock offset of that agent turns into the controller's. The cell stamps its TTI; the lab's clock mark
+ties a TTI to the controller's clock. Only samples whose time falls inside the run's window are kept: from
+`start` to `close_window` (the end of the workload), received until `stop` (the caller waits the lab's
+telemetry lag in between, so a late report still reaches its own run and never the next one's).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,7 +34,10 @@ class TelemetryRecorder:
         self._offsets_s: dict[str, float] = {}
         self._files: dict[str, IO[str]] = {}
         self._cell: _CellSubscriber | None = None
+        self._from_s: float | None = None
+        self._until_s: float | None = None
         self.samples = 0
+        self.dropped = 0  # samples whose own time fell outside the run's window
 
     def start(self, run_dir: Path, offsets_s: dict[str, float], cell_pub: str | None = None,
               cell_mark: dict[str, float] | None = None) -> None:
@@ -39,24 +46,35 @@ class TelemetryRecorder:
         folder = run_dir / "telemetry"
         folder.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            self._dir, self._offsets_s, self.samples = folder, dict(offsets_s), 0
+            self._dir, self._offsets_s, self.samples, self.dropped = folder, dict(offsets_s), 0, 0
+            self._from_s, self._until_s = time.time(), None
         if cell_pub and cell_mark:
             self._cell = _CellSubscriber(cell_pub, cell_mark, self._write)
             self._cell.start()
 
+    def close_window(self, until_s: float) -> None:
+        """The run's window ends here (controller clock): later samples are not the run's."""
+        with self._lock:
+            self._until_s = until_s
+
     def on_sample(self, agent: str, topic: str, data: dict[str, Any]) -> None:
         """The controller's telemetry callback (its telemetry thread)."""
-        agent_time = data.get("agent_time_s")
+        own = data.get("t_s")
+        agent_time = own if _is_time(own) else data.get("agent_time_s")
         with self._lock:
             if self._dir is None:
                 return
             offset = self._offsets_s.get(agent, 0.0)
-        t_s = float(agent_time) - offset if isinstance(agent_time, (int, float)) else None
-        self._write(agent, {"t_s": t_s, "topic": topic, **data})
+        t_s = float(agent_time) - offset if _is_time(agent_time) else None
+        self._write(agent, {**data, "t_s": t_s, "topic": topic})
 
     def _write(self, stream: str, row: dict[str, Any]) -> None:
         with self._lock:
             if self._dir is None:
+                return
+            t_s = row.get("t_s")
+            if _is_time(t_s) and (t_s < (self._from_s or 0.0) or (self._until_s is not None and t_s > self._until_s)):
+                self.dropped += 1
                 return
             handle = self._files.get(stream)
             if handle is None:
@@ -72,6 +90,10 @@ class TelemetryRecorder:
             for handle in self._files.values():
                 handle.close()
             self._files, self._dir = {}, None
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1e9  # a Unix time
 
 
 class _CellSubscriber(threading.Thread):

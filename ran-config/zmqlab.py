@@ -123,6 +123,7 @@ class SrsranZmqLab(EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker
+    telemetry_lag_s = 3.5  # srsenb's JSON report reaches its agent up to ~3 s after its timestamp
     snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):

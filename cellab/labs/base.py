@@ -63,6 +63,9 @@ class EmbeddedLab(abc.ABC):
     def configure(self, params: dict[str, Any]) -> None:
         """Apply one run's lab parameters (e.g. rate, buffer, n_prb, SR period); restart what must restart."""
 
+    #: how late (s) the lab's telemetry may arrive after the moment it describes: the run keeps listening this
+    #: long after its workload, so each sample is filed with its own run (cellab.telemetry)
+    telemetry_lag_s: float = 0.3
     #: the most UEs one instance can run (the session refuses a campaign that asks for more)
     max_ues: int = 1
     #: the UEs sit behind the virtual cell's attenuator (a Mini-Circuits serial emulator bridged to the cell,

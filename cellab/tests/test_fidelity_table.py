@@ -138,17 +138,12 @@ def test_reread_without_an_earlier_run_says_so(tmp_path, capsys):
     assert "no earlier run to read (KeyError" in capsys.readouterr().out
 
 
-def test_enb_radio_values_keep_the_report_periods_of_the_workload(tmp_path):
-    """srsenb's report reaches the agent late: a run's telemetry opens with the last periods of the run before
-    it (CQI 15 at SNR 30 dB), which the reader leaves out by srsenb's own timestamps."""
+def test_enb_radio_values_average_the_periods_with_traffic(tmp_path):
+    """The run's telemetry holds its own report periods only (cellab.telemetry files by srsenb's timestamps,
+    test_telemetry_window.py); the reader averages those with downlink traffic."""
     (tmp_path / "telemetry").mkdir()
-    (tmp_path / "manifest.json").write_text(json.dumps({"workload_started_at": 1000.0, "workload_finished_at": 1008.0}))
     rows = [{"t_s": t, "topic": "ue_metrics", "dl_cqi": cqi, "dl_mcs": mcs, "dl_bitrate_bps": 6e6}
-            for t, cqi, mcs in ((998.1, 15, 28), (999.1, 15, 28), (1001.1, 5, 14), (1005.1, 5, 14), (1008.9, 5, 14),
-                                (1010.1, 15, 28))]
+            for t, cqi, mcs in ((1001.1, 5, 14), (1005.1, 7, 16))]
     rows.append({"t_s": 1003.1, "topic": "ue_metrics", "dl_cqi": 1, "dl_mcs": 0, "dl_bitrate_bps": 0})  # idle
     (tmp_path / "telemetry" / "enb0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    got = fidelity.enb_radio_values(tmp_path)
-    assert got.values == {"cqi": 5.0, "mcs": 14.0}
-    (tmp_path / "manifest.json").unlink()  # no window known: every period with traffic counts
-    assert fidelity.enb_radio_values(tmp_path).values["cqi"] == pytest.approx((15 * 3 + 5 * 3) / 6)
+    assert fidelity.enb_radio_values(tmp_path).values == {"cqi": 6.0, "mcs": 15.0}
