@@ -145,6 +145,22 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command("rerun")
+def rerun_cmd(
+    run_dir: Path = typer.Argument(..., help="a run folder: <campaign folder>/runs/<run_id>"),
+    out: Path = typer.Option(RUNS_OUT, help="where the rerun's campaign folder is created"),
+    prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
+) -> None:
+    """Run one run again from its record (same parameters, same lab kind); print both side by side."""
+    from cellab.rerun import describe, rerun
+
+    folder, summary = rerun(run_dir, out, prefix, console=err_console)
+    console.print(f"rerun: {folder}")
+    console.print(describe(summary), highlight=False)
+    if summary["status"] != "ok":
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report_cmd(result_dir: Path) -> None:
     """(Re)build the HTML report of a campaign folder."""

@@ -9,10 +9,8 @@ who writes the record to the store. The in-process runner and a Dask worker call
 
 from __future__ import annotations
 
-import platform
 import shutil
 import socket
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -20,13 +18,13 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-import cellab
 from cellab.bus import AgentLost, AgentTimeout, OperationError
 from cellab.campaign import BPF_CCS, LAB_FACTOR, Campaign, PlannedRun
 from cellab.contracts.attenuator import AttenuatorClient, PlayParams
 from cellab.contracts.server import CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
+from cellab.provenance import run_provenance, software_versions
 from cellab.metrics import (
     RunContext,
     multi_ue_metrics,
@@ -266,6 +264,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         "artifacts": {k: str(p.relative_to(run_dir)) for k, p in shared.items()}
         | {f"{name}/{k}": str(p.relative_to(run_dir)) for name, arts in per_ue.items() for k, p in arts.items()},
         "software": software_versions(),
+        "provenance": run_provenance(session, run.params, campaign.schedules),
         "lab_timing": timing,
     })
     _check_timing(campaign, timing)
@@ -367,11 +366,3 @@ def _module_params_now(session: LabSession) -> dict[str, dict[str, float]]:
     for (module, param), value in sorted(session.module_values.items()):
         now.setdefault(module, {})[param] = value
     return now
-
-
-def software_versions() -> dict[str, str]:
-    versions = {"cellab": cellab.__version__, "python": platform.python_version(), "kernel": platform.release()}
-    if shutil.which("iperf3"):
-        out = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False).stdout
-        versions["iperf3"] = out.splitlines()[0] if out else "unknown"
-    return versions
