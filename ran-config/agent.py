@@ -2,7 +2,8 @@
 turned into per-UE telemetry and the SR ground truth each UE was given.
 
 Artifacts (in artifact_dir): config/{enb,rr,sib,rb}.conf, config/<report json>, srsenb_console.log,
-enb_metrics.jsonl (one UeMetrics per line), sr_ground_truth.jsonl.
+enb_metrics.jsonl (one UeMetrics per line), sr_ground_truth.jsonl, sr_occasions.jsonl (the eNB's own SR
+receptions: every SR occasion srsenb's PHY decoded, {t_s, tti, rnti, sr}, read from its log at PHY info level).
 """
 
 from __future__ import annotations
@@ -33,8 +34,16 @@ from cellab.contracts.enb import (
 from cellab.errors import CellabError
 from cellab.ran.profile import EnbProfile, parse_profile
 from cellab.ran.render import render_texts
-from cellab.ran.report import ReportTail, sr_ground_truth, ue_metrics
-from cellab.ran.srsenb_proc import SrsenbError, SrsenbProcess, find_srsenb, sctp_shim_for
+from cellab.ran.report import PhyLogTail, ReportTail, sr_ground_truth, ue_metrics
+from cellab.ran.srsenb_proc import (
+    SrsenbError,
+    SrsenbProcess,
+    check_sr_log_level,
+    find_srsenb,
+    sctp_shim_for,
+    sr_log_level_of,
+    with_sr_log_level,
+)
 
 log = logging.getLogger("cellab.ran.agent")
 REPORT_POLL_S = 0.5
@@ -75,8 +84,10 @@ class EnbAgent(Agent):
     role = "enb"
 
     def __init__(self, *args: Any, srsenb_bin: str | Path | None = None, netns: str | None = None,
-                 report_poll_s: float = REPORT_POLL_S, **kwargs: Any):
+                 report_poll_s: float = REPORT_POLL_S, sr_log_level: str = "info", **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # the PHY log level that shows each SR reception (info or debug; warning and above hide them)
+        self.sr_log_level = check_sr_log_level(sr_log_level, f"enb agent {self.name}")
         self.srsenb_bin, self.netns, self.report_poll_s = srsenb_bin, netns, report_poll_s
         self.config_dir = self.artifact_dir / "config"
         self._lock = threading.RLock()  # srsenb's lifecycle
@@ -88,6 +99,7 @@ class EnbAgent(Agent):
         self._ground_truth: SrGroundTruth | None = None
         self._last_metrics: dict[int, UeMetrics] = {}
         self._tail: ReportTail | None = None
+        self._phy_tail: PhyLogTail | None = None
         self._tail_stop = threading.Event()
         self._tail_thread: threading.Thread | None = None
 
@@ -106,6 +118,11 @@ class EnbAgent(Agent):
         except (CellabError, ValidationError) as exc:
             raise OperationFailed(str(exc), field="params") from None
         texts = render_texts(profile, params.profile_name)
+        texts["enb.conf"] = with_sr_log_level(texts["enb.conf"], self.sr_log_level)
+        try:
+            sr_log_level_of(texts["enb.conf"], f"{params.profile_name}: enb.conf")
+        except CellabError as exc:
+            raise OperationFailed(str(exc), field="params.profile_yaml") from None
         with self._lock:
             if self._proc is None:
                 reasons = ["first start"]
@@ -191,6 +208,8 @@ class EnbAgent(Agent):
             raise OperationFailed(str(exc)) from None
         report_path = self.config_dir / self._profile.report.json_filename
         report_path.unlink(missing_ok=True)  # a new srsenb starts a new report
+        phy_log = self.config_dir / self._profile.log.filename
+        phy_log.unlink(missing_ok=True)  # and a new log: its SR occasions are read from the start
         with self._data_lock:
             self._ground_truth, self._last_metrics = None, {}
         proc = SrsenbProcess(binary, self.config_dir, self.artifact_dir / "srsenb_console.log",
@@ -205,6 +224,7 @@ class EnbAgent(Agent):
             proc.stop(grace_s=2)
             raise OperationFailed(str(exc)) from None
         self._tail = ReportTail(report_path)
+        self._phy_tail = PhyLogTail(phy_log)
         self._tail_stop.clear()
         self._tail_thread = threading.Thread(target=self._follow_report, name="enb-report", daemon=True)
         self._tail_thread.start()
@@ -225,6 +245,7 @@ class EnbAgent(Agent):
             self._poll_report()
 
     def _poll_report(self) -> None:
+        self._poll_sr_occasions()
         tail = self._tail
         if tail is None:
             return
@@ -248,6 +269,14 @@ class EnbAgent(Agent):
                 truth_lines.append(truth.model_dump_json())
         self._append("enb_metrics.jsonl", metrics_lines)
         self._append("sr_ground_truth.jsonl", truth_lines)
+
+    def _poll_sr_occasions(self) -> None:
+        """The SR occasions srsenb's PHY logged since the last poll, appended to sr_occasions.jsonl."""
+        tail = self._phy_tail
+        if tail is None:
+            return
+        self._append("sr_occasions.jsonl", [json.dumps({"t_s": o.t_s, "tti": o.tti, "rnti": o.rnti, "sr": o.sr})
+                                            for o in tail.read_new()])
 
     def _append(self, name: str, lines: list[str]) -> None:
         if lines:

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, UTC
 from pathlib import Path
+from typing import Any
 
 from cellab.contracts.enb import SrGroundTruth, UeMetrics
 from cellab.sr_config import sr_from_index
@@ -132,3 +136,133 @@ def sr_ground_truth(obj: dict) -> SrGroundTruth | None:
     rnti = data.get("rnti")
     return SrGroundTruth(sr_period_ms=cfg.sr_period_ms, sr_offset_ms=cfg.sr_offset_ms,
                          sr_config_index=index, source="rrc", rnti=rnti if isinstance(rnti, int) else None)
+
+
+# ----------------------------------------------------------------- the eNB's own SR receptions (PHY log)
+# srsenb's PHY worker logs every PUCCH it decodes at info level (cc_worker.cc, "PUCCH: cc=%d; %s" with
+# srsran_pucch_rx_info); on a TTI that is one of the UE's SR occasions the UCI text carries ", sr=yes|no"
+# (srsran_uci_data_info). The line's context is the uplink TTI (0..10239), its stamp UTC wall time.
+_PUCCH_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) \[PHY[^\]]*\] \[[ID]\] \[\s*(\d+)\] PUCCH: cc=(\d+); "
+                       r"rnti=0x([0-9a-fA-F]+),.*?, sr=(yes|no)")
+TTI_WRAP = 10240
+
+
+@dataclass(frozen=True)
+class SrOccasion:
+    """One SR occasion the eNB decoded: wall time (s, epoch), uplink TTI, RNTI, whether the UE sent SR."""
+
+    t_s: float
+    tti: int
+    rnti: int
+    sr: bool
+
+
+def parse_pucch_line(line: str) -> SrOccasion | None:
+    m = _PUCCH_RE.match(line)
+    if not m or m.group(3) != "0":  # the primary cell carries the SR
+        return None
+    stamp = datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC).timestamp()
+    return SrOccasion(t_s=stamp, tti=int(m.group(2)), rnti=int(m.group(4), 16), sr=m.group(5) == "yes")
+
+
+class PhyLogTail:
+    """The SR occasions srsenb's log gained since the last call (the file may not exist yet)."""
+
+    def __init__(self, path: Path):
+        self.path, self._offset, self._partial = path, 0, b""
+
+    def read_new(self) -> list[SrOccasion]:
+        try:
+            with open(self.path, "rb") as src:
+                src.seek(self._offset)
+                data = src.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        out = []
+        for raw in lines:
+            if b"PUCCH:" in raw and b", sr=" in raw:
+                occ = parse_pucch_line(raw.decode(errors="replace"))
+                if occ is not None:
+                    out.append(occ)
+        return out
+
+
+def read_occasions(path: Path, since_s: float = 0.0) -> dict[int, list[SrOccasion]]:
+    """The eNB agent's sr_occasions.jsonl from `since_s` (wall clock) on, per RNTI."""
+    by_rnti: dict[int, list[SrOccasion]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+            occ = SrOccasion(float(row["t_s"]), int(row["tti"]), int(row["rnti"]), bool(row["sr"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by the agent's append in progress
+        if occ.t_s >= since_s:
+            by_rnti.setdefault(occ.rnti, []).append(occ)
+    return by_rnti
+
+
+def _unwrap(occasions: list[SrOccasion]) -> list[int]:
+    """Absolute TTIs: 10240 added at each wrap (the log's order; wall time tells a wrap from a reorder)."""
+    out, base, last = [], 0, None
+    for occ in occasions:
+        if last is not None and occ.tti < last - TTI_WRAP // 2:
+            base += TTI_WRAP
+        last = occ.tti
+        out.append(base + occ.tti)
+    return out
+
+
+def effective_sr(occasions: list[SrOccasion], configured_ms: int | None) -> dict[str, Any]:
+    """The SR pattern one UE's SR receptions show (occasions of one RNTI, in log order).
+
+    `period_ms`: the largest multiple of the smallest spacing between occasions (the configured period
+    the eNB polled) that holds every SR reception on one phase, i.e. the spacing of the occasions the UE
+    actually used; the configured period when the receptions fill every phase of a 2x grid. None with
+    fewer than 3 receptions (8 to name a multiple). `unused`: occasions without SR that lie between two SRs at most 4 occasions
+    apart (the UE still waiting for its grant, as the spacing shows: an SR not repeated at the next
+    occasion). `tti_per_s`: the stack's TTI rate against wall time (1000 = real time)."""
+    occasions = sorted(occasions, key=lambda o: o.t_s)
+    ttis = _unwrap(occasions)
+    out: dict[str, Any] = {"opportunities": len(occasions), "receptions": sum(o.sr for o in occasions),
+                           "configured_ms": configured_ms, "period_ms": None}
+    if len(ttis) >= 2 and occasions[-1].t_s > occasions[0].t_s:
+        out["tti_per_s"] = round((ttis[-1] - ttis[0]) / (occasions[-1].t_s - occasions[0].t_s), 1)
+    gaps = [b - a for a, b in zip(ttis, ttis[1:], strict=False) if b > a]
+    polled = min(gaps) if gaps else configured_ms
+    sr_ttis = [t for t, o in zip(ttis, occasions, strict=False) if o.sr]
+    out["sr_ttis"] = sr_ttis[:2000]
+    spacing: dict[int, int] = {}
+    for a, b in zip(sr_ttis, sr_ttis[1:], strict=False):
+        if polled and b - a <= 4 * polled:
+            spacing[b - a] = spacing.get(b - a, 0) + 1
+    out["spacing_ms"] = {str(k): v for k, v in sorted(spacing.items())}
+    used = set(sr_ttis)
+    unused = 0
+    for a, b in zip(sr_ttis, sr_ttis[1:], strict=False):
+        if polled and b - a <= 4 * polled:
+            unused += sum(1 for t in ttis if a < t < b and t not in used)
+    out["unused"] = unused
+    if polled is None or len(sr_ttis) < 3:
+        return out
+    period = polled
+    # 8 receptions on one phase of 2P happen by chance once in 128 when the UE uses every occasion
+    while period * 2 <= 80 and len(sr_ttis) >= 8 and len({t % (period * 2) for t in sr_ttis}) == 1:
+        period *= 2
+    out["period_ms"] = period
+    return out
+
+
+def effective_per_ue(path: Path, since_s: float, configured_ms: int | None,
+                     rntis: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Each UE's effective SR pattern from the agent's sr_occasions.jsonl since `since_s`; `rntis`: UE name ->
+    the hex C-RNTIs its console named (the last one is its current)."""
+    by_rnti = read_occasions(path, since_s)
+    out = {}
+    for name, found in rntis.items():
+        rnti = int(found[-1], 16) if found else None
+        if rnti in by_rnti:
+            out[name] = {"rnti": rnti} | effective_sr(by_rnti[rnti], configured_ms)
+    return out

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from cellab.errors import CellabError
+from cellab.errors import CellabError, InputError
 
 READY_LINE = "==== eNodeB started ==="
 # srsenb's console lines that say why it stops on a bad config or a failed start
@@ -191,3 +191,50 @@ class SrsenbProcess:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
+
+
+# ----- the log level that shows the eNB's SR receptions -----------------------------------------------
+# srsenb logs each decoded PUCCH (with its SR flag) from the PHY at info level; warning and above hide
+# them. srsenb takes [log] phy_level, else all_level (srsenb main.cc).
+SR_LOG_LEVELS = ("info", "debug")
+
+
+def check_sr_log_level(level: str, source: str = "eNB agent", field: str = "sr_log_level") -> str:
+    if level not in SR_LOG_LEVELS:
+        raise InputError(source, field, f"{level!r} hides the eNB's SR receptions (srsenb logs each PUCCH's SR "
+                         "flag at PHY info level)", allowed=SR_LOG_LEVELS)
+    return level
+
+
+def with_sr_log_level(enb_conf: str, level: str = "info") -> str:
+    """enb.conf with [log] phy_level set so the PUCCH SR lines are logged (a lower all_level stays lower)."""
+    check_sr_log_level(level)
+    out, in_log, done = [], False, False
+    for line in enb_conf.splitlines():
+        head = line.strip()
+        if head.startswith("["):
+            if in_log and not done:
+                out.append(f"phy_level = {level}")
+                done = True
+            in_log = head == "[log]"
+        elif in_log and re.match(r"phy_level\s*=", head):
+            continue
+        out.append(line)
+    if not done:
+        if not in_log:
+            out.append("[log]")
+        out.append(f"phy_level = {level}")
+    return "\n".join(out) + "\n"
+
+
+def sr_log_level_of(enb_conf: str, source: str = "enb.conf") -> str:
+    """The PHY log level an enb.conf gives srsenb; an InputError naming [log] phy_level when it hides SR."""
+    levels, in_log = {}, False
+    for line in enb_conf.splitlines():
+        head = line.strip()
+        if head.startswith("["):
+            in_log = head == "[log]"
+        elif in_log and (m := re.match(r"(phy_level|all_level)\s*=\s*(\w+)", head)):
+            levels[m.group(1)] = m.group(2)
+    level = levels.get("phy_level", levels.get("all_level", "info"))
+    return check_sr_log_level(level, source, "[log] phy_level")

@@ -45,6 +45,7 @@ from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.paths import PROJECT_ROOT
 from cellab.proc import stop_all
 
+from .report import effective_per_ue
 from .srsenb_proc import BIN_ENV
 from .srsue_proc import REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
 from .uhd_args import SAMPLE_RATE_HZ
@@ -142,6 +143,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
+        self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
         self._ues_started = False  # since up(): a later restart also restarts srsEPC
         self.last_attach_s: float | None = None  # configure → attached, of the last (re)attach
         self.last_configure: dict[str, Any] = {}
@@ -389,7 +391,18 @@ class SrsranZmqLab(EmbeddedLab):
         st = self._enb().status()
         if st.ground_truth is None:
             return None
-        return st.ground_truth.model_dump(exclude={"rnti"})
+        truth = st.ground_truth.model_dump(exclude={"rnti"})
+        local = self.state_dir / "sr_occasions.jsonl"  # the eNB's own SR receptions (its PHY log), per UE
+        try:
+            self.controller.fetch_artifact(self._agent("enb"), local.name, local)
+            self._effective = effective_per_ue(local, self._configured_at_s, truth["sr_period_ms"], {
+                f"ue{ue.index}": RNTI_RE.findall(ue.console_text())[-1:] for ue in self._ues})
+        except Exception:  # noqa: BLE001 (none logged yet)
+            self._effective = {}
+        if self._effective:  # beside the configured period
+            truth["effective"] = {n: {k: v for k, v in e.items() if k != "sr_ttis"} for n, e in self._effective.items()}
+            truth["sr_effective_ms"] = self._effective.get("ue0", {}).get("period_ms")
+        return truth
 
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)
@@ -406,6 +419,9 @@ class SrsranZmqLab(EmbeddedLab):
                     "broker": {"running": bool(self._broker and self._broker.running()),
                                "rates": self._broker.rates()[-5:] if self._broker else []}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
+        if self._effective:  # the eNB's SR receptions per UE (read by ground_truth): the metrics' second truth
+            (run_dir / "sr_effective.json").write_text(json.dumps(self._effective, indent=1))
+            out["sr-effective"] = run_dir / "sr_effective.json"
         out["lab-status"] = run_dir / "lab_status.json"
         # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
         for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl", "srsenb_console.log"):

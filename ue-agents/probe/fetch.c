@@ -91,7 +91,7 @@ static void run_sr_probes(struct fetch_ctx *c)
 {
     char perr[240] = "";
     uint64_t probes_t0 = now_realtime_ns();
-    if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, 30, 110, (uint32_t)now_realtime_ns(),
+    if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, c->o.sr_probes_max, 30, 110, (uint32_t)now_realtime_ns(),
                     &c->probes, perr, sizeof(perr)) != 0) {
         snprintf(c->probe_error, sizeof(c->probe_error), "%s", perr);
         add_msg(c->missing, &c->n_missing, perr);

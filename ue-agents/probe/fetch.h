@@ -57,6 +57,7 @@ struct fetch_opts {
     uint64_t rcvbuf_bytes;
     uint32_t chunk_bytes;
     int sr_probes;
+    int sr_probes_max; /* the probing budget: more probes while the candidates are not told apart */
 };
 
 struct fetch_ctx {

@@ -15,7 +15,8 @@ void fetch_usage(FILE *out)
           "         [--control none|exll|dfcsd] [--capture auto|packet|socket] [--iface NAME]\n"
           "         [--summary FILE] [--log FILE] [--ms-log FILE] [--timeout S] [--connect-timeout S]\n"
           "         [--rcvbuf SIZE] [--chunk SIZE] [--exll-alpha PKTS] [--exll-gamma G] [--dfcsd-beta PKTS]\n"
-          "         [--sr-probes N]   (N idle-uplink ICMP probes before the flows, for the SR period; 0..256)\n",
+          "         [--sr-probes N]   (N idle-uplink ICMP probes before the flows, for the SR period; 0..256)\n"
+          "         [--sr-probes-max M] (more probes while the SR candidates are not told apart, up to M; default 2 N)\n",
           out);
 }
 
@@ -94,7 +95,7 @@ int fetch_parse_args(struct fetch_ctx *c, int argc, char **argv, struct fetch_tu
         { "connect-timeout", required_argument, 0, 'W' }, { "rcvbuf", required_argument, 0, 'R' },
         { "chunk", required_argument, 0, 'k' }, { "exll-alpha", required_argument, 0, 'A' },
         { "exll-gamma", required_argument, 0, 'G' }, { "dfcsd-beta", required_argument, 0, 'B' },
-        { "sr-probes", required_argument, 0, 'P' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "sr-probes", required_argument, 0, 'P' }, { "sr-probes-max", required_argument, 0, 'M' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     c->o.port = FLOWPROTO_DEFAULT_PORT;
     c->o.capture_mode = "auto";
@@ -213,9 +214,32 @@ int fetch_parse_args(struct fetch_ctx *c, int argc, char **argv, struct fetch_tu
             }
             c->o.sr_probes = (int)d;
             break;
+        case 'M':
+            if (parse_double(optarg, &d) || d < 1 || d > 256 || d != floor(d)) {
+                snprintf(err, errlen, "--sr-probes-max '%s' must be an integer in 1..256", optarg);
+                return FETCH_ARGS_BAD;
+            }
+            c->o.sr_probes_max = (int)d;
+            break;
         case 'h': return FETCH_ARGS_HELP;
         default: return FETCH_ARGS_UNKNOWN;
         }
+    }
+    if (c->o.sr_probes_max && !c->o.sr_probes) {
+        snprintf(err, errlen, "--sr-probes-max needs --sr-probes");
+        return FETCH_ARGS_BAD;
+    }
+    if (!c->o.sr_probes_max)
+        c->o.sr_probes_max = 2 * c->o.sr_probes < 256 ? 2 * c->o.sr_probes : 256;
+    if (c->o.sr_probes_max < c->o.sr_probes) {
+        snprintf(err, errlen, "--sr-probes-max %d is below --sr-probes %d", c->o.sr_probes_max, c->o.sr_probes);
+        return FETCH_ARGS_BAD;
+    }
+    /* one probe at a time: a 30-110 ms gap plus its RTT, ~0.25 s each on a slow stack */
+    if (c->o.sr_probes_max * SRPROBE_EXPECTED_S > c->o.timeout_s) {
+        snprintf(err, errlen, "--sr-probes-max %d takes up to %.0f s of probing, beyond --timeout %g s", c->o.sr_probes_max,
+                 c->o.sr_probes_max * SRPROBE_EXPECTED_S, c->o.timeout_s);
+        return FETCH_ARGS_BAD;
     }
     if (!c->o.server) {
         snprintf(err, errlen, "--server is required");

@@ -38,6 +38,7 @@ void fetch_write_summary(struct fetch_ctx *c, FILE *out)
     jw_obj_close(&w);
     jw_obj_open(&w, "uplink_probes");
     jw_int(&w, "requested", c->o.sr_probes);
+    jw_int(&w, "budget", c->o.sr_probes_max);
     jw_int(&w, "sent", c->probes.sent);
     jw_int(&w, "received", c->probes.received);
     jw_str(&w, "socket", c->probes.socket_kind);

@@ -2,7 +2,7 @@
 # Debian has no arm64 libpcap without multiarch, so `analyze --pcap` is compiled out there and says so;
 # `analyze --events` and everything else work).
 PROBE_DIR := ue-agents/probe
-PROBE_SRCS := $(addprefix $(PROBE_DIR)/,main.c fetch.c fetch_args.c fetch_flow.c fetch_loop.c fetch_summary.c analyze.c selftest.c pipeline.c exll.c dfcsd.c srest.c \
+PROBE_SRCS := $(addprefix $(PROBE_DIR)/,main.c fetch.c fetch_args.c fetch_flow.c fetch_loop.c fetch_summary.c analyze.c selftest.c pipeline.c exll.c dfcsd.c srest.c srjson.c \
 	rttmatch.c pktparse.c capture.c srprobe.c flowproto.c util.c) $(CSRC_DIR)/jsonw.c
 PROBE_HDRS := $(wildcard $(PROBE_DIR)/*.h $(CSRC_DIR)/*.h)
 PROBE_AARCH64_CC ?= aarch64-linux-gnu-gcc

@@ -120,23 +120,58 @@ static double wait_density(double wait_ms, int period_ms)
     return (norm_cdf((wait_ms - lo) / SR_FIT_EDGE_SIGMA_MS) - norm_cdf((wait_ms - hi) / SR_FIT_EDGE_SIGMA_MS)) / period_ms;
 }
 
-void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS])
+/* A stack slower than real time (srsRAN over ZMQ on a loaded host: 4.4-5.5 of 5.76 Msps) stretches the
+ * SR cycle on the wall clock by its TTI rate, never shrinks it: each period model takes a stretch
+ * s in [1, SR_FIT_MAX_STRETCH] (waits uniform over s P, HARQ 8 s ms late). So a cycle of 10 TTIs lasting
+ * 13 ms stays P = 10 (s = 1.3), while 20 would need s = 0.65; widths between 1.5 P and 2 P fit neither
+ * well and the harmonic rule in sr_estimate reports them ambiguous. */
+#define SR_FIT_MAX_STRETCH 1.5
+#define SR_FIT_STRETCH_STEP 0.05
+
+static double model_loglik(const double *sorted_ms, size_t n, int period_ms, double stretch, double *base_out)
+{
+    double from = sorted_ms[0] - 2.0, to = sorted_ms[n / 2], best = -INFINITY;
+    for (double base = from; base <= to; base += SR_FIT_BASE_STEP_MS) {
+        double ll = 0;
+        for (size_t i = 0; i < n; i++) {
+            double w = (sorted_ms[i] - base) / stretch; /* in TTIs of the stack */
+            ll += log(((1 - SR_FIT_HARQ_SHARE - SR_FIT_OTHER_SHARE) * wait_density(w, period_ms) +
+                       SR_FIT_HARQ_SHARE * wait_density(w - SR_FIT_HARQ_DELAY_MS, period_ms)) / stretch +
+                      SR_FIT_OTHER_SHARE / SR_FIT_OTHER_SPAN_MS);
+        }
+        if (ll > best) {
+            best = ll;
+            if (base_out)
+                *base_out = base;
+        }
+    }
+    return best;
+}
+
+void sr_probe_fit_ex(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS], double stretch[SR_FIT_MODELS],
+                     double base[SR_FIT_MODELS])
 {
     /* the base lies near the fastest probes: from 2 ms below the minimum to the median (a few early
      * grants may sit below it) */
-    double from = sorted_ms[0] - 2.0, to = sorted_ms[n / 2];
     for (int k = 0; k < SR_FIT_MODELS; k++) {
-        double best = -INFINITY;
-        for (double base = from; base <= to; base += SR_FIT_BASE_STEP_MS) {
-            double ll = 0;
-            for (size_t i = 0; i < n; i++)
-                ll += log((1 - SR_FIT_HARQ_SHARE - SR_FIT_OTHER_SHARE) * wait_density(sorted_ms[i] - base, sr_fit_periods_ms[k]) +
-                          SR_FIT_HARQ_SHARE * wait_density(sorted_ms[i] - base - SR_FIT_HARQ_DELAY_MS, sr_fit_periods_ms[k]) +
-                          SR_FIT_OTHER_SHARE / SR_FIT_OTHER_SPAN_MS);
-            best = ll > best ? ll : best;
+        int p = sr_fit_periods_ms[k];
+        loglik[k] = -INFINITY;
+        for (double st = 1.0; st <= (p ? SR_FIT_MAX_STRETCH + 1e-9 : 1.0); st += SR_FIT_STRETCH_STEP) {
+            double b = 0, ll = model_loglik(sorted_ms, n, p, st, &b);
+            if (ll > loglik[k]) {
+                loglik[k] = ll;
+                if (stretch)
+                    stretch[k] = st;
+                if (base)
+                    base[k] = b;
+            }
         }
-        loglik[k] = best;
     }
+}
+
+void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS])
+{
+    sr_probe_fit_ex(sorted_ms, n, loglik, NULL, NULL);
 }
 
 static double *sorted_ms_of(const double *us, size_t n)
@@ -173,6 +208,30 @@ double sr_probe_margin(const double *rtt_us, size_t n)
     free(ms);
     fit_best(loglik, &margin);
     return margin;
+}
+
+/* The evidence between P/2 and P at P/2 itself: the share of waits (over the fitted base, in stack
+ * time) in P's second half, the odd multiple of P/2. About 1/2 when P is right, near the HARQ share
+ * when the truth is P/2. NAN for P < 10. */
+static double odd_half_share(const double *sorted_ms, size_t n, int period_ms, double stretch, double base)
+{
+    if (period_ms < 10 || n == 0)
+        return NAN;
+    size_t odd = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = (sorted_ms[i] - base) / stretch;
+        odd += w >= period_ms / 2.0 - 0.5 && w < period_ms - 0.5;
+    }
+    return (double)odd / (double)n;
+}
+
+/* every candidate a multiple of the smallest: a period and its harmonics */
+static int harmonic_set(const int *c, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (c[i] % c[0] != 0)
+            return 0;
+    return n > 1;
 }
 
 static void flow_views(const struct sr_params *p, const double *rtt_us, size_t n_rtt, const double *echo_ticks,
@@ -282,6 +341,7 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
     v->flow_cadence_ms = v->phase_period_ms;
     v->n_ping = in->n_ping;
     v->ping_min_ms = v->ping_avg_ms = v->ping_tsr_ms = v->ping_quantile_tsr_ms = v->ping_margin_nats = NAN;
+    v->ping_odd_share = NAN;
     if (in->n_ping < p->min_ping_samples)
         return;
     double mn = INFINITY, sum = 0;
@@ -301,11 +361,13 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
     double last = (double)(in->n_ping - 1), n1 = (double)in->n_ping + 1;
     size_t i10 = (size_t)(0.10 * last + 0.5), i90 = (size_t)(0.90 * last + 0.5);
     v->ping_quantile_tsr_ms = (ms[i90] - ms[i10]) / ((double)(i90 - i10) / n1);
-    sr_probe_fit(ms, in->n_ping, v->ping_loglik);
-    free(ms);
+    double base[SR_FIT_MODELS] = { 0 };
+    sr_probe_fit_ex(ms, in->n_ping, v->ping_loglik, v->ping_stretch, base);
 
     int best = fit_best(v->ping_loglik, &v->ping_margin_nats);
     v->ping_period_ms = sr_fit_periods_ms[best];
+    v->ping_odd_share = odd_half_share(ms, in->n_ping, v->ping_period_ms, v->ping_stretch[best], base[best]);
+    free(ms);
     v->source = "uplink-probes";
     if (v->ping_period_ms == 0) {
         v->period_ms = 0;
@@ -328,19 +390,30 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
         v->regime = "sr-limited";
     }
     /* SR-locked bursts lie on the SR grid: a flow cadence that is no multiple of the fit's period says
-     * one of the two is wrong (heavy HARQ can make P's waits look like 2P's) */
+     * one of the two is wrong (heavy HARQ can make P's waits look like 2P's): both are candidates */
     if (v->flow_cadence_ms != 0 && v->flow_cadence_ms % v->ping_period_ms != 0) {
         v->period_ms = 0;
         v->confidence = "none";
-        v->reason = "idle-uplink probe RTTs fit an SR wait the flow's SR-locked uplink bursts contradict; no period named";
+        v->ambiguous = 1;
+        v->candidates_ms[v->n_candidates++] = v->flow_cadence_ms < v->ping_period_ms ? v->flow_cadence_ms : v->ping_period_ms;
+        v->candidates_ms[v->n_candidates++] = v->flow_cadence_ms < v->ping_period_ms ? v->ping_period_ms : v->flow_cadence_ms;
+        v->reason = "idle-uplink probe RTTs fit an SR wait the flow's SR-locked uplink bursts contradict: ambiguous";
         return;
     }
     int backed = v->flow_cadence_ms != 0;
     if (v->ping_margin_nats < SR_FIT_MIN_NATS && !(backed && v->ping_margin_nats >= SR_FIT_BACKED_NATS)) {
+        /* a period and its multiples explain the same waits partly (P's waits are 2P's first half): every
+         * period within SR_FIT_MIN_NATS of the best stays a candidate, and none is named */
         v->period_ms = 0;
         v->confidence = "none";
-        v->reason = "idle-uplink probe RTTs fit two SR waits about equally well (HARQ or other radio delays); "
-                    "no period named";
+        v->ambiguous = 1;
+        for (int k = 1; k < SR_FIT_MODELS; k++)
+            if (v->ping_loglik[k] >= v->ping_loglik[best] - SR_FIT_MIN_NATS)
+                v->candidates_ms[v->n_candidates++] = sr_fit_periods_ms[k];
+        v->reason = harmonic_set(v->candidates_ms, v->n_candidates)
+                        ? "idle-uplink probe RTTs fit a period and its multiple about equally well: ambiguous"
+                        : "idle-uplink probe RTTs fit several SR waits about equally well (HARQ or other radio delays): "
+                          "ambiguous";
         return;
     }
     v->period_ms = v->ping_period_ms;

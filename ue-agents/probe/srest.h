@@ -50,6 +50,11 @@ struct sr_verdict {
     double ping_loglik[SR_FIT_MODELS]; /* of each wait model, sr_fit_periods_ms order */
     double ping_margin_nats;  /* best model's log-likelihood over the runner-up's */
     int ping_period_ms;       /* the best model's period, 0 for "no wait" */
+    double ping_stretch[SR_FIT_MODELS]; /* each model's fitted wall-clock stretch of the SR cycle (>= 1) */
+    double ping_odd_share;    /* share of waits in the best period's second half (its odd half-cycle multiple) */
+    int ambiguous;            /* the probes cannot tell several periods apart (e.g. P and 2P): no period */
+    int n_candidates;
+    int candidates_ms[SR_FIT_MODELS]; /* the periods within SR_FIT_MIN_NATS of the best, when ambiguous */
     double mp_us, ap_us, tsr_ms;
     int d_log_ms, d_lin_ms;
     uint64_t n_rtt;
@@ -70,8 +75,10 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
 int sr_phase_select(const double r[5], double threshold);
 
 /* Log-likelihood of each wait model for the probes' RTTs (ms, sorted ascending, n >= 1); exposed for
- * tests. */
+ * tests. _ex also gives each model's fitted stretch and base (ms); either may be NULL. */
 void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS]);
+void sr_probe_fit_ex(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS], double stretch[SR_FIT_MODELS],
+                     double base[SR_FIT_MODELS]);
 
 /* How far the best wait model leads the runner-up (nats) for these probe RTTs (µs, any order); 0
  * without samples. */

@@ -46,7 +46,7 @@ static uint16_t csum(const void *data, size_t len)
     return htons((uint16_t)~sum);
 }
 
-int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min_gap_ms, double max_gap_ms,
+int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, int n_max, double min_gap_ms, double max_gap_ms,
                 uint32_t seed, struct srprobe_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof(*res));
@@ -69,10 +69,11 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min
     uint16_t ident = (uint16_t)(getpid() ^ seed);
     uint64_t sent_at[256] = { 0 };
     uint32_t rng = seed | 1;
-    /* sequential: n probes, then 5 more at a time (up to 2 n) while the fit of the waits is not yet
+    /* sequential: n probes, then 5 more at a time (up to n_max) while the fit of the waits is not yet
      * clear (sr_probe_margin below SR_FIT_HIGH_NATS): an unlucky draw of 30 from a uniform wait (e.g.
-     * all within 54 ms of an 80 ms cycle) looks like the period below; more probes settle it */
-    int n_max = 2 * n < max_probes ? 2 * n : max_probes;
+     * all within 54 ms of an 80 ms cycle) looks like the period below, P and 2P stay close on a stack
+     * slower than real time; more probes settle it */
+    n_max = n_max < n ? n : (n_max < max_probes ? n_max : max_probes);
     uint64_t next_send = mono_ns();
     uint64_t end = 0, waiting_since = 0;
     int seq = 0;

@@ -16,12 +16,13 @@ struct srprobe_result {
 };
 
 #define SRPROBE_STEP 5
+#define SRPROBE_EXPECTED_S 0.25 /* one probe's time, gap and RTT, for budget checks */
 
 /* Blocking, one probe at a time, each a random min_gap..max_gap ms after the previous reply: n probes,
- * then SRPROBE_STEP more at a time up to 2 n (and 256) until the wait fit leads by SR_FIT_HIGH_NATS; bounded by
- * 2 n * (max_gap_ms + 1 s). 0 on success (even with losses), -1 when no ICMP
+ * then SRPROBE_STEP more at a time up to n_max (and 256) until the wait fit leads by SR_FIT_HIGH_NATS; bounded by
+ * n_max * (max_gap_ms + 1 s). 0 on success (even with losses), -1 when no ICMP
  * socket could be opened (err says why). */
-int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, double min_gap_ms, double max_gap_ms,
+int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, int n_max, double min_gap_ms, double max_gap_ms,
                 uint32_t seed, struct srprobe_result *res, char *err, size_t errlen);
 
 #endif
