@@ -180,11 +180,27 @@ ANY_BENCH = "bench"
 LAB_FACTOR = "lab"  # pcap: the server captures its side
 
 
+#: metrics a stopping rule may watch (docs/metrics.md): one number per run, always there when the run is ok
+STOP_METRICS = ("throughput_bps", "rtt_mean_ms", "rtt_p95_ms", "rtt_max_ms", "fct_mean_s", "loss_rate",
+                "retransmits", "owd_mean_ms", "owd_p95_ms", "jain_fairness", "ue_fairness_jain", "utilization")
+
+
+class StopRule(Strict):
+    """Sequential repeats: after `repeat` runs of a cell of the matrix, more until the metric's 95 % confidence
+    interval (of its mean, Student t) is at most `ci_fraction` of the mean on each side, or `max` runs."""
+
+    metric: Literal[STOP_METRICS] = Field(description="the metric whose interval decides")  # type: ignore[valid-type]
+    ci_fraction: float = Field(gt=0, le=1, description="half-width of the 95 % interval / |mean|, at most")
+    max: int = Field(ge=1, le=1000, description="runs of one cell at the most")
+
+
 class Campaign(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
     lab: str = "virtual"
-    repeat: int = Field(1, ge=1, le=1000)
+    repeat: int = Field(1, ge=1, le=1000, description="runs of every cell (with `until`: at least)")
+    until: StopRule | None = Field(None, description="repeat a cell until its interval is narrow (or `max` runs); "
+                                   "`repeat: {min, max, metric, ci_fraction}` says the same")
     order: Order = Order()
     factors: dict[str, list[Any] | dict[str, dict[str, Any]]] = {}
     fixed: dict[str, Any] = {}
@@ -195,6 +211,23 @@ class Campaign(Strict):
     retry: Retry = Retry()
     requires: list[Annotated[str, Field(pattern=TAG_PATTERN)]] = Field(
         [], description="distributed runs: tags a bench must carry (its inventory's `tags`) to be given a run")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _repeat_rule(cls, data: Any) -> Any:
+        """`repeat: {min, max, metric, ci_fraction}` is `repeat: min` with `until: {metric, ci_fraction, max}`."""
+        if isinstance(data, dict) and isinstance(data.get("repeat"), dict):
+            rule = dict(data["repeat"])
+            if "until" in data:
+                raise ValueError("repeat as a rule and `until`: give one of them")
+            data = {**data, "repeat": rule.pop("min", 1), "until": rule}
+        return data
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> Campaign:
+        if self.until is not None and self.until.max < self.repeat:
+            raise ValueError(f"repeat: min {self.repeat} is above max {self.until.max}")
+        return self
 
 
 def run_id(factors: dict[str, Any], repeat: int) -> str:

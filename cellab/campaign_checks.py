@@ -26,7 +26,8 @@ FILE_PARAMS = ("trace", "trace_up")
 
 def planned_count(campaign: Campaign) -> int:
     """Runs the plan will have: factor levels multiplied, times repeat (nothing is expanded)."""
-    return math.prod(len(values) for values in campaign.factors.values()) * campaign.repeat
+    repeats = campaign.until.max if campaign.until is not None else campaign.repeat  # the most it may grow to
+    return math.prod(len(values) for values in campaign.factors.values()) * repeats
 
 
 def check_plan_size(campaign: Campaign, source: str | Path) -> None:

@@ -89,7 +89,10 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
 
     campaign = load_campaign(campaign_file, lab)
     runs = plan(campaign, campaign_file)
-    table = Table(title=f"{campaign.name}: {len(runs)} runs on {campaign.lab}")
+    rule = campaign.until
+    bounds = (f" (each cell {campaign.repeat}..{rule.max} runs, until {rule.metric}'s 95 % interval is within "
+              f"±{100 * rule.ci_fraction:g} %)") if rule else ""
+    table = Table(title=f"{campaign.name}: {len(runs)} runs on {campaign.lab}{bounds}")
     table.add_column("#", justify="right")
     table.add_column("run id")
     table.add_column("repeat", justify="right")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cellab.campaign import ANY_BENCH, PlannedRun
 from cellab.errors import CellabError, InputError
 from cellab.runstep import RunRecord, ue_count
+from cellab.stopping import after_run
 from cellab.worker import BENCH_RESOURCE, VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
 
 if TYPE_CHECKING:
@@ -157,8 +158,9 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     _check_servable(todo, needs, _wait_for_workers(client, wait_s))
     by_key: dict[str, PlannedRun] = {}
     futures = []
-    for run in todo:
+    def submit(run: PlannedRun) -> Any:
         lab = run.params.get("lab", campaign.lab)
+        needs.setdefault(run.run_id, lab_resources(lab, campaign.requires))
         job = {"campaign_text": text, "run": run.model_dump(), "lab": job_lab(lab),
                "ue_count": ue_count(run.params.get("ues")), "marker": f"cellab-{token}-{run.run_id}",
                "retry_after_worker_loss": campaign.retry.after_worker_loss}
@@ -166,6 +168,10 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                                resources=needs[run.run_id])
         by_key[future.key] = run
         futures.append(future)
+        return future
+
+    for run in todo:
+        submit(run)
     total = len(store.planned())
     with runner._progress() as progress:
         bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
@@ -180,6 +186,10 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     run = by_key[future.key]
                     _store(runner, run, *_outcome(future, run), counts)
                     progress.advance(bar)
+                    more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want this cell again
+                    if more is not None:
+                        pending.add(submit(more))
+                        progress.update(bar, total=len(store.planned()))
                 lost_since = None if client.status == "running" else (lost_since or time.monotonic())
                 if lost_since is not None:
                     if time.monotonic() - lost_since > SCHEDULER_GRACE_S:

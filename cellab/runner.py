@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cellab.campaign import LAB_FACTOR, Campaign, PlannedRun, load_campaign, on_lab, plan
 from cellab.runstep import RunRecord, check_module_params, execute_run, ue_count
 from cellab.session import LabSession
+from cellab.stopping import after_run
 from cellab.store import ResultStore
 
 
@@ -101,6 +102,10 @@ class Runner:
                 self.store.save_record(run, record)
                 self.stored(run, record, counts)
                 progress.advance(task)
+                more = after_run(self.campaign, self.store, run, self.console.print)  # a stopping rule may want this cell again
+                if more is not None:
+                    runs.append(more)
+                    progress.update(task, total=len(self.store.planned()))
         return counts
 
 

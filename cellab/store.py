@@ -212,6 +212,19 @@ class ResultStore:
                     new_attempts=max(record.attempts, 1) - (1 if started else 0), placement=record.placement,
                     started_at=record.started_at or None, finished_at=record.finished_at or None)
 
+    def append_runs(self, runs: list[PlannedRun]) -> None:
+        """More planned runs (a stopping rule asked for them): the plan file rewritten whole, their rows added."""
+        plan = self.planned()
+        known = {r.run_id for r in plan}
+        new = [r for r in runs if r.run_id not in known]
+        if not new:
+            return
+        write_json(self.root / "plan.json", [r.model_dump() for r in [*plan, *new]])
+        with self._db() as db:
+            db.executemany(
+                "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
+                [(r.run_id, r.index, r.repeat, json.dumps(r.factors, sort_keys=True)) for r in new])
+
     def import_files(self, run: PlannedRun, files: dict[str, bytes]) -> Path:
         """A run's folder as a worker sent it (path relative to the folder -> content): a fresh folder, every
         path checked to stay inside it (no absolute paths, no `..`), written atomically."""
