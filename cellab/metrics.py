@@ -157,6 +157,17 @@ def probe_metrics(summary_path: Path) -> dict[str, Any]:
     if sr.get("period_ms") is not None:
         out["sr_estimate_ms"] = float(sr["period_ms"])
         out["sr_estimate_source"] = sr.get("source")
+    if sr:
+        out["sr_confidence"] = sr.get("confidence")
+        # no answer is not a wrong answer: an ambiguous estimate names its candidates instead of a period
+        out["sr_ambiguous"] = bool(sr.get("ambiguous"))
+        if sr.get("candidates_ms"):
+            out["sr_candidates_ms"] = [float(c) for c in sr["candidates_ms"]]
+    probes = doc.get("uplink_probes") or {}
+    if probes.get("requested"):
+        out["sr_probes_used"] = int(probes.get("sent", 0))
+        if probes.get("budget") is not None:
+            out["sr_probe_budget"] = int(probes["budget"])
     return out
 
 
@@ -279,7 +290,7 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
     metrics["timeline"] = timeline
     if metrics.get("capacity_bps"):
         metrics["utilization"] = metrics.get("throughput_bps", 0.0) / metrics["capacity_bps"]
-    _sr_truth(metrics, ctx)
+    _sr_truth(metrics, ctx, artifacts.get("sr-effective"))
     return metrics
 
 
@@ -302,11 +313,29 @@ def owd_metrics(server_pcap: Path, probe_packets: Path, port: int, ue_minus_serv
             "owd_min_ms": float(owd.min()), "owd_samples": int(owd.size)}
 
 
-def _sr_truth(metrics: dict[str, Any], ctx: RunContext) -> None:
-    if ctx.sr_true_ms is None:
+def _sr_outcome(estimate: float | None, truth: float | None) -> str:
+    return "no-answer" if estimate is None else ("right" if estimate == truth else "wrong")
+
+
+def _sr_truth(metrics: dict[str, Any], ctx: RunContext, effective: Path | None = None) -> None:
+    """The estimate against the configured period (sr_correct) and, where the lab read the eNB's own SR
+    receptions (srsran-zmq: sr_effective.json, per UE), against the period the UE effectively used
+    (sr_correct_effective). `sr_outcome*`: right, wrong, or no-answer (ambiguous or none: not wrong)."""
+    estimate = metrics.get("sr_estimate_ms")
+    if ctx.sr_true_ms is not None:
+        metrics["sr_true_ms"] = ctx.sr_true_ms
+        metrics["sr_correct"] = estimate == ctx.sr_true_ms
+        metrics["sr_outcome"] = _sr_outcome(estimate, ctx.sr_true_ms)
+    if effective is None or not Path(effective).is_file():
         return
-    metrics["sr_true_ms"] = ctx.sr_true_ms
-    metrics["sr_correct"] = metrics.get("sr_estimate_ms") == ctx.sr_true_ms
+    ue = json.loads(Path(effective).read_text()).get(f"ue{ctx.cell_ue}") or {}
+    if ue.get("tti_per_s") is not None:  # the stack's speed: 1000 TTIs per second is real time
+        metrics["sr_stack_tti_per_s"] = float(ue["tti_per_s"])
+    metrics["sr_unused_occasions"] = ue.get("unused")
+    if ue.get("period_ms") is not None:
+        metrics["sr_effective_ms"] = float(ue["period_ms"])
+        metrics["sr_correct_effective"] = estimate == float(ue["period_ms"])
+        metrics["sr_outcome_effective"] = _sr_outcome(estimate, float(ue["period_ms"]))
 
 
 # ---------------------------------------------------------------- several UEs in one run

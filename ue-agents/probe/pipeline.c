@@ -55,6 +55,8 @@ void pipe_free(struct pipeline *pl)
         free(f);
     }
     pl->n_flows = 0;
+    free(pl->burst_gaps.v);
+    pl->burst_gaps = (struct dvec){ 0 };
 }
 
 int pipe_add_flow(struct pipeline *pl, const char *label, const struct tcp_endpoint *local,
@@ -174,6 +176,10 @@ void pipe_event(struct pipeline *pl, int idx, const struct pkt_event *ev)
         if (ev->payload_bytes == 0 && !ev->has_ts)
             return;
         if (ev->payload_bytes > 0) {
+            /* a UE receives a TTI's transport block at once: bursts start one TTI (or a few) apart */
+            if (pl->last_data_ns && ev->t_ns > pl->last_data_ns + 300000 && ev->t_ns < pl->last_data_ns + 6000000)
+                dvec_push(&pl->burst_gaps, (double)(ev->t_ns - pl->last_data_ns) / 1e6);
+            pl->last_data_ns = ev->t_ns;
             if (f->t_first_ns == 0)
                 f->t_first_ns = ev->t_ns;
             f->t_last_ns = ev->t_ns;
@@ -306,6 +312,24 @@ void pipe_flush_logs(struct pipeline *pl)
         fflush(pl->ms_log);
 }
 
+static int cmp_double(const void *a, const void *b);
+
+/* The TTI on the wall clock: the 25th percentile of the burst spacings (mostly one TTI under load,
+ * sometimes several); 0 with fewer than 200 bursts. */
+static double tti_ruler_ms(const struct dvec *gaps)
+{
+    if (gaps->n < 200)
+        return 0;
+    double *v = malloc(gaps->n * sizeof(double));
+    if (!v)
+        return 0;
+    memcpy(v, gaps->v, gaps->n * sizeof(double));
+    qsort(v, gaps->n, sizeof(double), cmp_double);
+    double q = v[gaps->n / 4];
+    free(v);
+    return q;
+}
+
 void pipe_sr_verdict(const struct pipeline *pl, int flow, struct sr_verdict *v)
 {
     struct dvec rtt = { 0 };
@@ -325,7 +349,7 @@ void pipe_sr_verdict(const struct pipeline *pl, int flow, struct sr_verdict *v)
     }
     struct sr_inputs in = { .rtt_us = rtt.v, .n_rtt = rtt.n, .echo_ticks = ticks.v, .echo_arrival_ms = arrival.v,
                             .n_echo = ticks.n < arrival.n ? ticks.n : arrival.n, .ping_rtt_us = pl->ping_rtt_us,
-                            .n_ping = pl->n_ping };
+                            .n_ping = pl->n_ping, .tti_ms = tti_ruler_ms(&pl->burst_gaps) };
     sr_estimate(&pl->sr_p, &in, v);
     free(rtt.v);
     free(ticks.v);

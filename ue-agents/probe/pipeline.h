@@ -63,6 +63,8 @@ struct pipeline {
     FILE *pkt_log;    /* per-packet event log (CSV), or NULL */
     FILE *ms_log;     /* per-millisecond log (CSV), or NULL */
     uint64_t t_origin_ns;
+    uint64_t last_data_ns;   /* the TTI ruler: spacing of the download's delivery bursts (any flow) */
+    struct dvec burst_gaps;  /* ms, 0.3-6 ms apart */
 };
 
 void pipe_init(struct pipeline *pl, int control);

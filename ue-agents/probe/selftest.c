@@ -258,6 +258,43 @@ static void test_probe_spread(struct st *s)
           "period=%g best=%g", v.period_ms, v.ping_period_ms);
 }
 
+/* Harmonics: a period and its multiple explain the same waits partly. */
+static void test_probe_harmonics(struct st *s)
+{
+    struct sr_params p;
+    sr_default_params(&p);
+    double ping[60];
+    struct sr_inputs in = { .ping_rtt_us = ping, .n_ping = 60 };
+    struct sr_verdict v;
+    /* P = 10 on a stack at half speed (its TTI 2 ms on the wall clock): waits uniform over 20 ms. With
+     * the download's TTI ruler, 10 or ambiguous, never a confident 20 */
+    for (int i = 0; i < 60; i++)
+        ping[i] = 40000 + 1000 * (20.0 * ((i * 17) % 60) / 60.0);
+    in.tti_ms = 2.0;
+    sr_estimate(&p, &in, &v);
+    check(s, v.period_ms == 10 || (v.period_ms == 0 && v.ambiguous), "probes_slow_stack_not_2p", "period=%g amb=%g",
+          v.period_ms, (double)v.ambiguous);
+    /* the same waits in real time (ruler 1 ms) are P = 20 */
+    in.tti_ms = 1.0;
+    sr_estimate(&p, &in, &v);
+    check(s, v.period_ms == 20 && !v.ambiguous, "probes_real_time_names_20", "period=%g amb=%g", v.period_ms, (double)v.ambiguous);
+    /* measured on srsRAN over ZMQ at SR 10 ms, 465 TTIs per wall second (2.15 ms per TTI), srsue repeating
+     * unanswered SRs 2-4 occasions later: not 20 or 40 named with confidence */
+    static const double z10_ms[30] = { 22.7, 25.1, 25.4, 27.2, 27.2, 27.4, 29.0, 29.0, 31.0, 32.0, 33.3, 33.3, 33.9,
+                                       34.2, 35.3, 35.5, 36.9, 40.0, 41.2, 43.6, 45.2, 46.5, 47.8, 48.1, 49.5, 53.4,
+                                       53.7, 55.0, 72.4, 73.3 };
+    for (int i = 0; i < 30; i++)
+        ping[i] = z10_ms[(i * 7) % 30] * 1000;
+    in.n_ping = 30;
+    in.tti_ms = 2.15;
+    sr_estimate(&p, &in, &v);
+    check(s, v.period_ms == 10 || v.period_ms == 0, "probes_zmq_sr10_no_confident_multiple", "period=%g candidates=%g",
+          v.period_ms, (double)v.n_candidates);
+    /* an ambiguous verdict lists its candidates */
+    check(s, !v.ambiguous || v.n_candidates >= 2, "probes_ambiguous_lists_candidates", "n=%g amb=%g",
+          (double)v.n_candidates, (double)v.ambiguous);
+}
+
 static void test_flowproto(struct st *s)
 {
     uint8_t req[FLOWPROTO_REQ_BYTES];
@@ -284,6 +321,7 @@ int cmd_selftest(int argc, char **argv)
     test_rttmatch(&s);
     test_phase(&s);
     test_probe_spread(&s);
+    test_probe_harmonics(&s);
     test_flowproto(&s);
     printf("%s %d of %d checks passed\n", s.failed ? "FAILED" : "PASSED", s.run - s.failed, s.run);
     return s.failed ? 1 : 0;

@@ -128,6 +128,22 @@ static double wait_density(double wait_ms, int period_ms)
 #define SR_FIT_MAX_STRETCH 1.5
 #define SR_FIT_STRETCH_STEP 0.05
 
+/* The stretch range the fit may use: [1, 1.5] without a ruler; with the download's TTI length tti_ms
+ * (its delivery bursts' spacing, stack time on the wall clock) [1, 1.25] for a real-time cell, and for
+ * a slower stack [0.85, 1.7] x tti_ms: its speed wanders within a run, and srsue over ZMQ repeats an
+ * unanswered SR only 2-4 occasions later, so P and 2P may both fit: the harmonic rule then says so. */
+static void stretch_range(double tti_ms, double *lo, double *hi)
+{
+    *lo = 1.0;
+    *hi = SR_FIT_MAX_STRETCH;
+    if (tti_ms > 0 && tti_ms <= 1.1) {
+        *hi = 1.25;
+    } else if (tti_ms > 1.1) {
+        *lo = 0.85 * tti_ms > 1.0 ? 0.85 * tti_ms : 1.0;
+        *hi = 1.7 * tti_ms;
+    }
+}
+
 static double model_loglik(const double *sorted_ms, size_t n, int period_ms, double stretch, double *base_out)
 {
     double from = sorted_ms[0] - 2.0, to = sorted_ms[n / 2], best = -INFINITY;
@@ -148,15 +164,17 @@ static double model_loglik(const double *sorted_ms, size_t n, int period_ms, dou
     return best;
 }
 
-void sr_probe_fit_ex(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS], double stretch[SR_FIT_MODELS],
-                     double base[SR_FIT_MODELS])
+void sr_probe_fit_ex(const double *sorted_ms, size_t n, double tti_ms, double loglik[SR_FIT_MODELS],
+                     double stretch[SR_FIT_MODELS], double base[SR_FIT_MODELS])
 {
+    double lo, hi;
+    stretch_range(tti_ms, &lo, &hi);
     /* the base lies near the fastest probes: from 2 ms below the minimum to the median (a few early
      * grants may sit below it) */
     for (int k = 0; k < SR_FIT_MODELS; k++) {
         int p = sr_fit_periods_ms[k];
         loglik[k] = -INFINITY;
-        for (double st = 1.0; st <= (p ? SR_FIT_MAX_STRETCH + 1e-9 : 1.0); st += SR_FIT_STRETCH_STEP) {
+        for (double st = p ? lo : 1.0; st <= (p ? hi + 1e-9 : 1.0); st += SR_FIT_STRETCH_STEP * (p ? lo : 1.0)) {
             double b = 0, ll = model_loglik(sorted_ms, n, p, st, &b);
             if (ll > loglik[k]) {
                 loglik[k] = ll;
@@ -171,7 +189,7 @@ void sr_probe_fit_ex(const double *sorted_ms, size_t n, double loglik[SR_FIT_MOD
 
 void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS])
 {
-    sr_probe_fit_ex(sorted_ms, n, loglik, NULL, NULL);
+    sr_probe_fit_ex(sorted_ms, n, 0, loglik, NULL, NULL);
 }
 
 static double *sorted_ms_of(const double *us, size_t n)
@@ -362,7 +380,8 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
     size_t i10 = (size_t)(0.10 * last + 0.5), i90 = (size_t)(0.90 * last + 0.5);
     v->ping_quantile_tsr_ms = (ms[i90] - ms[i10]) / ((double)(i90 - i10) / n1);
     double base[SR_FIT_MODELS] = { 0 };
-    sr_probe_fit_ex(ms, in->n_ping, v->ping_loglik, v->ping_stretch, base);
+    v->tti_ms = in->tti_ms;
+    sr_probe_fit_ex(ms, in->n_ping, in->tti_ms, v->ping_loglik, v->ping_stretch, base);
 
     int best = fit_best(v->ping_loglik, &v->ping_margin_nats);
     v->ping_period_ms = sr_fit_periods_ms[best];

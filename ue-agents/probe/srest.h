@@ -23,6 +23,7 @@ struct sr_inputs {
     size_t n_echo;
     const double *ping_rtt_us;      /* RTTs of our idle-uplink probes, if any */
     size_t n_ping;
+    double tti_ms;                  /* the download's TTI on the wall clock (its burst spacing), 0 unknown */
 };
 
 struct sr_params {
@@ -51,7 +52,8 @@ struct sr_verdict {
     double ping_margin_nats;  /* best model's log-likelihood over the runner-up's */
     int ping_period_ms;       /* the best model's period, 0 for "no wait" */
     double ping_stretch[SR_FIT_MODELS]; /* each model's fitted wall-clock stretch of the SR cycle (>= 1) */
-    double ping_odd_share;    /* share of waits in the best period's second half (its odd half-cycle multiple) */
+    double ping_odd_share;
+    double tti_ms;            /* the ruler the stretch range came from (0: none, range 1-1.5) */    /* share of waits in the best period's second half (its odd half-cycle multiple) */
     int ambiguous;            /* the probes cannot tell several periods apart (e.g. P and 2P): no period */
     int n_candidates;
     int candidates_ms[SR_FIT_MODELS]; /* the periods within SR_FIT_MIN_NATS of the best, when ambiguous */
@@ -77,8 +79,8 @@ int sr_phase_select(const double r[5], double threshold);
 /* Log-likelihood of each wait model for the probes' RTTs (ms, sorted ascending, n >= 1); exposed for
  * tests. _ex also gives each model's fitted stretch and base (ms); either may be NULL. */
 void sr_probe_fit(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS]);
-void sr_probe_fit_ex(const double *sorted_ms, size_t n, double loglik[SR_FIT_MODELS], double stretch[SR_FIT_MODELS],
-                     double base[SR_FIT_MODELS]);
+void sr_probe_fit_ex(const double *sorted_ms, size_t n, double tti_ms, double loglik[SR_FIT_MODELS],
+                     double stretch[SR_FIT_MODELS], double base[SR_FIT_MODELS]);
 
 /* How far the best wait model leads the runner-up (nats) for these probe RTTs (µs, any order); 0
  * without samples. */
