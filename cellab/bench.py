@@ -21,6 +21,7 @@ BENCHMARKS = {
     "orchestration": "cellab.orchestration_bench",
     "fidelity": "cellab.fidelity_bench",
     "scale": "cellab.scale_bench",
+    "sr": "cellab.ran.sr_bench",
 }
 
 

@@ -197,6 +197,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         first, last = port_range(workload.tool, len(ues))
         server.capture_start(CaptureParams(tag=f"{tag}-server", tcp_port=first, tcp_port_last=last))
     cell_mark = session.lab.clock_mark()
+    cpu_before = host_cpu_times()
     t0 = time.time()
     session.telemetry.start(run_dir, {name: o["offset_s"] for name, o in offsets.items()},
                             session.topology.extra.get("pub"), cell_mark or None)
@@ -205,6 +206,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         playing = _start_schedule(session, campaign, ues, results_root)
         per_ue = _run_workloads(session, campaign, ues, run_dir, tag, capture, deadline)
         t_end = time.time()
+        host_cpu_pct = host_busy_pct(cpu_before, host_cpu_times())
     finally:
         closed_at = time.time()
         session.telemetry.close_window(closed_at)  # later samples belong to no run
@@ -243,6 +245,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         metrics |= pcap_run_metrics(shared["pcap"])
     timeline = metrics.setdefault("timeline", {})
     timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
+    metrics["host_cpu_pct"] = host_cpu_pct  # a busy host is the first suspect when a real stack loses real time
     if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
         metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
         metrics["clock_resyncs"] = timing["resyncs"]
@@ -265,7 +268,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         | {f"{name}/{k}": str(p.relative_to(run_dir)) for name, arts in per_ue.items() for k, p in arts.items()},
         "software": software_versions(),
         "provenance": run_provenance(session, run.params, campaign.schedules),
-        "lab_timing": timing,
+        "lab_timing": timing, "host_cpu_pct": host_cpu_pct,
     })
     _check_timing(campaign, timing)
     return metrics, ue_metrics
@@ -354,6 +357,21 @@ def _start_schedule(session: LabSession, campaign: Campaign, ues: list[RunUE], r
     else:
         params = schedules.merged_play_params({ue.channel: ue.schedule for ue in wanted if ue.channel is not None})
     return _attenuator(session, campaign.timeouts.request_s).play_schedule(PlayParams(**params)).log_file
+
+
+def host_cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of every core of this host, from /proc/stat."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def host_busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The host's CPU use between two readings, % of all its cores (None when unreadable)."""
+    total = after[1] - before[1]
+    return round(100.0 * (after[0] - before[0]) / total, 1) if total > 0 else None
 
 
 def ue_count(ues: Any) -> int:

@@ -35,12 +35,6 @@ FLEET_WORKERS = 32
 FLEET_SLEEP_S = 0.05
 
 
-def _cpu_times() -> tuple[int, int]:
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
 def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
     path = folder / f"{lab}.yaml"
     path.write_text(textwrap.dedent(CAMPAIGN.format(lab=lab, duration=duration_s)))
@@ -50,14 +44,15 @@ def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
 def _one(campaign: Path, out: Path, slots: int | None) -> dict[str, float]:
     from cellab.runner import Runner
 
+    from cellab.runstep import host_busy_pct, host_cpu_times
+
     runner = Runner.new(campaign, out, console=Console(stderr=True, quiet=True))
-    busy0, total0 = _cpu_times()
+    before = host_cpu_times()
     started = time.monotonic()
     counts = runner.run(slots=slots)
     wall_s = time.monotonic() - started
-    busy1, total1 = _cpu_times()
     return {"wall_s": wall_s, "ok": counts["ok"], "failed": counts["failed"] + counts["aborted"],
-            "cpu_pct": 100.0 * (busy1 - busy0) / max(total1 - total0, 1)}
+            "cpu_pct": host_busy_pct(before, host_cpu_times()) or 0.0}
 
 
 def campaign_part(lab: str, slot_counts: list[int], duration_s: int, folder: Path) -> None:
