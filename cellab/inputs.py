@@ -325,3 +325,87 @@ def csv_dicts(text: str, source: Source, required: tuple[str, ...] = (),
             raise InputError(source, f"row {line}", f"{len(cells)} columns, the header has {len(header)}")
         out.append((line, dict(zip(header, (c.strip() for c in cells), strict=True))))
     return header, out
+
+
+# ------------------------------------------------------------------ values that become identifiers or config text
+# One validator per kind of value, for the rooms whose values end up in other programs' files (srsRAN,
+# Open5GS, NextEPC, srsEPC) or in identifiers. Their messages never repeat the value (it may be a secret),
+# and name a bad character by its code point, so an invisible or look-alike one is seen for what it is.
+ASCII_DIGITS = frozenset("0123456789")
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+NAME_FORM = "ASCII letters, digits, '_', '.', '-' (a letter or digit first)"
+
+
+def describe_char(ch: str) -> str:
+    """`U+200B ZERO WIDTH SPACE`: a character as a person can tell it apart from a look-alike."""
+    import unicodedata
+
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
+
+
+def text_problem(value: str, special: str = "", edges: bool = True) -> str | None:
+    """What keeps `value` out of a config file's value, or None: a character that is not printable ASCII
+    (line breaks, tabs, NUL, zero-width, bidirectional controls, non-ASCII look-alikes), one of `special`
+    (the format's own syntax), or, with `edges`, leading/trailing blanks (the readers strip them)."""
+    for ch in value:
+        if not " " <= ch <= "~":
+            return f"has {describe_char(ch)}"
+        if ch in special:
+            return f"has {ch!r}, which the file format reads as syntax"
+    if edges and value != value.strip():
+        return "starts or ends with a blank"
+    return None
+
+
+def check_name(value: str, what: str = "a name", max_len: int = 64) -> str:
+    """An identifier: ASCII letters, digits, '_', '.', '-', starting with a letter or digit (pydantic-style:
+    raises ValueError; wrap it for an InputError)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be text")
+    problem = text_problem(value, special=" ")
+    if problem:
+        raise ValueError(f"{what} {problem}: use {NAME_FORM}")
+    if not 1 <= len(value) <= max_len or not value[0].isalnum() or any(
+            not (c.isalnum() or c in "_.-") for c in value):
+        raise ValueError(f"{what} must be 1..{max_len} of {NAME_FORM}")
+    return value
+
+
+def check_digits(value: str, lengths: tuple[int, ...], what: str) -> str:
+    """A string of ASCII digits 0-9 of one of `lengths` (Unicode digits such as '١' or '²' are refused)."""
+    if not isinstance(value, str) or len(value) not in lengths or not set(value) <= ASCII_DIGITS:
+        form = " or ".join(str(n) for n in lengths)
+        raise ValueError(f"{what} must be {form} ASCII digits (0-9)")
+    return value
+
+
+def check_imsi(value: str) -> str:
+    """An IMSI as the EPCs store it: 15 ASCII digits (MCC, MNC, MSIN), surrounding blanks dropped."""
+    return check_digits(value.strip() if isinstance(value, str) else value, (15,), "IMSI")
+
+
+def check_hex(value: str, digits: int, what: str) -> str:
+    """`digits` hex digits, lower-cased; the message never repeats the value (K and OPc are secrets)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be {digits} hex digits")
+    value = value.strip()
+    if len(value) != digits or not set(value) <= HEX_DIGITS:
+        raise ValueError(f"{what} must be {digits} hex digits")
+    return value.lower()
+
+
+def check_ip(value: str, version: int | None = None, what: str = "address") -> str:
+    """An IP address in its canonical text (IPv4 dotted quad, compressed IPv6); IPv6 zone ids ('%eth0') and
+    anything that is not plain ASCII are refused: the value goes into other programs' config files."""
+    import ipaddress
+
+    kind = {4: "an IPv4", 6: "an IPv6"}.get(version or 0, "an IP")
+    if not isinstance(value, str) or "%" in value or text_problem(value):
+        raise ValueError(f"{what} must be {kind} address, like 192.0.2.1 (no zone id, no blanks)")
+    try:
+        addr = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{what} {value!r} is not {kind} address") from None
+    if version and addr.version != version:
+        raise ValueError(f"{what} {value!r} is not {kind} address")
+    return str(addr)

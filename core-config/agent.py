@@ -30,7 +30,7 @@ from cellab.errors import CellabError, from_validation_error
 from cellab.proc import ManagedProcess
 
 from .daemons import Daemon, classify, clean, daemons_for, start_error_line, listening
-from .profile import CoreProfile
+from .profile import CoreProfile, flavour_problems
 from .render import render
 
 MAX_FINDINGS = 50
@@ -64,39 +64,46 @@ class CoreAgent(Agent):
     # ----- operations ---------------------------------------------------------------------------
     @operation
     def configure(self, params: ConfigureParams) -> ConfigureResult:
-        import yaml
         from pydantic import ValidationError
 
-        from .subscribers import load_subscribers, srsepc_csv
+        from cellab.inputs import parse_yaml
+
+        from .subscribers import parse_subscribers, srsepc_csv
 
         if any(self._alive().values()):
             raise OperationFailed("daemons are running: stop them before configuring a new run")
-        try:
-            profile = CoreProfile.model_validate(yaml.safe_load(params.profile_yaml))
-        except yaml.YAMLError as exc:
-            raise OperationFailed(f"profile_yaml: bad YAML: {getattr(exc, 'problem', exc)}",
-                                  field="params.profile_yaml") from None
+        try:  # the input layer's guards: nesting, aliases, duplicate keys, numbers that do not fit
+            data = parse_yaml(params.profile_yaml, "profile_yaml")
+            profile = CoreProfile.model_validate(data)
+        except CellabError as exc:
+            raise OperationFailed(str(exc).replace("\n", "; "), field="params.profile_yaml") from None
         except ValidationError as exc:
             raise OperationFailed(str(from_validation_error("profile_yaml", exc)).replace("\n", "; "),
                                   field="params.profile_yaml") from None
         flavour = params.flavour or profile.flavour
+        problems = flavour_problems(profile, flavour)
+        if problems:
+            raise OperationFailed(f"profile_yaml: flavour {flavour}: " + "; ".join(problems), field="params.flavour")
+        csv_text = None
+        if params.subscribers_csv:
+            # parsed from the text itself: K and OPc never touch the artifacts, not even for a moment
+            try:
+                # for srsEPC's user_db.csv, which has no APN column (epc.conf names its one APN)
+                csv_text = srsepc_csv(parse_subscribers(params.subscribers_csv, "subscribers_csv", profile=profile,
+                                                        check_apn=flavour != "srsepc"))
+            except CellabError as exc:
+                raise OperationFailed(f"subscribers_csv: {exc}".replace("\n", "; "),
+                                      field="params.subscribers_csv") from None
         run_dir = self._new_run_dir()
         config_dir, logs = run_dir / "config", run_dir / "logs"
         logs.mkdir(parents=True)
         profile = profile.model_copy(update={"log_dir": str(logs.resolve())})
-        csv_text = None
-        if params.subscribers_csv:
-            source = run_dir / "subscribers.input"
-            source.write_text(params.subscribers_csv)
-            try:
-                csv_text = srsepc_csv(load_subscribers(source, profile.plmn.mcc + profile.plmn.mnc))
-            except CellabError as exc:
-                raise OperationFailed(f"subscribers_csv: {exc}", field="params.subscribers_csv") from None
-            finally:
-                source.unlink()
         # srsEPC's user_db.csv holds K and OPc: it lives in a private folder, never among the artifacts
         user_db = self._secrets_dir() / f"user_db-{run_dir.name}.csv" if flavour == "srsepc" else None
-        files = render(profile, flavour, config_dir, subscribers_csv=csv_text, user_db=user_db)
+        try:
+            files = render(profile, flavour, config_dir, subscribers_csv=csv_text, user_db=user_db)
+        except CellabError as exc:  # a value the files cannot carry (the artifact folder's own path, say)
+            raise OperationFailed(str(exc), field="params.profile_yaml") from None
         with self._lock:
             self._flavour, self._profile, self._run_dir = flavour, profile, run_dir
             self._daemons = daemons_for(flavour, profile)

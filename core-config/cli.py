@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cellab.errors import InputError
+from cellab.inputs import check_imsi
 
 from . import ferret
 from .profile import FLAVOURS, CoreProfile, load_profile
@@ -21,6 +22,7 @@ db_app = typer.Typer(help="A local FerretDB (MongoDB wire on SQLite) for labs wi
 app.add_typer(subscribers_app, name="subscribers")
 app.add_typer(db_app, name="db")
 console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 # listings are read by scripts too: a pipe's 80 columns would cut IMSIs
 wide_console = Console(soft_wrap=True, width=max(console.width, 120))
 
@@ -46,7 +48,8 @@ def render(profile: Path = typer.Argument(..., help="core profile YAML"),
     chosen = _flavour(flavour, prof)
     csv_text = None
     if subscribers is not None:
-        csv_text = srsepc_csv(load_subscribers(subscribers, prof.plmn.mcc + prof.plmn.mnc))
+        # user_db.csv has no APN column (epc.conf names srsEPC's one APN): PLMN and UE pool are checked
+        csv_text = srsepc_csv(load_subscribers(subscribers, profile=prof, check_apn=False))
     for path in do_render(prof, chosen, out, subscribers_csv=csv_text):
         console.print(f"wrote {path}")
 
@@ -66,15 +69,19 @@ def _plmn(plmn: str | None, profile: Path | None) -> tuple[str, CoreProfile | No
         return prof.plmn.mcc + prof.plmn.mnc, prof
     if plmn is None:
         raise InputError("--plmn", "plmn", "give --plmn MCCMNC or --profile PROFILE (IMSIs must start with it)")
-    if not plmn.isdigit() or len(plmn) not in (5, 6):
-        raise InputError("--plmn", "plmn", "MCC+MNC as 5 or 6 digits, e.g. 00101")
+    if len(plmn) not in (5, 6) or not set(plmn) <= set("0123456789"):
+        raise InputError("--plmn", "plmn", "MCC+MNC as 5 or 6 ASCII digits, e.g. 00101")
     return plmn, None
 
 
 def _db(url: str | None, prof: CoreProfile | None, flavour: str, timeout_s: float):
-    from .db import SubscriberDb
+    from .db import SubscriberDb, check_timeout
 
+    check_timeout(timeout_s)  # before the URL: a bad timeout is not the database's fault
     return SubscriberDb(url or (prof.db_uri if prof else ferret.url_for(ferret.DEFAULT_PORT)), flavour, timeout_s)
+
+
+TIMEOUT_HELP = "database request timeout in seconds (0 < s <= 3600)"
 
 
 DB_HELP = "MongoDB URL, e.g. mongodb://127.0.0.1:27017/open5gs (default: the profile's db_uri)"
@@ -86,12 +93,12 @@ def subscribers_add(file: Path = typer.Argument(..., help="CSV or YAML: imsi, k,
                     db: str = typer.Option(None, help=DB_HELP), flavour: str = typer.Option(None),
                     profile: Path = typer.Option(None, help="core profile: PLMN, db_uri, flavour"),
                     plmn: str = typer.Option(None, help="MCC+MNC digits the IMSIs start with"),
-                    timeout_s: float = typer.Option(5.0, help="database request timeout")) -> None:
+                    timeout_s: float = typer.Option(5.0, help=TIMEOUT_HELP)) -> None:
     """Validate the whole FILE, then upsert every subscriber (adding twice leaves one document each)."""
     from .subscribers import load_subscribers
 
     prefix, prof = _plmn(plmn, profile)
-    subs = load_subscribers(file, prefix)
+    subs = load_subscribers(file, prefix, prof)  # with a profile: its APNs and UE subnet too
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
         inserted, updated = store.upsert(subs)
     console.print(f"{len(subs)} subscribers: {inserted} added, {updated} updated")
@@ -99,11 +106,13 @@ def subscribers_add(file: Path = typer.Argument(..., help="CSV or YAML: imsi, k,
 
 @subscribers_app.command("list")
 def subscribers_list(db: str = typer.Option(None, help=DB_HELP), flavour: str = typer.Option(None),
-                     profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0)) -> None:
-    """List subscribers with K and OPc masked."""
+                     profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0, help=TIMEOUT_HELP)
+                     ) -> None:
+    """List subscribers with K and OPc masked; a stored document that is no valid subscriber is named (IMSI,
+    fields) on stderr, its values never shown, and the exit status is 1."""
     prof = load_profile(profile) if profile else None
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
-        subs = store.list()
+        subs, invalid = store.list_checked()
     table = Table("imsi", "k", "opc/op", "amf", "apn", "ip", "sqn", "qci")
     for column in table.columns:
         column.no_wrap = True  # an IMSI split over two lines cannot be copied or grepped
@@ -112,13 +121,18 @@ def subscribers_list(db: str = typer.Option(None, help=DB_HELP), flavour: str = 
         table.add_row(sub.imsi, row["k"], row["opc"] or row["op"], sub.amf, sub.apn, sub.static_ip or "dynamic",
                       str(sub.sqn), str(sub.qci))
     wide_console.print(table)
-    console.print(f"{len(subs)} subscribers")
+    for problem in invalid:
+        err_console.print(f"invalid: {problem}", markup=False, highlight=False)
+    console.print(f"{len(subs)} subscribers" + (f", {len(invalid)} invalid (not shown)" if invalid else ""))
+    if invalid:
+        raise typer.Exit(1)
 
 
 @subscribers_app.command("remove")
 def subscribers_remove(imsis: list[str] = typer.Argument(..., help="IMSIs, or a CSV/YAML file of subscribers"),
                        db: str = typer.Option(None, help=DB_HELP), flavour: str = typer.Option(None),
-                       profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0)) -> None:
+                       profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0, help=TIMEOUT_HELP)
+                       ) -> None:
     """Remove subscribers by IMSI (or every IMSI of a file)."""
     from .subscribers import load_subscribers
 
@@ -126,10 +140,12 @@ def subscribers_remove(imsis: list[str] = typer.Argument(..., help="IMSIs, or a 
     for item in imsis:
         if Path(item).is_file():
             targets += [s.imsi for s in load_subscribers(item)]
-        elif item.isdigit() and len(item) == 15:
-            targets.append(item)
         else:
-            raise InputError(item, "imsi", "neither a 15-digit IMSI nor a subscriber file")
+            try:
+                targets.append(check_imsi(item))
+            except ValueError:
+                raise InputError("imsis", "imsi", "an argument is neither a 15-digit IMSI nor a subscriber file",
+                                 ["15 ASCII digits", "a CSV/YAML subscriber file"]) from None
     prof = load_profile(profile) if profile else None
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
         removed = store.remove(targets)
@@ -139,8 +155,10 @@ def subscribers_remove(imsis: list[str] = typer.Argument(..., help="IMSIs, or a 
 @subscribers_app.command("export")
 def subscribers_export(out: Path = typer.Argument(..., help="srsEPC user_db.csv to write"),
                        db: str = typer.Option(None, help=DB_HELP), flavour: str = typer.Option(None),
-                       profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0)) -> None:
-    """Write the database's subscribers as srsEPC's user_db.csv (mode 0600: it holds K and OPc)."""
+                       profile: Path = typer.Option(None), timeout_s: float = typer.Option(5.0, help=TIMEOUT_HELP)
+                       ) -> None:
+    """Write the database's subscribers as srsEPC's user_db.csv (mode 0600: it holds K and OPc); refused
+    whole, writing nothing, when a stored subscriber is invalid."""
     from .subscribers import srsepc_csv
 
     prof = load_profile(profile) if profile else None

@@ -5,17 +5,22 @@ by IMSI, so adding a file twice leaves one document per subscriber."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from pymongo import MongoClient, ReplaceOne
-from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
+from pymongo.errors import BulkWriteError, ConfigurationError, InvalidURI, PyMongoError
 
 from cellab.errors import CellabError, InputError
 
-from .subscribers import Subscriber, document, from_document
+from .subscribers import StoredSubscriberError, Subscriber, document, from_document
 
 DEFAULT_TIMEOUT_S = 5.0
+MAX_TIMEOUT_S = 3600.0
 DEFAULT_DB = {"nextepc": "nextepc"}  # everything else: open5gs
+# a run of 32 hex digits in a server's message may be a K or OPc (pymongo quotes documents in some errors)
+_SECRET_LIKE = re.compile(r"[0-9A-Fa-f]{32}")
 
 
 class DatabaseError(CellabError):
@@ -25,10 +30,11 @@ class DatabaseError(CellabError):
 class SubscriberDb:
     def __init__(self, url: str, flavour: str = "open5gs", timeout_s: float = DEFAULT_TIMEOUT_S):
         self.url, self.flavour = url, flavour
+        check_timeout(timeout_s)
         if not url.startswith(("mongodb://", "mongodb+srv://")):
             raise InputError("--db", "url", f"{_redact(url)} is not a MongoDB URL",
                              allowed=["mongodb://HOST[:PORT]/[DATABASE]", "mongodb+srv://..."])
-        ms = int(timeout_s * 1000)
+        ms = max(1, round(timeout_s * 1000))
         try:
             self.client: MongoClient = MongoClient(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms,
                                                    socketTimeoutMS=ms, timeoutMS=ms)
@@ -46,10 +52,16 @@ class SubscriberDb:
     def _run(self, what: str, fn: Any) -> Any:
         try:
             return fn()
+        except BulkWriteError as exc:
+            # its text quotes the documents (K, OPc): keep the server's messages only
+            errors = exc.details.get("writeErrors") or []
+            reasons = "; ".join(f"write {e.get('index')}: {e.get('errmsg', 'refused')}" for e in errors[:5])
+            raise DatabaseError(f"database {_redact(self.url)}: {what} failed: "
+                                f"{_scrub(reasons or 'write refused')}") from None
         except PyMongoError as exc:
             # pymongo appends its timeouts and a topology dump: keep the reason
             first = str(exc).split(" (configured timeouts")[0].split(", Timeout:")[0]
-            raise DatabaseError(f"database {_redact(self.url)}: {what} failed: {first}") from None
+            raise DatabaseError(f"database {_redact(self.url)}: {what} failed: {_scrub(first)}") from None
 
     def check(self) -> None:
         self._run("ping", lambda: self.client.admin.command("ping"))
@@ -62,8 +74,23 @@ class SubscriberDb:
         return result.upserted_count, result.matched_count
 
     def list(self) -> list[Subscriber]:
+        """Every stored subscriber; StoredSubscribersError (fields named, no values) when one is invalid."""
+        subs, problems = self.list_checked()
+        if problems:
+            raise StoredSubscribersError(self.url, problems)
+        return subs
+
+    def list_checked(self) -> tuple[list[Subscriber], list[StoredSubscriberError]]:
+        """(valid subscribers, one error per stored document that is none): a malformed K or OPc is named,
+        never shown."""
         docs = self._run("list", lambda: list(self.collection.find({}, {"_id": 0}).sort("imsi", 1)))
-        return [from_document(d) for d in docs]
+        subs, problems = [], []
+        for doc in docs:
+            try:
+                subs.append(from_document(doc))
+            except StoredSubscriberError as exc:
+                problems.append(exc)
+        return subs, problems
 
     def documents(self) -> list[dict[str, Any]]:
         return self._run("read", lambda: list(self.collection.find({}, {"_id": 0}).sort("imsi", 1)))
@@ -71,6 +98,30 @@ class SubscriberDb:
     def remove(self, imsis: list[str]) -> int:
         self.check()
         return self._run("remove", lambda: self.collection.delete_many({"imsi": {"$in": imsis}})).deleted_count
+
+
+class StoredSubscribersError(DatabaseError):
+    def __init__(self, url: str, problems: list[StoredSubscriberError]):
+        self.problems = problems
+        super().__init__(f"database {_redact(url)}: {len(problems)} stored subscribers are invalid (values not "
+                         "shown):\n" + "\n".join(str(p) for p in problems))
+
+
+def check_timeout(timeout_s: float, option: str = "--timeout-s") -> float:
+    """A request timeout: finite, above 0, at most MAX_TIMEOUT_S (NaN, inf, 0 and negatives are refused
+    here, naming the option, not as a database error)."""
+    try:
+        value = float(timeout_s)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise InputError(option, "timeout", f"{timeout_s} is not a usable timeout",
+                         [f"seconds, 0 < s <= {MAX_TIMEOUT_S:g}"])
+    return value
+
+
+def _scrub(text: str) -> str:
+    return _SECRET_LIKE.sub("****", text)
 
 
 def _redact(url: str) -> str:

@@ -7,15 +7,18 @@ addresses between the daemons keep each flavour's loopback defaults (../shared/s
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from cellab.contracts.base import Model
 from cellab.contracts.identity import NetworkIdentity
 from cellab.errors import InputError, from_validation_error
-from cellab.inputs import read_yaml
+from cellab.inputs import check_ip, read_yaml
+
+from .subscribers import AMBR_MAX_KBPS, APN_PATTERN, NON_GBR_QCIS
 
 Flavour = Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
 FLAVOURS: tuple[str, ...] = ("open5gs", "open5gs-2.6", "nextepc", "srsepc")
@@ -23,32 +26,54 @@ CIPHERING = Literal["EEA0", "EEA1", "EEA2"]
 INTEGRITY = Literal["EIA0", "EIA1", "EIA2"]
 
 
+# Every string of a profile reaches a rendered file (YAML, srsEPC's INI): each has a grammar, and none admits a
+# line break, a quote, '#', or a character that is not printable ASCII. Patterns are matched by pydantic's
+# Rust engine, where `$` is the end of the text and `[0-9]`/`[A-Za-z]` are ASCII only (`\d` would take any
+# Unicode digit).
+NETWORK_NAME = r"^[A-Za-z0-9._-]([A-Za-z0-9 ._-]{0,30}[A-Za-z0-9._-])?$"
+NETWORK_NAME_FORM = "1..32 of ASCII letters, digits, '.', '_', '-' and inner spaces"
+# mongodb[+srv]://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/[DATABASE]][?OPTIONS]; anything else
+# percent-encoded (RFC 3986), as the MongoDB URI format wants
+_CRED = r"[A-Za-z0-9._~%+-]+"
+DB_URI = re.compile(
+    rf"mongodb(?:\+srv)?://(?:{_CRED}(?::{_CRED})?@)?(?P<hosts>[^/?@]+)"
+    r"(?:/(?P<db>[A-Za-z0-9_-]{0,63})(?:\?[A-Za-z0-9._~%=&+-]*)?)?")
+DB_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?")
+DB_URI_FORM = "mongodb://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]]/[DATABASE][?OPTIONS] (others %-encoded)"
+LOG_DIR_COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+LOG_DIR_FORM = "an absolute path of ASCII letters, digits, '_', '.', '-' (no '..'), outside the system folders"
+# where a daemon running as root must not be told to write its logs
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr")
+SYSTEM_DIRS_ALLOWED = ("/usr/local/var",)  # Open5GS's own default log folder when built with prefix /usr/local
+
+
 class Plmn(Model):
-    mcc: str = Field(pattern=r"^\d{3}$", description="3 digits, e.g. '001'")
-    mnc: str = Field(pattern=r"^\d{2,3}$", description="2 or 3 digits, e.g. '01'")
+    mcc: str = Field(pattern=r"^[0-9]{3}$", description="3 ASCII digits, e.g. '001'")
+    mnc: str = Field(pattern=r"^[0-9]{2,3}$", description="2 or 3 ASCII digits, e.g. '01'")
 
 
 class Mme(Model):
-    name: str = Field("cellab-mme0", pattern=r"^[A-Za-z0-9._-]{1,64}$")
+    name: str = Field("cellab-mme0", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="S1AP MMEname")
     group_id: int = Field(2, ge=0, le=65535, description="MME group id (GUMMEI)")
     code: int = Field(1, ge=0, le=255, description="MME code (GUMMEI)")
     s1ap_addr: str = Field("127.0.0.2", description="S1-MME address the eNB dials (its mme_addr)")
-    network_name: str = Field("cellab", min_length=1, max_length=32)
+    network_name: str = Field("cellab", pattern=NETWORK_NAME, description=NETWORK_NAME_FORM)
     integrity_order: list[INTEGRITY] = Field(default_factory=lambda: ["EIA2", "EIA1", "EIA0"], min_length=1)
     ciphering_order: list[CIPHERING] = Field(default_factory=lambda: ["EEA0", "EEA1", "EEA2"], min_length=1)
 
     @field_validator("s1ap_addr")
     @classmethod
     def _ip(cls, value: str) -> str:
-        return _check_ip(value)
+        return check_ip(value, what="s1ap_addr")
 
 
 class Apn(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
-    qci: int = Field(9, ge=1, le=9)
+    name: str = Field(pattern=APN_PATTERN, max_length=63, description="APN network identifier (TS 23.003 §9.1)")
+    qci: int = Field(9, ge=min(NON_GBR_QCIS), le=max(NON_GBR_QCIS),
+                     description="the default bearer's QCI: non-GBR, 5..9 (TS 23.203 Table 6.1.7)")
     arp_priority: int = Field(8, ge=1, le=15)
-    ambr_downlink_kbps: int = Field(1_000_000, ge=1)
-    ambr_uplink_kbps: int = Field(1_000_000, ge=1)
+    ambr_downlink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)
+    ambr_uplink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)
 
 
 class CoreProfile(Model):
@@ -60,10 +85,12 @@ class CoreProfile(Model):
     gtpu_addr: str = Field("127.0.0.6", description="S1-U address the eNB sends GTP-U to (SGW-U)")
     apns: list[Apn] = Field(default_factory=lambda: [Apn(name="internet")], min_length=1)
     ue_subnet: str = Field("10.45.0.0/16", description="IPv4 pool of the UEs; the gateway is its first address")
-    dns: list[str] = Field(default_factory=lambda: ["8.8.8.8", "8.8.4.4"])
+    dns: list[Annotated[str, AfterValidator(lambda v: check_ip(v, what="DNS server"))]] = Field(
+        default_factory=lambda: ["8.8.8.8", "8.8.4.4"])
     mtu: int = Field(1400, ge=576, le=9000)
-    db_uri: str = Field("mongodb://127.0.0.1:27017/open5gs", pattern=r"^mongodb(\+srv)?://")
-    log_dir: str = Field("/var/log/cellab-core", description="where the daemons write their logs")
+    db_uri: str = Field("mongodb://127.0.0.1:27017/open5gs", max_length=512, description=DB_URI_FORM)
+    log_dir: str = Field("/var/log/cellab-core", max_length=256, description="where the daemons write their logs: "
+                         + LOG_DIR_FORM)
 
     @field_validator("tacs")
     @classmethod
@@ -78,12 +105,17 @@ class CoreProfile(Model):
     @field_validator("gtpu_addr")
     @classmethod
     def _gtpu(cls, value: str) -> str:
-        return _check_ip(value)
+        return check_ip(value, what="gtpu_addr")
 
-    @field_validator("dns")
+    @field_validator("db_uri")
     @classmethod
-    def _dns(cls, value: list[str]) -> list[str]:
-        return [_check_ip(v) for v in value]
+    def _db_uri(cls, value: str) -> str:
+        return check_db_uri(value)
+
+    @field_validator("log_dir")
+    @classmethod
+    def _log_dir(cls, value: str) -> str:
+        return check_log_dir(value)
 
     @field_validator("ue_subnet")
     @classmethod
@@ -98,9 +130,31 @@ class CoreProfile(Model):
 
     @model_validator(mode="after")
     def _apns_distinct(self) -> CoreProfile:
-        names = [a.name for a in self.apns]
+        names = [a.name.lower() for a in self.apns]  # APNs are case-insensitive (TS 23.003 §9.1)
         if len(set(names)) != len(names):
             raise ValueError("apns: names must be distinct")
+        return self
+
+    @model_validator(mode="after")
+    def _addresses_outside_the_ue_pool(self) -> CoreProfile:
+        # the UE subnet is routed into the tunnel device: an S1 address inside it (the gateway above all, which
+        # the PGW/UPF/SPGW takes for itself) would be unreachable from the eNB or taken twice
+        net = ipaddress.IPv4Network(self.ue_subnet)
+        for field, value in (("gtpu_addr", self.gtpu_addr), ("mme.s1ap_addr", self.mme.s1ap_addr)):
+            addr = ipaddress.ip_address(value)
+            if addr == ipaddress.ip_address(self.gateway):
+                raise ValueError(f"{field}: {value} is the UE gateway of ue_subnet {self.ue_subnet}: the S1 side "
+                                 "needs an address outside the UE pool")
+            if addr in net:
+                raise ValueError(f"{field}: {value} is inside ue_subnet {self.ue_subnet}: the S1 side needs an "
+                                 "address outside the UE pool")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_its_flavour(self) -> CoreProfile:
+        problems = flavour_problems(self, self.flavour)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
@@ -113,12 +167,49 @@ class CoreProfile(Model):
         return ipaddress.IPv4Network(self.ue_subnet).prefixlen
 
 
-def _check_ip(value: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IP address") from None
+def check_db_uri(value: str) -> str:
+    """A MongoDB URI to the grammar above: the hosts, a port in 1..65535, a database name MongoDB accepts."""
+    match = DB_URI.fullmatch(value)
+    hosts = match.group("hosts").split(",") if match else []
+    if not match or not all(DB_HOST.fullmatch(h) for h in hosts):
+        raise ValueError(f"not a MongoDB URI of the form {DB_URI_FORM}")
+    for host in hosts:
+        port = DB_HOST.fullmatch(host).group("port")  # type: ignore[union-attr]
+        if port is not None and not 1 <= int(port) <= 65535:
+            raise ValueError(f"port {port} is outside 1..65535")
     return value
+
+
+def check_log_dir(value: str) -> str:
+    folder = value.rstrip("/") if value != "/" else value
+    parts = folder.split("/")
+    if (not folder.startswith("/") or len(parts) < 2 or
+            not all(LOG_DIR_COMPONENT.fullmatch(p) and p not in (".", "..") for p in parts[1:])):
+        raise ValueError(f"log_dir must be {LOG_DIR_FORM}")
+    if any(folder == d or folder.startswith(d + "/") for d in SYSTEM_DIRS) and not any(
+            folder == d or folder.startswith(d + "/") for d in SYSTEM_DIRS_ALLOWED):
+        raise ValueError(f"log_dir {folder} is a system folder; the daemons run as root: "
+                         f"choose one outside {', '.join(SYSTEM_DIRS)}")
+    return value
+
+
+def flavour_problems(profile: CoreProfile, flavour: str) -> list[str]:
+    """What one flavour cannot carry of a profile (srsEPC: one TAC, one APN, IPv4 S1 and DNS addresses)."""
+    problems = []
+    if flavour == "srsepc":
+        if len(profile.tacs) != 1:
+            problems.append(f"tacs: srsEPC serves one TAC (epc.conf `tac`), the profile lists {len(profile.tacs)}")
+        if len(profile.apns) != 1:
+            problems.append(f"apns: srsEPC serves one APN (epc.conf `apn`), the profile lists {len(profile.apns)}")
+        for field, value in (("mme.s1ap_addr", profile.mme.s1ap_addr), ("gtpu_addr", profile.gtpu_addr),
+                             *((f"dns[{i}]", d) for i, d in enumerate(profile.dns[:1]))):
+            try:
+                version = ipaddress.ip_address(value).version
+            except ValueError:
+                version = 0  # not an address at all: the field's own check, or the renderer's, says so
+            if version == 6:
+                problems.append(f"{field}: srsEPC binds and announces IPv4 only, not {value}")
+    return problems
 
 
 def load_profile(path: str | Path) -> CoreProfile:

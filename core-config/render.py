@@ -3,7 +3,12 @@
 Open5GS 2.7+ (`server:`/`client:` lists of `address:`), Open5GS 2.6 (`- addr:` lists), NextEPC 0.3.10
 (per-daemon YAML + freeDiameter peers) and srsEPC (epc.conf INI). Keys and layouts: anchors.md §2; the
 internal loopback addresses between daemons are each project's defaults. Files are built as data and
-emitted by the YAML/INI writers, so what we write always parses back."""
+emitted by the YAML/INI writers, so what we write always parses back.
+
+Every value is checked before it is written (`_check_yaml`, `_check_ini`, `_check_fd`): the profile's own
+grammar refuses bad values first, and the renderers refuse (InputError naming the file, the key and the
+allowed form) what a format cannot carry: a line break or '[' line would otherwise start a new INI section
+of a daemon that runs as root."""
 
 from __future__ import annotations
 
@@ -14,7 +19,16 @@ from typing import Any
 
 import yaml
 
-from .profile import CoreProfile
+from cellab.errors import InputError
+from cellab.inputs import text_problem
+
+from .profile import CoreProfile, flavour_problems
+
+# printable ASCII, no line break: a YAML string, an INI value (boost's reader also strips blanks and cuts
+# at '#'), a double-quoted freeDiameter string (no '"' or '\')
+VALUE_FORM = "printable ASCII on one line"
+INI_SPECIAL = "#"
+FD_SPECIAL = '"\\;'
 
 # Open5GS defaults: mme .2, sgwc .3, smf .4, hss .8, pcrf .9, sgwu .6, upf .7
 O5_MME, O5_SGWC, O5_SMF, O5_SGWU, O5_UPF, O5_HSS, O5_PCRF = (f"127.0.0.{n}" for n in (2, 3, 4, 6, 7, 8, 9))
@@ -175,6 +189,7 @@ _FD_DICTS = ("dict_rfc5777", "dict_mip6i", "dict_nasreq", "dict_nas_mipv6", "dic
 
 
 def freediameter_conf(daemon: str, realm: str = "localdomain") -> str:
+    _check_fd(f"freeDiameter/{daemon}.conf", "Realm", realm)
     listen, peer = _FD_PEERS[daemon]
     dicts = _FD_DICTS + (("dict_s6a",) if daemon in ("mme", "hss") else ())
     lines = [f'Identity = "{daemon}.{realm}";', f'Realm = "{realm}";', "No_SCTP;", f'ListenOn = "{listen}";',
@@ -201,6 +216,7 @@ def srsepc_conf(p: CoreProfile, user_db: Path | None = None) -> str:
                    "max_paging_queue": "100"}
     ini["pcap"] = {"enable": "false", "filename": "epc.pcap"}
     ini["log"] = {"all_level": "info", "all_hex_limit": "32", "filename": log_file}
+    _check_ini("epc.conf", ini)
     text = io.StringIO()
     text.write(f"# srsEPC configuration rendered by cellab from profile {p.name}\n")
     ini.write(text)
@@ -212,8 +228,46 @@ def _srs_integrity(p: CoreProfile) -> str:
     return next((a for a in p.mme.integrity_order if a != "EIA0"), "EIA1")
 
 
-def _dump_yaml(data: dict) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+def _check_value(file: str, key: str, value: object, special: str = "") -> None:
+    if isinstance(value, str):
+        problem = text_problem(value, special)
+        if problem:
+            raise InputError(file, key, f"the value {problem}: it cannot be written into {file}",
+                             [VALUE_FORM + (f", without {' '.join(special)}" if special else "")])
+
+
+def _check_yaml(file: str, data: object, key: str = "") -> None:
+    """Every key and string of a YAML file: printable ASCII on one line (the daemons' fields want no more,
+    and a value must read back as the one line it is)."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _check_value(file, f"{key}.{k}" if key else str(k), k)
+            _check_yaml(file, v, f"{key}.{k}" if key else str(k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _check_yaml(file, v, f"{key}[{i}]")
+    else:
+        _check_value(file, key, data)
+
+
+def _check_ini(file: str, ini: configparser.ConfigParser) -> None:
+    """srsEPC reads epc.conf with boost's INI reader: a line break starts a new key or [section], '#' ends the
+    value, blanks around it are dropped."""
+    for section in ini.sections():
+        for key, value in ini[section].items():
+            _check_value(file, f"{section}.{key}", value, INI_SPECIAL)
+
+
+def _check_fd(file: str, key: str, value: str) -> None:
+    _check_value(file, key, value, FD_SPECIAL)
+
+
+def _dump_yaml(data: dict, file: str = "") -> str:
+    _check_yaml(file, data)
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    if yaml.safe_load(text) != data:  # what we write must read back as what we meant
+        raise InputError(file, "", "the rendered YAML does not read back as written")
+    return text
 
 
 def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str | None = None,
@@ -222,21 +276,25 @@ def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str |
     subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one) in `out`,
     or at `user_db` (an absolute path, mode 0600: it holds K and OPc), which epc.conf then names."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    problems = flavour_problems(profile, flavour)
+    if problems:
+        raise InputError(f"core profile {profile.name}", f"flavour {flavour}", "; ".join(problems))
+    _check_value("core profile", "name", profile.name, INI_SPECIAL)  # it is in each file's first comment line
     texts: dict[str, str] = {}
     header = f"# rendered by cellab from core profile {profile.name} ({flavour})\n"
     if flavour == "open5gs":
-        texts = {name: header + _dump_yaml(data) for name, data in open5gs_27(profile).items()}
+        texts = {name: header + _dump_yaml(data, name) for name, data in open5gs_27(profile).items()}
     elif flavour == "open5gs-2.6":
-        texts = {name: header + _dump_yaml(data) for name, data in open5gs_26(profile).items()}
+        texts = {name: header + _dump_yaml(data, name) for name, data in open5gs_26(profile).items()}
     elif flavour == "nextepc":
-        texts = {name: header + _dump_yaml(data) for name, data in nextepc(profile, out.resolve()).items()}
+        texts = {name: header + _dump_yaml(data, name) for name, data in nextepc(profile, out.resolve()).items()}
         for daemon in _FD_PEERS:
             texts[f"freeDiameter/{daemon}.conf"] = freediameter_conf(daemon)
     elif flavour == "srsepc":
         from .subscribers import SRSEPC_CSV_HEADER
 
         texts = {"epc.conf": srsepc_conf(profile, user_db)}
+        out.mkdir(parents=True, exist_ok=True)
         db_path = user_db or out / "user_db.csv"
         db_path.touch(mode=0o600)
         db_path.write_text(subscribers_csv or SRSEPC_CSV_HEADER)
@@ -246,6 +304,8 @@ def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str |
         from .profile import FLAVOURS
 
         raise ValueError(f"unknown flavour {flavour!r} (allowed: {', '.join(FLAVOURS)})")
+    # every file is built and checked before the first is written: a refused value leaves no half a config
+    out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in texts.items():
         path = out / name

@@ -16,11 +16,20 @@ class Band(NamedTuple):
     n_dl_max: int  # last DL EARFCN of the band
     f_ul_low_mhz: float
     n_offs_ul: int
+    n_ul_max: int | None = None  # last UL EARFCN, when the uplink is narrower than the downlink (band 66)
 
     @property
     def f_dl_high_mhz(self) -> float:
         # the band's upper edge: one 100 kHz raster step past its last EARFCN
         return round(self.f_dl_low_mhz + 0.1 * (self.n_dl_max - self.n_offs_dl + 1), 1)
+
+    @property
+    def last_ul_earfcn(self) -> int:
+        return self.n_ul_max if self.n_ul_max is not None else self.n_offs_ul + self.n_dl_max - self.n_offs_dl
+
+    @property
+    def f_ul_high_mhz(self) -> float:
+        return round(self.f_ul_low_mhz + 0.1 * (self.last_ul_earfcn - self.n_offs_ul + 1), 1)
 
 
 # band, F_DL_low (MHz), N_Offs-DL, last N_DL, F_UL_low (MHz), N_Offs-UL
@@ -42,7 +51,7 @@ FDD_BANDS: tuple[Band, ...] = (
     Band(25, 1930.0, 8040, 8689, 1850.0, 26040),
     Band(26, 859.0, 8690, 9039, 814.0, 26690),
     Band(28, 758.0, 9210, 9659, 703.0, 27210),
-    Band(66, 2110.0, 66436, 67335, 1710.0, 131972),
+    Band(66, 2110.0, 66436, 67335, 1710.0, 131972, 132671),  # DL 2110-2200 MHz, UL only 1710-1780 MHz
 )
 
 # channel bandwidth per n_prb (TS 36.101 Table 5.6-1)
@@ -86,3 +95,17 @@ def fits_in_band(dl_earfcn: int, n_prb: int) -> bool:
     half_mhz = BANDWIDTH_MHZ[n_prb] / 2
     dl_mhz = band.f_dl_low_mhz + 0.1 * (dl_earfcn - band.n_offs_dl)
     return dl_mhz - half_mhz >= band.f_dl_low_mhz - 1e-6 and dl_mhz + half_mhz <= band.f_dl_high_mhz + 1e-6
+
+
+def ul_fits_in_band(dl_earfcn: int, n_prb: int) -> bool:
+    """The uplink channel at the default duplex distance lies inside the band's uplink range (where the
+    uplink is narrower than the downlink, as in band 66, a DL carrier near the top has no uplink)."""
+    band = band_of(dl_earfcn)
+    if band is None:
+        return False
+    half_mhz = BANDWIDTH_MHZ[n_prb] / 2
+    ul_earfcn = dl_earfcn - band.n_offs_dl + band.n_offs_ul
+    if ul_earfcn > band.last_ul_earfcn:
+        return False
+    ul_mhz = band.f_ul_low_mhz + 0.1 * (ul_earfcn - band.n_offs_ul)
+    return ul_mhz - half_mhz >= band.f_ul_low_mhz - 1e-6 and ul_mhz + half_mhz <= band.f_ul_high_mhz + 1e-6

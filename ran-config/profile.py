@@ -7,7 +7,6 @@ live in rules.py, and `load_profile` applies them too.
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,12 +14,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cellab.contracts.identity import NetworkIdentity
 from cellab.errors import InputErrors, from_validation_error
-from cellab.inputs import read_yaml
+from cellab.inputs import check_ip, read_yaml
 
 N_PRB_VALUES = (6, 15, 25, 50, 75, 100)
 SR_PERIODS_MS = (5, 10, 20, 40, 80)  # srsENB's alloc_sr_resources accepts these only (anchors §1.2)
 CQI_PERIODS_MS = (2, 5, 10, 20, 40, 80, 160, 32, 64, 128)
 DSR_TRANS_MAX = (4, 8, 16, 32, 64)
+# Every string below reaches enb.conf (boost's INI reader) or device_args (comma-separated key=value): each
+# has a grammar of printable ASCII without '#', ',' or blanks. Patterns run on pydantic's Rust engine, where
+# `[0-9]` is ASCII (`\d` would take any Unicode digit) and `$` is the end of the text.
+ZMQ_ENDPOINT = r"^tcp://(\*|[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):[0-9]{1,5}$"
+_KV = r"[A-Za-z0-9_]+=[A-Za-z0-9_.:/-]+"
+UHD_EXTRA_ARGS = rf"^({_KV}(,{_KV})*)?$"
+# keys cellab sets from the profile's own fields: extra_args must not set them again behind the rules' back
+UHD_OWN_KEYS = ("type", "serial", "addr", "master_clock_rate", "clock", "time_source", "num_recv_frames",
+                "num_send_frames", "recv_frame_size", "send_frame_size")
 
 
 class Strict(BaseModel):
@@ -28,13 +36,13 @@ class Strict(BaseModel):
 
 
 def _ip(value: str) -> str:
-    return str(ipaddress.ip_address(value))
+    return check_ip(value)  # canonical text; no IPv6 zone id ('%eth0'), no blanks, ASCII only
 
 
 class EnbSection(Strict):
     enb_id: int = Field(0x19B, ge=0, lt=1 << 20, description="20-bit eNB id")
-    mcc: str = Field("001", pattern=r"^\d{3}$")
-    mnc: str = Field("01", pattern=r"^\d{2,3}$")
+    mcc: str = Field("001", pattern=r"^[0-9]{3}$", description="3 ASCII digits")
+    mnc: str = Field("01", pattern=r"^[0-9]{2,3}$", description="2 or 3 ASCII digits")
     mme_addr: str = "127.0.1.100"
     gtp_bind_addr: str = "127.0.1.1"
     s1c_bind_addr: str = "127.0.1.1"
@@ -52,22 +60,46 @@ class UhdDevice(Strict):
     addr: str | None = Field(None, description="the USRP's IP address (X3xx, N3xx)")
     clock_source: Literal["internal", "external", "gpsdo"] = "internal"
     time_source: Literal["internal", "external", "gpsdo"] = "internal"
-    master_clock_rate_hz: float | None = Field(None, gt=0, description="default: per family and n_prb")
-    extra_args: str = Field("", pattern=r"^[A-Za-z0-9_=.,:/-]*$", description="more UHD device args")
+    master_clock_rate_hz: float | None = Field(None, gt=0, le=1e9, description="default: per family and n_prb")
+    extra_args: str = Field("", max_length=256, pattern=UHD_EXTRA_ARGS,
+                            description="more UHD device args: KEY=VALUE[,KEY=VALUE...]")
 
     @field_validator("addr")
     @classmethod
     def _addr(cls, value: str | None) -> str | None:
         return None if value is None else _ip(value)
 
+    @field_validator("extra_args")
+    @classmethod
+    def _extra_args(cls, value: str) -> str:
+        keys = [kv.split("=", 1)[0] for kv in value.split(",") if kv]
+        own = [k for k in keys if k in UHD_OWN_KEYS]
+        if own:
+            raise ValueError(f"{own[0]} is set from the profile's own fields (family, serial, addr, "
+                             f"master_clock_rate_hz, clock_source, time_source): set it there, where the rules "
+                             f"check it; extra_args may not repeat {', '.join(UHD_OWN_KEYS)}")
+        if len(set(keys)) != len(keys):
+            raise ValueError("a key appears twice")
+        return value
+
 
 class ZmqDevice(Strict):
     kind: Literal["zmq"]
-    tx_port: str = Field("tcp://*:2000", pattern=r"^tcp://[A-Za-z0-9.*-]+:\d{1,5}$")
-    rx_port: str = Field("tcp://localhost:2001", pattern=r"^tcp://[A-Za-z0-9.*-]+:\d{1,5}$")
-    base_srate_hz: float = Field(23.04e6, gt=0)
+    tx_port: str = Field("tcp://*:2000", pattern=ZMQ_ENDPOINT, description="tcp://HOST:PORT, PORT 1..65535")
+    rx_port: str = Field("tcp://localhost:2001", pattern=ZMQ_ENDPOINT, description="tcp://HOST:PORT, PORT 1..65535")
+    base_srate_hz: float = Field(23.04e6, gt=0, le=(1 << 32) - 1,
+                                 description="srsRAN's ZMQ radio rate (a uint32 of Hz): an integer multiple of the "
+                                 "cell's sample rate")
     fail_on_disconnect: bool = True
     id: str = Field("enb", pattern=r"^[A-Za-z0-9_]{1,16}$")
+
+    @field_validator("tx_port", "rx_port")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        port = int(value.rpartition(":")[2])
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is outside 1..65535")
+        return value
 
 
 class RfSection(Strict):
