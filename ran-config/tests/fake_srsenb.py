@@ -2,7 +2,8 @@
 line, writes the JSON report (a banner, then pretty-printed concatenated objects) with one UE whose
 RRCConnectionSetup carries the sr-ConfigIndex of the configured SR period (offset 0, as srsENB gives the
 first UE), and echoes stdin commands to the console. `FAKE_SRSENB_ERROR=line` exits with that line;
-`FAKE_SRSENB_UES=n` reports n connected UEs (RNTIs 70, 71, ...) in its metrics."""
+`FAKE_SRSENB_UES=n` reports n connected UEs (RNTIs 70, 71, ...) in its metrics. Its PHY log (enb.log) gets
+srsenb's PUCCH lines at each SR occasion of RNTI 70, with sr=yes at every third."""
 
 import json
 import os
@@ -37,7 +38,15 @@ asn1 = json.dumps([{"DL-CCCH-Message": {"message": {"c1": {"rrcConnectionSetup":
 objs = [{"type": "event", "timestamp": time.time(), "event_name": "rrc_log",
          "event_data": {"rnti": 70, "asn1_message": asn1}}]
 rntis = range(70, 70 + int(os.environ.get("FAKE_SRSENB_UES", "1")))
+phy_log = open(os.path.join(conf_dir, "enb.log"), "w")
 for i in range(1000):
+    for k in range(200 // period):  # 200 ms of SR occasions per loop, at the TTI clock
+        tti = (i * 200 + k * period) % 10240
+        t = time.time() + k * period / 1000
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}"
+        phy_log.write(f"{stamp} [PHY0   ] [I] [{tti:5d}] PUCCH: cc=0; rnti=0x46, f=1, n_pucch=0, "
+                      f"dmrs_corr=0.990, snr=30.0 dB, corr=0.990, sr={'yes' if k % 3 == 0 else 'no'}, ta=0.0 us\n")
+    phy_log.flush()
     objs.append({"type": "metrics", "timestamp": time.time(), "cell_list": [{"cell_container": {
         "carrier_id": 0, "pci": 1, "ue_list": [{"ue_container": {"ue_rnti": rnti, "dl_cqi": 15.0,
                                                                  "dl_bitrate": 1000.0 * i, "ul_bsr": i,

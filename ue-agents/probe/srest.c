@@ -435,6 +435,20 @@ void sr_estimate(const struct sr_params *p, const struct sr_inputs *in, struct s
                           "ambiguous";
         return;
     }
+    /* On a stack slower than real time every distortion widens the waits, none narrows them: its speed
+     * wanders within the run, and srsue over ZMQ repeats an unanswered SR only 2-4 occasions later (the
+     * eNB's own receptions show it: SR 5 ms receptions 10-20 ms apart). So a fit naming P there cannot
+     * rule out P/2: both stay candidates (measured: SR 5 named 10 at 1.3-1.4 ms per TTI). */
+    if (in->tti_ms > 1.1 && v->ping_period_ms >= 10) {
+        v->period_ms = 0;
+        v->confidence = "none";
+        v->ambiguous = 1;
+        v->candidates_ms[v->n_candidates++] = v->ping_period_ms / 2;
+        v->candidates_ms[v->n_candidates++] = v->ping_period_ms;
+        v->reason = "the stack runs slower than real time (the download's TTI is longer than 1.1 ms): its waits only "
+                    "widen, so the fitted period cannot be told from half of it: ambiguous";
+        return;
+    }
     v->period_ms = v->ping_period_ms;
     if (v->ping_margin_nats < SR_FIT_MIN_NATS) {
         v->confidence = "medium";

@@ -1,0 +1,158 @@
+"""`make bench BENCH=sr`: the SR-period validation on `virtual` and `srsran-zmq` side by side.
+
+The same probe campaign on each lab (SR 5/10/20/40/80 ms, REPEATS runs each, 30 idle-uplink probes up to the
+probe's budget, then a 2 s download): per lab a confusion matrix (configured period x estimate, with "amb." for
+an ambiguous answer and "none" for no answer, and the period the eNB's own SR receptions implied as a column),
+accuracy with a Wilson 95 % interval (no answer counts as not right), the confident wrong answers (a period
+named that is not the truth: the number that must stay 0), and the probes each run needed.
+
+srsran-zmq needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN): skipped, saying
+why, otherwise. Its stack runs slower than real time on a loaded host: the eNB's TTI rate is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cellab.errors import CellabError
+
+SR_PERIODS_MS = (5, 10, 20, 40, 80)
+REPEATS = int(os.environ.get("CELLAB_SR_BENCH_REPEATS", "5"))
+LABS = ("virtual", "srsran-zmq")
+
+
+def wilson(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95 % by default); (0, 1) without trials."""
+    if n == 0:
+        return 0.0, 1.0
+    p = right / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def answer_label(row: dict[str, Any]) -> str:
+    if row.get("sr_estimate_ms") is not None:
+        return str(int(row["sr_estimate_ms"]))
+    return "amb." if row.get("sr_ambiguous") else "none"
+
+
+def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Confusion counts, accuracy (Wilson), confident wrong answers, no answers, probes, against the
+    configured period (`sr_true_ms`) and the eNB's effective one where known (`sr_effective_ms`)."""
+    confusion: dict[int, Counter] = {p: Counter() for p in SR_PERIODS_MS}
+    effective: dict[int, Counter] = {p: Counter() for p in SR_PERIODS_MS}
+    right = wrong = none = right_eff = wrong_eff = n_eff = 0
+    for row in rows:
+        truth = int(row["sr_true_ms"])
+        confusion.setdefault(truth, Counter())[answer_label(row)] += 1
+        est = row.get("sr_estimate_ms")
+        right += est == truth
+        wrong += est is not None and est != truth
+        none += est is None
+        if row.get("sr_effective_ms") is not None:
+            eff = int(row["sr_effective_ms"])
+            effective.setdefault(truth, Counter())[str(eff)] += 1
+            n_eff += 1
+            right_eff += est == eff
+            wrong_eff += est is not None and est != eff
+    probes = [int(r["sr_probes_used"]) for r in rows if r.get("sr_probes_used") is not None]
+    out = {"n": len(rows), "right": right, "confident_wrong": wrong, "no_answer": none, "confusion": confusion,
+           "effective": effective, "accuracy": right / len(rows) if rows else None, "wilson": wilson(right, len(rows)),
+           "probes_mean": sum(probes) / len(probes) if probes else None, "probes_max": max(probes) if probes else None,
+           "n_effective": n_eff, "right_effective": right_eff, "confident_wrong_effective": wrong_eff}
+    speeds = [float(r["sr_stack_tti_per_s"]) for r in rows if r.get("sr_stack_tti_per_s")]
+    out["tti_per_s"] = (min(speeds), sum(speeds) / len(speeds), max(speeds)) if speeds else None
+    return out
+
+
+def print_score(lab: str, s: dict[str, Any]) -> None:
+    columns = [str(p) for p in SR_PERIODS_MS] + ["amb.", "none"]
+    print(f"--- {lab}: {s['n']} runs")
+    print(f"  {'SR ms':>6} | " + " ".join(f"{c:>5}" for c in columns) + " | eNB effective (receptions)")
+    for truth in sorted(s["confusion"]):
+        counts = s["confusion"][truth]
+        eff = ", ".join(f"{k} ms x{v}" for k, v in sorted(s["effective"].get(truth, {}).items(), key=lambda kv: int(kv[0])))
+        print(f"  {truth:>6} | " + " ".join(f"{counts.get(c, 0):>5}" for c in columns) + f" | {eff or '-'}")
+    lo, hi = s["wilson"]
+    acc = s["accuracy"]
+    print(f"  accuracy vs configured: {s['right']}/{s['n']} = {acc:.2f} (Wilson 95 % {lo:.2f}-{hi:.2f}); "
+          f"confident wrong: {s['confident_wrong']}; no answer (ambiguous or none): {s['no_answer']}"
+          if acc is not None else "  no runs")
+    if s["n_effective"]:
+        lo, hi = wilson(s["right_effective"], s["n_effective"])
+        print(f"  vs the eNB's effective period: {s['right_effective']}/{s['n_effective']} right "
+              f"(Wilson 95 % {lo:.2f}-{hi:.2f}); confident wrong: {s['confident_wrong_effective']}")
+    if s["probes_mean"] is not None:
+        print(f"  probes per run: mean {s['probes_mean']:.1f}, max {s['probes_max']}")
+    if s["tti_per_s"]:
+        lo_s, mean_s, hi_s = s["tti_per_s"]
+        print(f"  stack speed (eNB TTIs per wall second, 1000 = real time): {lo_s:.0f}-{hi_s:.0f}, mean {mean_s:.0f}")
+
+
+def campaign_yaml(lab: str, repeats: int) -> str:
+    return (f"name: bench-sr-{lab}\nlab: {lab}\nrepeat: {repeats}\norder: {{mode: sequential, seed: 29}}\n"
+            f"factors: {{sr_period_ms: [{', '.join(str(p) for p in SR_PERIODS_MS)}]}}\n"
+            "fixed: {n_prb: 25, cqi_period_ms: 40, attenuation_db: 0, cc: cubic, receiver: exll}\n"
+            "workload: {tool: probe, duration_s: 2, sr_probes: 30}\n"
+            "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 2, backoff_s: 5}\n")
+
+
+def run_lab(lab: str, workdir: Path, repeats: int) -> list[dict[str, Any]]:
+    camp = workdir / f"{lab}.yaml"
+    camp.write_text(campaign_yaml(lab, repeats))
+    out = workdir / lab
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--no-report"],
+                          capture_output=True, text=True, timeout=3600)
+    print(f"{lab}: cellab run took {time.time() - t0:.0f} s (exit {proc.returncode})")
+    folders = sorted(out.iterdir()) if out.exists() else []
+    if not folders:
+        raise CellabError(f"{lab}: no result folder: {proc.stderr[-500:]}")
+    rows = []
+    for metrics_path in sorted((folders[-1] / "runs").glob("*/metrics.json")):
+        m = json.loads(metrics_path.read_text())
+        if m.get("sr_true_ms") is not None:
+            rows.append(m)
+    return rows
+
+
+def skip_reason(lab: str) -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if lab == "srsran-zmq":
+        from cellab.ran.zmqlab import srsran_bin_dir
+
+        try:
+            os.environ.setdefault("CELLAB_SRSRAN_BIN", str(srsran_bin_dir()))
+        except CellabError as exc:
+            return str(exc)
+    return None
+
+
+def main() -> None:
+    load = os.getloadavg()
+    print(f"SR validation, {REPEATS} runs per period; load average at start: {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory(prefix="cellab-bench-sr-") as tmp:
+        for lab in LABS:
+            reason = skip_reason(lab)
+            if reason:
+                print(f"--- {lab}: skipped: {reason}")
+                continue
+            print_score(lab, score(run_lab(lab, Path(tmp), REPEATS)))
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
