@@ -219,6 +219,17 @@ def check_consistency(inventory: Inventory, source: str | Path) -> None:
                 errors.append(InputError(source, f"devices.core[{j}].profile", f"the S1-MME address {address} "
                                          f"({core.profile}) is host {others[0].name}'s address, but core {core.name}'s "
                                          f"agent {core.agent} runs on host {core_host.name} ({core_host.address})"))
+    for j, core in enumerate(inventory.devices.core):
+        if core.subscribers is not None and core.profile is not None:  # read as the core agent will provision it
+            from cellab.contracts.registry import load
+
+            try:
+                load("cellab.services", "subscribers", "subscriber file check")(core.subscribers, core.profile,
+                                                                                 core.flavour)
+            except InputErrors as exc:
+                errors += [InputError(source, f"devices.core[{j}].subscribers", e.render()) for e in exc.errors]
+            except InputError as exc:
+                errors.append(InputError(source, f"devices.core[{j}].subscribers", exc.render()))
     for i, enb in enumerate(inventory.devices.enb):
         for j, core in enumerate(inventory.devices.core):
             if enb.profile is None or core.profile is None:

@@ -54,7 +54,7 @@ def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path) -> Pat
                      "profile": str(ROOT / "ran-config" / "examples" / "zmq-25prb.yaml")}],
             "core": [{"name": "epc", "flavour": "srsepc", "agent": "core1",
                       "profile": str(ROOT / "core-config" / "examples" / "srsran-zmq.yaml"),
-                      "subscribers": str(ROOT / "core-config" / "examples" / "subscribers.csv")}],
+                      "subscribers": str(ROOT / "core-config" / "examples" / "subscribers-srsran-zmq.csv")}],
             "attenuators": [{"name": "box", "model": "minicircuits-rc4dat", "transport": "serial", "address": str(pty),
                              "channels": 2, "min_db": 0, "max_db": 95, "step_db": 0.25, "agent": "atten1"}],
             "ues": [{"name": "phone-a", "kind": "virtual", "agent": "ue1", "attenuator": {"attenuator": "box", "channel": 1}},
