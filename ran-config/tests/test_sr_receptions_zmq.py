@@ -1,0 +1,73 @@
+"""The eNB's own SR receptions on the real stack (srsran-zmq): at SR 10 and 40 ms the eNB agent reads srsenb's
+PUCCH SR flags, and each run records the effective pattern beside the configured period. The receptions lie
+on the configured grid; where the UE's effective period differs from the configured one, the run names the
+difference (period, unused occasions, spacing). Skipped, saying why, without the srsRAN bundle or root."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cellab.hostlock import SRSRAN_LOCK, host_lock
+
+BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
+LOCK_WAIT_S = 900.0
+
+
+@pytest.fixture
+def bundle() -> Path:
+    folder = Path(os.environ.get("CELLAB_SRSRAN_BIN", BUNDLE_BIN))
+    if not all((folder / p).is_file() for p in ("srsenb", "srsue", "srsepc")):
+        pytest.skip(f"srsRAN bundle absent: no srsenb/srsue/srsepc in {folder} (../shared/tools/srsran, "
+                    "or set CELLAB_SRSRAN_BIN)")
+    if os.geteuid() != 0:
+        pytest.skip("the srsran-zmq lab needs root (network namespaces, TUN devices)")
+    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):  # another stack finishes first
+        pass
+    return folder
+
+
+@pytest.mark.root
+@pytest.mark.timeout(LOCK_WAIT_S + 600)
+def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path):
+    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
+    camp.write_text("name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\nfactors: {sr_period_ms: [10, 40]}\n"
+                    "fixed: {n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll}\n"
+                    "workload: {tool: probe, duration_s: 2, sr_probes: 20}\n"
+                    "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0}\n")
+    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "120"}
+    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqs",
+                           "--no-report"], capture_output=True, text=True, timeout=900, env=env)
+    log = proc.stdout[-2000:] + proc.stderr[-2000:]
+    [folder] = sorted(out.iterdir())
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        runs = list(db.execute("SELECT run_id, status, error FROM runs ORDER BY idx"))
+    assert [status for _, status, _ in runs] == ["ok", "ok"], (runs, log)
+    seen = {}
+    for run_id, _, _ in runs:
+        run_dir = folder / "runs" / run_id
+        truth = json.loads((run_dir / "manifest.json").read_text())["ground_truth"]
+        period = truth["sr_period_ms"]
+        eff = truth["effective"]["ue0"]  # the eNB saw this UE's SR occasions during the run
+        assert eff["configured_ms"] == period and eff["opportunities"] > 0 and eff["receptions"] >= 3, eff
+        ttis = json.loads((run_dir / "sr_effective.json").read_text())["ue0"]["sr_ttis"]
+        # every reception on the configured grid (one SR offset): their spacings are multiples of the period
+        assert all((b - a) % period == 0 for a, b in zip(ttis, ttis[1:], strict=False)), ttis[:40]
+        if eff["period_ms"] != period:  # the run names the difference: the UE's period and what it left unused
+            assert eff["period_ms"] % period == 0 and truth["sr_effective_ms"] == eff["period_ms"], eff
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert metrics["sr_effective_ms"] == eff["period_ms"] and metrics["sr_outcome"] in ("right", "wrong",
+                                                                                            "no-answer"), metrics
+        assert metrics["sr_outcome"] != "wrong" or not metrics.get("sr_ambiguous"), metrics
+        seen[period] = (eff["period_ms"], eff["receptions"], eff["unused"], eff["spacing_ms"], eff.get("tti_per_s"),
+                        metrics.get("sr_estimate_ms"), metrics.get("sr_candidates_ms"))
+    assert sorted(seen) == [10, 40], seen
+    for period, row in seen.items():
+        print(f"SR {period} ms: effective {row[0]} ms, {row[1]} receptions, {row[2]} unused, spacing {row[3]}, "
+              f"{row[4]} TTI/s; estimate {row[5]} candidates {row[6]}")
