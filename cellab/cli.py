@@ -143,8 +143,10 @@ def run(
             path = write_report(runner.store.root)
             console.print(f"report: {path}")
     aborted = f", aborted: {counts['aborted']} (`--resume` runs them)" if counts.get("aborted") else ""
-    console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}{aborted}")
-    if counts["failed"] or counts.get("aborted"):
+    invalid = (f", invalid: {counts['invalid']} (the lab lost real time; kept out of the statistics)"
+               if counts.get("invalid") else "")
+    console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}{aborted}{invalid}")
+    if counts["failed"] or counts.get("aborted") or counts.get("invalid"):
         raise typer.Exit(1)
 
 

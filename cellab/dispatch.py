@@ -90,7 +90,7 @@ def run_distributed(runner: Runner, slots: int | None = None, cluster: str | Non
     """`client`, `task`: an existing Dask client and a stand-in for the run task (the scale benchmark's
     fleet of sleeping workers)."""
     if client is not None:
-        counts = {"ok": 0, "failed": 0, "aborted": 0}
+        counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
         todo = list(runner.store.pending())
         return _dispatch(runner, client, todo, counts, wait_s=0, task=task) if todo else counts
     from distributed import Client, LocalCluster
@@ -98,7 +98,7 @@ def run_distributed(runner: Runner, slots: int | None = None, cluster: str | Non
     check_slots(slots)
     if (slots is None) == (cluster is None):
         raise InputError("cellab run", "--slots/--cluster", "give one of them", ["--slots N", "--cluster ADDRESS"])
-    counts = {"ok": 0, "failed": 0, "aborted": 0}
+    counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
     todo = list(runner.store.pending())
     if not todo:
         return counts

@@ -72,7 +72,7 @@ class Runner:
             return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
         todo = list(self.store.pending())
         total = len(self.store.planned())
-        counts = {"ok": 0, "failed": 0, "aborted": 0}
+        counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
         if not todo:
             return counts
         by_lab: dict[str, list[PlannedRun]] = {}  # a `lab` factor: each lab's runs on its own instance

@@ -78,6 +78,7 @@ def execute_run(session: LabSession, campaign: Campaign, run: PlannedRun, run_di
     after the record says aborted (the caller stores it)."""
     retry = campaign.retry
     record = RunRecord(run.run_id, "failed", placement=placement(session, **(where or {})), started_at=time.time())
+    # invalid runs (the lab lost real time) are redone like failed ones while attempts remain (retry.max_attempts)
     for attempt in range(1, retry.max_attempts + 1):
         record.attempts = attempt
         if run_dir.exists():
@@ -98,6 +99,8 @@ def execute_run(session: LabSession, campaign: Campaign, run: PlannedRun, run_di
                 error = f"{fault}; the workload saw: {error}"
             log(f"run {run.run_id} attempt {attempt}/{retry.max_attempts} failed: {error}")
             record.error = error
+            # the lab lost real time: what it measured is of the host, so the run is invalid, not failed
+            record.status = "invalid" if isinstance(exc, LabTimingError) else "failed"
             if attempt < retry.max_attempts:
                 time.sleep(retry.backoff_s)
             continue

@@ -27,8 +27,8 @@ from cellab.errors import CellabError
 from cellab.records import PlannedRun, write_atomic, write_json
 from cellab.store_check import check_folder, db_json, read_manifest, read_plan
 
-FINISHED = ("ok", "failed")
-STATUSES = ("pending", "running", "ok", "failed", "aborted")
+FINISHED = ("ok", "failed", "invalid")  # invalid: the lab lost real time; its numbers are of the host, not the model
+STATUSES = ("pending", "running", "ok", "failed", "aborted", "invalid")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS runs (
     idx INTEGER NOT NULL,
     repeat INTEGER NOT NULL,
     factors TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'ok', 'failed', 'aborted')),
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'ok', 'failed', 'aborted', 'invalid')),
     error TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     started_at REAL,
@@ -109,6 +109,9 @@ class ResultStore:
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
             if "placement" not in columns:  # a folder written before runs were placed on workers
                 db.execute("ALTER TABLE runs ADD COLUMN placement TEXT")
+            (table_sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()
+            if "'invalid'" not in table_sql:  # written before runs could be invalid: the CHECK is part of the table
+                _widen_status_check(db)
             self._schema_checked = True
         return _Tx(db)
 
@@ -242,6 +245,21 @@ class ResultStore:
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         return folder
+
+
+def _widen_status_check(db: sqlite3.Connection) -> None:
+    """Rebuild an older `runs` table with today's status list (SQLite cannot alter a CHECK), rows kept."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("ALTER TABLE runs RENAME TO runs_before")
+        db.execute(_SCHEMA.split("CREATE TABLE IF NOT EXISTS ue_runs")[0].strip())  # execute: stays in the transaction
+        names = ", ".join(row[1] for row in db.execute("PRAGMA table_info(runs_before)"))
+        db.execute(f"INSERT INTO runs ({names}) SELECT {names} FROM runs_before")
+        db.execute("DROP TABLE runs_before")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class _Tx:
