@@ -77,10 +77,37 @@ class InventoryLab:
                 raise CellabError(f"{self.inventory.name}: agent {agent.name} answers as role "
                                   f"{described.get('role')!r}, the inventory lists it as {agent.role!r}")
             self.health[agent.name] = {"role": agent.role, "host": agent.host, "version": described.get("version")}
+        self.check_phones(prepare=True)
         if self.core is not None:
             self._start_core()
         if self.enb is not None:
             self._configure_enb(RadioOverrides())
+
+    def check_phones(self, prepare: bool = False) -> None:
+        """Each Android UE is the phone its inventory entry names (swapped serials would put one phone's
+        attenuation on the other, silently); with `prepare`, each is made ready for the cell: Wi-Fi off, mobile
+        data on, awake (a phone left on Wi-Fi would bypass the cell)."""
+        for i, ue in enumerate(self.inventory.devices.ues):
+            if ue.kind != "android":
+                continue
+            try:
+                info = self.controller.request(ue.agent, "phone_info", {}, timeout_s=self.request_s)
+                if prepare:
+                    done = self.controller.request(ue.agent, "prepare", {"airplane_toggle": False},
+                                                   timeout_s=max(self.request_s, 60.0))
+                    self.health.setdefault(ue.agent, {})["prepared"] = done.get("steps")
+            except (AgentLost, AgentTimeout, OperationError) as exc:
+                raise CellabError(f"{self.inventory.name}: devices.ues[{i}] ({ue.name}): agent {ue.agent} could not "
+                                  f"{'prepare' if prepare else 'describe'} its phone: {exc}") from None
+            if ue.serial and info.get("serial") != ue.serial:
+                raise CellabError(f"{self.inventory.name}: devices.ues[{i}] ({ue.name}) is phone {ue.serial}, but its "
+                                  f"agent {ue.agent} drives phone {info.get('serial')} ({info.get('model')}): the "
+                                  "serials are swapped or the phone was replaced; fix the inventory or the agent's "
+                                  "--serial")
+
+    def after_run(self) -> None:
+        """After each run: the phones are still the ones the inventory names."""
+        self.check_phones(prepare=False)
 
     def _start_core(self) -> None:
         entry = self.inventory.devices.core[0]

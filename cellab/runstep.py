@@ -274,6 +274,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         "lab_timing": timing, "host_cpu_pct": host_cpu_pct,
     })
     _check_timing(campaign, timing)
+    after = getattr(session.lab, "after_run", None)
+    if callable(after):  # e.g. the inventory's phones are still the ones it names
+        after()
     return metrics, ue_metrics
 
 
