@@ -75,13 +75,27 @@ def rtt_stats(rtt: np.ndarray) -> dict[str, Any]:
             "rtt_jitter_ms": float(np.abs(np.diff(rtt)).mean()) if rtt.size > 1 else 0.0}
 
 
-def run_metrics(artifacts: dict[str, Path]) -> dict[str, Any]:
-    """All metrics the run's artifacts allow; series stay in metrics.json, scalars go to the table too."""
+IPERF3_CONTROL_BYTES = 100_000  # iperf3's control connection carries a few kB: not a flow of the transfer
+
+
+def run_metrics(artifacts: dict[str, Path], shared_capture: bool = False) -> dict[str, Any]:
+    """All metrics the run's artifacts allow (iperf3, ping and, unless the capture holds other UEs' flows too,
+    the server's capture: loss, retransmissions, RTT at the capture point and the timelines, on the capture's
+    clock, which starts just before the workload); series stay in metrics.json, scalars go to the table too."""
     metrics: dict[str, Any] = {}
     if "iperf3" in artifacts:
         metrics |= iperf3_metrics(artifacts["iperf3"])
     if "ping" in artifacts:
         metrics |= ping_metrics(artifacts["ping"])
+    if "pcap" in artifacts and not shared_capture:
+        from cellab.pcapmetrics import pcap_metrics
+
+        found = pcap_metrics(artifacts["pcap"], min_flow_bytes=IPERF3_CONTROL_BYTES)
+        metrics["timeline"] = found.pop("timeline", {})
+        for key in ("retransmits", "loss_rate", "ack_gap_ms", "throughput_series_bps", "throughput_series_interval_s"):
+            if key in found:
+                metrics.setdefault(key, found[key])
+        metrics |= {f"pcap_{k}": v for k, v in found.items() if k.startswith("rtt")}
     return metrics
 
 

@@ -241,7 +241,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
                 sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1)
             ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
         else:
-            ue_metrics[ue.name] = run_metrics(artifacts)
+            ue_metrics[ue.name] = run_metrics(artifacts, shared_capture=len(ues) > 1)
     # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
     metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
     if len(ues) > 1 and "pcap" in shared:  # the capture's flow metrics cover every UE: the run's

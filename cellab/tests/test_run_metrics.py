@@ -105,3 +105,33 @@ def test_one_way_delay_pairs_first_sightings_by_sequence(tmp_path):
     pcap.write_bytes(b"not a capture at all, sorry")
     with pytest.raises(InputError, match="not a pcap file"):
         one_way_delay_ms(pcap, log, 5301, 0.0)
+
+
+def test_an_iperf3_run_with_a_capture_gets_loss_pcap_rtt_and_timelines(require_root, netns_prefix, tmp_path):
+    """An iperf3 run measured like the others: its server capture gives loss, RTT at the capture point and the
+    throughput/RTT timelines the report draws (the control connection left out)."""
+    import json
+    import textwrap
+
+    from cellab.testing import only_folder, result_rows, run_cellab
+
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(textwrap.dedent("""
+        name: iperf3-pcap
+        lab: wired
+        fixed: {rate_mbit: 10, buffer_bytes: 60000}
+        workload: {tool: iperf3, duration_s: 3}
+        measurements: [throughput, rtt, pcap]
+        timeouts: {run_s: 60, request_s: 15}
+    """))
+    done = run_cellab("run", str(campaign), "--out", str(tmp_path / "out"), "--prefix", netns_prefix)
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = only_folder(tmp_path / "out")
+    ((run_id, *_),) = result_rows(folder)
+    metrics = json.loads((folder / "runs" / run_id / "metrics.json").read_text())
+    assert 0 <= metrics["loss_rate"] < 0.2 and metrics["pcap_rtt_mean_ms"] > 0
+    series = metrics["timeline"]["throughput_bps"]
+    busy = sorted(v for v in series["v"] if v > 0)
+    assert len(series["t_s"]) >= 20 and 7e6 < busy[len(busy) // 2] < 11e6  # 100 ms bins of a 10 Mbit/s bottleneck
+    assert metrics["timeline"]["rtt_ms"]["v"]
+    assert "Timelines per run" in (folder / "report.html").read_text()
