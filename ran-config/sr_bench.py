@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,12 @@ def run_lab(lab: str, workdir: Path, repeats: int) -> list[dict[str, Any]]:
     folders = sorted(out.iterdir()) if out.exists() else []
     if not folders:
         raise CellabError(f"{lab}: no result folder: {proc.stderr[-500:]}")
+    with sqlite3.connect(folders[-1] / "results.sqlite") as db:
+        failed = list(db.execute("SELECT run_id, error FROM runs WHERE status != 'ok'"))
+    if failed:  # e.g. the virtual cell's timing guard on a loaded host: not scored, but counted
+        reasons = Counter((error or "").split(":")[0] for _, error in failed)
+        print(f"{lab}: {len(failed)} runs failed and are not scored: "
+              + ", ".join(f"{k} x{v}" for k, v in reasons.items()) + f" (first: {(failed[0][1] or '')[:160]})")
     rows = []
     for metrics_path in sorted((folders[-1] / "runs").glob("*/metrics.json")):
         m = json.loads(metrics_path.read_text())
