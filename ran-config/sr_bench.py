@@ -52,7 +52,7 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
     configured period (`sr_true_ms`) and the eNB's effective one where known (`sr_effective_ms`)."""
     confusion: dict[int, Counter] = {p: Counter() for p in SR_PERIODS_MS}
     effective: dict[int, Counter] = {p: Counter() for p in SR_PERIODS_MS}
-    right = wrong = none = right_eff = wrong_eff = n_eff = 0
+    right = wrong = none = right_eff = wrong_eff = n_eff = in_candidates = 0
     for row in rows:
         truth = int(row["sr_true_ms"])
         confusion.setdefault(truth, Counter())[answer_label(row)] += 1
@@ -60,6 +60,7 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
         right += est == truth
         wrong += est is not None and est != truth
         none += est is None
+        in_candidates += est is None and truth in [int(c) for c in row.get("sr_candidates_ms") or []]
         if row.get("sr_effective_ms") is not None:
             eff = int(row["sr_effective_ms"])
             effective.setdefault(truth, Counter())[str(eff)] += 1
@@ -67,7 +68,8 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
             right_eff += est == eff
             wrong_eff += est is not None and est != eff
     probes = [int(r["sr_probes_used"]) for r in rows if r.get("sr_probes_used") is not None]
-    out = {"n": len(rows), "right": right, "confident_wrong": wrong, "no_answer": none, "confusion": confusion,
+    out = {"n": len(rows), "right": right, "confident_wrong": wrong, "no_answer": none,
+           "truth_in_candidates": in_candidates, "confusion": confusion,
            "effective": effective, "accuracy": right / len(rows) if rows else None, "wilson": wilson(right, len(rows)),
            "probes_mean": sum(probes) / len(probes) if probes else None, "probes_max": max(probes) if probes else None,
            "n_effective": n_eff, "right_effective": right_eff, "confident_wrong_effective": wrong_eff}
@@ -87,7 +89,8 @@ def print_score(lab: str, s: dict[str, Any]) -> None:
     lo, hi = s["wilson"]
     acc = s["accuracy"]
     print(f"  accuracy vs configured: {s['right']}/{s['n']} = {acc:.2f} (Wilson 95 % {lo:.2f}-{hi:.2f}); "
-          f"confident wrong: {s['confident_wrong']}; no answer (ambiguous or none): {s['no_answer']}"
+          f"confident wrong: {s['confident_wrong']}; no answer (ambiguous or none): {s['no_answer']}, "
+          f"the truth among its candidates in {s['truth_in_candidates']}"
           if acc is not None else "  no runs")
     if s["n_effective"]:
         lo, hi = wilson(s["right_effective"], s["n_effective"])
@@ -146,6 +149,12 @@ def skip_reason(lab: str) -> str | None:
     return None
 
 
+def rescore(folder: Path) -> None:
+    """Score a kept result folder again (`python -m cellab.ran.sr_bench FOLDER...`)."""
+    rows = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*/metrics.json"))]
+    print_score(folder.name, score([r for r in rows if r.get("sr_true_ms") is not None]))
+
+
 def main() -> None:
     load = os.getloadavg()
     print(f"SR validation, {REPEATS} runs per period; load average at start: {load[0]:.2f} {load[1]:.2f} "
@@ -162,4 +171,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1:
+        for arg in sys.argv[1:]:
+            rescore(Path(arg))
+    else:
+        main()

@@ -126,6 +126,7 @@ def test_bench_scores_no_answer_apart_from_wrong():
             {"sr_true_ms": 5, "sr_estimate_ms": 10.0, "sr_effective_ms": 10, "sr_probes_used": 35}]
     s = score(rows)
     assert (s["right"], s["confident_wrong"], s["no_answer"]) == (1, 1, 1)
+    assert s["truth_in_candidates"] == 0  # the ambiguous row lists no candidates
     assert (s["right_effective"], s["confident_wrong_effective"]) == (2, 0)
     assert s["confusion"][10]["amb."] == 1 and s["confusion"][5]["10"] == 1
     assert s["probes_max"] == 60
