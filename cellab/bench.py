@@ -20,6 +20,7 @@ BENCHMARKS = {
     "srsran": "cellab.ran.bench",
     "orchestration": "cellab.orchestration_bench",
     "fidelity": "cellab.fidelity_bench",
+    "report": "cellab.report_bench",
     "scale": "cellab.scale_bench",
     "sr": "cellab.ran.sr_bench",
 }

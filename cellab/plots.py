@@ -1,7 +1,11 @@
-"""The report's figures: pure matplotlib (Agg), data in, Figure out. report.py decides what to plot.
+"""The report's figures: pure matplotlib (Agg), data in, Figure out. The report decides what to plot.
 
 Every function takes plain numbers (already grouped and labelled) so it can be tested and reused
 without a result folder. Throughput is drawn in Mbit/s, times in seconds, delays in ms.
+
+Axes are honest: the panels of one comparison share their axes, rates start at zero, and no axis spans
+less than ±5 % of its data's median (a throughput CDF of 19.10–19.18 Mbit/s must not look like a spread).
+A panel without data says so instead of disappearing.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 BPS_PER_MBIT = 1e6
 MAX_PANELS_PER_FIGURE = 9  # more facets than this go to a second figure: panels stay readable
-MAX_LINE_POINTS = 4000  # longer series are thinned (keeping extremes): SVGs stay small, saving stays fast
-CDF_POINTS = 1000  # a CDF drawn from this many quantiles looks the same as one from every sample
+CDF_POINTS = 400  # a CDF drawn from this many quantiles looks the same as one from every sample (a panel is ~400 px)
 PANEL_W_IN, PANEL_H_IN = 5.0, 3.8
+MIN_REL_SPAN = 0.10  # an axis spans at least ±5 % of its data's median
+PNG_COMPRESS = 3  # zlib level: PNGs a little larger than the default 6, written about twice as fast
 
 
 @dataclass
@@ -34,12 +39,19 @@ class ScatterPoint:
 
 @dataclass
 class Panel:
-    """One axes: a title and labelled data (points for scatters, samples for CDFs)."""
+    """One axes: a title and labelled data (points for scatters, samples for CDFs); `note` is shown when the
+    panel has no data; `zero_based`: the axis starts at 0 (rates)."""
 
     title: str
     xlabel: str = ""
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     points: list[ScatterPoint] = field(default_factory=list)
+    note: str = ""
+    zero_based: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.points and not any(np.size(v) for v in self.samples.values())
 
 
 def colors_for(labels: Sequence[str]) -> dict[str, str]:
@@ -52,23 +64,95 @@ def chunks(panels: list[Panel], size: int = MAX_PANELS_PER_FIGURE) -> list[list[
     return [panels[i:i + size] for i in range(0, len(panels), size)] or [[]]
 
 
-def _grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[plt.Axes]]:
-    n_cols = min(max(n_panels, 1), max_cols)
-    n_rows = math.ceil(max(n_panels, 1) / n_cols)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(PANEL_W_IN * n_cols, PANEL_H_IN * n_rows), squeeze=False)
+def value_range(values: np.ndarray, zero_based: bool = False) -> tuple[float, float]:
+    """Axis limits for values: from 0 for rates, at least ±5 % of the median wide, a small margin each side."""
+    values = np.asarray(values, float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (0.0, 1.0)
+    lo, hi = float(values.min()), float(values.max())
+    if zero_based and lo >= 0:
+        lo = 0.0
+    center = float(np.median(values))
+    min_span = MIN_REL_SPAN * abs(center) or 1.0
+    if hi - lo < min_span:
+        pad = (min_span - (hi - lo)) / 2
+        lo, hi = lo - pad, hi + pad
+        if zero_based and lo < 0 <= values.min():
+            lo, hi = 0.0, hi - lo
+    margin = 0.03 * (hi - lo)
+    return (lo if zero_based and lo == 0 else lo - margin, hi + margin)
+
+
+def _grid(n_panels: int, max_cols: int = 3, share_x: bool = True, share_y: bool = True, legend_row: bool = False
+          ) -> tuple[Figure, list[plt.Axes]]:
+    """Panels on shared axes, with fixed margins in inches (no tight_layout: it draws the figure twice);
+    legend_row: room above the panels for a figure legend."""
+    n = max(n_panels, 1)
+    n_cols = min(n, max_cols)
+    n_rows = math.ceil(n / n_cols)
+    width, height = PANEL_W_IN * n_cols, PANEL_H_IN * n_rows
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, height), squeeze=False,
+                             sharex=share_x, sharey=share_y)
+    left, right, top, bottom = 0.75, 0.2, 0.4 + (0.3 if legend_row else 0.0), 0.65
+    gap_w = 0.3 if share_y else 0.8
+    gap_h = 0.45 if share_x else 0.95
+    panel_w = (width - left - right - gap_w * (n_cols - 1)) / n_cols
+    panel_h = (height - top - bottom - gap_h * (n_rows - 1)) / n_rows
+    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height,
+                        wspace=gap_w / panel_w, hspace=gap_h / panel_h)
     flat = list(axes.flat)
     for ax in flat[n_panels:]:
         ax.set_visible(False)
+    for i, ax in enumerate(flat[:n_panels]):
+        if share_x and i + n_cols >= n_panels:  # nothing visible below: this panel carries the x axis
+            ax.xaxis.set_tick_params(labelbottom=True)
     return fig, flat[:n_panels]
+
+
+def _label(ax: plt.Axes, title: str, xlabel: str | None, ylabel: str | None) -> None:
+    """Title and axis labels at fixed places: matplotlib would otherwise measure every tick label of every
+    shared panel to place them, a third of a multi-panel figure's drawing time."""
+    ax.set_title(title, fontsize=10, y=1.0)
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+        ax.xaxis.set_label_coords(0.5, -0.1)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+        ax.yaxis.set_label_coords(-0.1, 0.5)
+
+
+def _no_data(ax: plt.Axes, note: str) -> None:
+    ax.text(0.5, 0.5, note or "no data", transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            color="#666", wrap=True)
+
+
+def _shows_x(axes: list[plt.Axes], i: int, n_cols: int, share_x: bool) -> bool:
+    return not share_x or i + n_cols >= len(axes)
 
 
 # --- throughput vs delay ------------------------------------------------------------------------
 def throughput_delay(panels: list[Panel], colors: dict[str, str]) -> Figure:
-    """Pantheon style: x = 95th-percentile delay, inverted, y = throughput; better is up and right."""
-    fig, axes = _grid(len(panels))
-    for ax, panel in zip(axes, panels, strict=True):
+    """Pantheon style: x = 95th-percentile delay, inverted, y = throughput; better is up and right. Every
+    panel on the same axes: from zero delay and zero throughput to the largest of the figure."""
+    fig, axes = _grid(len(panels), legend_row=True)
+    points = [p for panel in panels for p in panel.points]
+    top_delay_ms = max((p.p95_delay_ms for p in points), default=1.0)
+    top_mbit = max((p.throughput_bps for p in points), default=0.0) / BPS_PER_MBIT
+    n_cols = min(max(len(panels), 1), 3)
+    for i, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
         _scatter_panel(ax, panel, colors)
-    fig.tight_layout()
+        _label(ax, panel.title, "95th-percentile RTT (ms)" if _shows_x(axes, i, n_cols, True) else None,
+               "throughput (Mbit/s)" if i % n_cols == 0 else None)
+    shown = [s for s in colors if any(p.scheme == s for p in points)]
+    if shown:  # one legend for the figure: every panel uses the same colours
+        handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, markerfacecolor=colors[s],
+                              markeredgecolor="black", label=s) for s in shown]
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0), fontsize=8,
+                   ncol=min(len(shown), 6), frameon=False)
+    if axes:
+        axes[0].set_xlim(top_delay_ms * 1.15 or 1.0, 0)  # inverted: lower delay to the right; shared
+        axes[0].set_ylim(0, max(top_mbit, 0.1) * 1.2)
     return fig
 
 
@@ -83,17 +167,10 @@ def _scatter_panel(ax: plt.Axes, panel: Panel, colors: dict[str, str]) -> None:
         ax.scatter(xs, ys, s=22, alpha=0.55, color=colors[scheme])
         # the scheme's mean: one big marker, what a reader compares first
         ax.scatter([xs.mean()], [ys.mean()], s=110, color=colors[scheme], edgecolors="black", linewidths=1,
-                   label=scheme, zorder=3)
-    top_delay_ms = max((p.p95_delay_ms for p in panel.points), default=1.0)
-    top_mbit = max((p.throughput_bps for p in panel.points), default=0.0) / BPS_PER_MBIT
-    ax.set_xlim(top_delay_ms * 1.15 or 1.0, 0)  # inverted: lower delay to the right
-    ax.set_ylim(0, max(top_mbit, 0.1) * 1.2)
-    ax.set_xlabel("95th-percentile RTT (ms)")
-    ax.set_ylabel("throughput (Mbit/s)")
-    ax.set_title(panel.title, fontsize=10)
+                   zorder=3)
     ax.grid(alpha=0.3)
-    if by_scheme:
-        ax.legend(fontsize=7, loc="lower left")
+    if not by_scheme:
+        _no_data(ax, panel.note)
 
 
 # --- CDFs ---------------------------------------------------------------------------------------
@@ -106,113 +183,33 @@ def cdf_points(samples: np.ndarray, max_points: int = CDF_POINTS) -> tuple[np.nd
     return xs, np.arange(1, xs.size + 1) / xs.size
 
 
-def cdfs(panels: list[Panel], colors: dict[str, str]) -> Figure:
-    fig, axes = _grid(len(panels))
-    for ax, panel in zip(axes, panels, strict=True):
-        for label in [lab for lab in colors if lab in panel.samples]:
+def cdfs(panels: list[Panel], colors: dict[str, str], share_x: bool = True) -> Figure:
+    """One CDF panel per facet (share_x: the same quantity in every panel, on one x axis)."""
+    fig, axes = _grid(len(panels), share_x=share_x)
+    n_cols = min(max(len(panels), 1), 3)
+    for i, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
+        for label in [lab for lab in colors if lab in panel.samples and np.size(panel.samples[lab])]:
             xs, ps = cdf_points(panel.samples[label])
             ax.step(xs, ps, where="post", color=colors[label], label=f"{label} (n={panel.samples[label].size})")
-        ax.set_ylim(0, 1.02)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel("CDF")
-        ax.set_title(panel.title, fontsize=10)
+        _label(ax, panel.title, panel.xlabel if _shows_x(axes, i, n_cols, share_x) else None,
+               "CDF" if i % n_cols == 0 else None)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+        if panel.empty:
+            _no_data(ax, panel.note)
+        else:
+            ax.legend(fontsize=7, loc="lower right")
+        if not share_x:
+            ax.set_xlim(*value_range(_all_samples([panel]), panel.zero_based))
+    if axes:
+        axes[0].set_ylim(0, 1.02)
+        if share_x:
+            axes[0].set_xlim(*value_range(_all_samples(panels), any(p.zero_based for p in panels)))
     return fig
 
 
-# --- per-run timeline ---------------------------------------------------------------------------
-def thin(t_s: np.ndarray, v: np.ndarray, max_points: int = MAX_LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """At most max_points, keeping each bucket's min and max so spikes (RTT, capacity dips) stay visible."""
-    if t_s.size <= max_points:
-        return t_s, v
-    n_buckets = max_points // 2
-    edges = np.linspace(0, t_s.size, n_buckets + 1).astype(int)
-    keep = []
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        if hi > lo:
-            seg = v[lo:hi]
-            keep.extend(sorted({lo + int(np.argmin(seg)), lo + int(np.argmax(seg))}))
-    idx = np.array(keep)
-    return t_s[idx], v[idx]
-
-
-def _series(timeline: dict, name: str) -> tuple[np.ndarray, np.ndarray] | None:
-    entry = timeline.get(name)
-    if not isinstance(entry, dict):
-        return None
-    t_s = np.asarray(entry.get("t_s") or [], float)
-    v = np.asarray(entry.get("v") or [], float)
-    n = min(t_s.size, v.size)
-    if n == 0:
-        return None
-    ok = np.isfinite(t_s[:n]) & np.isfinite(v[:n])
-    return (t_s[:n][ok], v[:n][ok]) if ok.any() else None
-
-
-def _hold_to(t_s: np.ndarray, v: np.ndarray, t_end_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """A setting (attenuation) holds its last value until the run ends, not until its last change."""
-    if t_end_s <= t_s[-1]:
-        return t_s, v
-    return np.append(t_s, t_end_s), np.append(v, v[-1])
-
-
-def timeline(title: str, series: dict) -> Figure | None:
-    """Stacked axes on one time axis: attenuation, capacity vs throughput (and each UE's), the radio's CQI
-    from the recorded telemetry, RTT (each only when present)."""
-    atten = _series(series, "attenuation_db")
-    capacity = _series(series, "capacity_bps")
-    throughput = _series(series, "throughput_bps")
-    per_ue = {k.split(".", 1)[1]: s for k in sorted(series) if k.startswith("throughput_bps.")
-              and (s := _series(series, k))}
-    cqi = {k.split(".", 1)[1]: s for k in sorted(series) if k.startswith("cqi.") and (s := _series(series, k))}
-    rtt = _series(series, "rtt_ms")
-    rows = [r for r, present in (("atten", atten), ("rate", capacity or throughput or per_ue), ("cqi", cqi),
-                                 ("rtt", rtt)) if present]
-    if not rows:
-        return None
-    height_in = 1.9 * len(rows) + 0.8
-    fig, axes = plt.subplots(len(rows), 1, figsize=(9.0, height_in), sharex=True, squeeze=False)
-    # fixed margins in inches instead of tight_layout: a report draws one of these per run
-    fig.subplots_adjust(left=0.09, right=0.98, top=1 - 0.35 / height_in, bottom=0.5 / height_in, hspace=0.15)
-    axes_by_row = dict(zip(rows, axes[:, 0], strict=True))
-    if atten:
-        ax = axes_by_row["atten"]
-        t_end_s = max(float(ts[-1]) for ts, _ in (x for x in (atten, capacity, throughput, rtt) if x))
-        ax.step(*_hold_to(*thin(*atten), t_end_s), where="post", color="tab:purple")
-        ax.set_ylabel("attenuation (dB)")
-    if "rate" in axes_by_row:
-        ax = axes_by_row["rate"]
-        if capacity:
-            t, v = thin(*capacity)
-            ax.plot(t, v / BPS_PER_MBIT, color="tab:gray", label="capacity")
-        if throughput:
-            t, v = thin(*throughput)
-            ax.plot(t, v / BPS_PER_MBIT, color="tab:blue", label="throughput")
-        for name, (t, v) in per_ue.items():
-            t, v = thin(t, v)
-            ax.plot(t, v / BPS_PER_MBIT, linewidth=0.8, label=name)
-        ax.set_ylabel("Mbit/s")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper right")
-    if cqi:
-        ax = axes_by_row["cqi"]
-        for name, (t, v) in cqi.items():
-            ax.step(*thin(t, v), where="post", linewidth=0.8, label=name)
-        ax.set_ylabel("CQI")
-        ax.set_ylim(0, 15.5)
-        if len(cqi) > 1:
-            ax.legend(fontsize=7, loc="upper right", ncol=min(4, len(cqi)))
-    if rtt:
-        ax = axes_by_row["rtt"]
-        ax.plot(*thin(*rtt), color="tab:red", linewidth=0.9)
-        ax.set_ylabel("RTT (ms)")
-    for ax in axes[:, 0]:
-        ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("time since workload start (s)")
-    axes[0, 0].set_title(title, fontsize=10)
-    return fig
+def _all_samples(panels: list[Panel]) -> np.ndarray:
+    parts = [np.asarray(v, float) for p in panels for v in p.samples.values() if np.size(v)]
+    return np.concatenate(parts) if parts else np.empty(0)
 
 
 # --- SR confusion matrix ------------------------------------------------------------------------
@@ -232,16 +229,37 @@ def confusion(counts: np.ndarray, true_labels: list[str], estimate_labels: list[
 
 
 # --- output -------------------------------------------------------------------------------------
-def render(fig: Figure, dpi: int = 100) -> tuple[bytes, bytes]:
-    """PNG and SVG bytes of a figure, which is closed afterwards (a 60-run report makes many)."""
+# text as text (not glyph outlines: smaller, drawn in a third of the time); ids from a fixed salt and no
+# timestamp: a rebuilt SVG is byte for byte the same
+SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "cellab-report"}
+
+
+def svg_bytes(fig: Figure) -> bytes:
+    out = io.BytesIO()
+    with plt.rc_context(SVG_RC):
+        fig.savefig(out, format="svg", metadata={"Date": None})
+    return out.getvalue()
+
+
+def render(fig: Figure, dpi: int = 100, close: bool = True) -> tuple[bytes, bytes]:
+    """PNG and SVG bytes of a figure, closed afterwards unless it is reused (a 60-run report makes many)."""
     try:
-        png, svg = io.BytesIO(), io.BytesIO()
-        fig.savefig(png, format="png", dpi=dpi)
-        fig.savefig(svg, format="svg", metadata={"Date": None})  # no timestamp: rebuilds are byte-stable
-        return png.getvalue(), svg.getvalue()
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=dpi, pil_kwargs={"compress_level": PNG_COMPRESS})
+        return png.getvalue(), svg_bytes(fig)
     finally:
-        plt.close(fig)
+        if close:
+            plt.close(fig)
 
 
-__all__ = ["Panel", "ScatterPoint", "cdf_points", "cdfs", "chunks", "colors_for", "confusion", "render", "thin",
-           "throughput_delay", "timeline"]
+def __getattr__(name: str) -> object:
+    """The per-run timeline lives in cellab.report_timeline (thin, timeline, ...): reachable from here too."""
+    from cellab import report_timeline
+
+    if name in report_timeline.__all__:
+        return getattr(report_timeline, name)
+    raise AttributeError(name)
+
+
+__all__ = ["Panel", "ScatterPoint", "cdf_points", "cdfs", "chunks", "colors_for", "confusion", "render",
+           "throughput_delay", "value_range"]

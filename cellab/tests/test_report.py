@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,10 @@ import yaml
 from cellab import report
 from cellab.campaign import PlannedRun
 from cellab.store import ResultStore
+from cellab.store_check import read_folder
 
 SECTION_IDS = ("throughput-delay", "cdfs", "sr", "network", "timelines")
+ALWAYS = {"runs", "conditions"}  # every report: the run table and the conditions block
 
 
 # --- synthetic result folders -------------------------------------------------------------------
@@ -100,12 +101,6 @@ def test_ks_statistic_on_known_samples():
         report.ks_2samp([], [1.0])
 
 
-@pytest.mark.parametrize(("lam", "sf"), [(0.5, 0.9639), (1.0, 0.2700), (1.36, 0.0494), (2.0, 0.00067)])
-def test_kolmogorov_tail_matches_tables(lam, sf):
-    # both series (below and above lambda 1.18) against tabulated values of the Kolmogorov distribution
-    assert report.kolmogorov_sf(lam) == pytest.approx(sf, abs=5e-4)
-
-
 def test_ks_p_value_large_identical_distributions_is_not_significant():
     rng = np.random.default_rng(1)
     _, p = report.ks_2samp(rng.normal(size=2000), rng.normal(size=2000))
@@ -120,7 +115,7 @@ def test_full_campaign_has_every_section_and_self_contained_html(tmp_path):
     path = report.write_report(folder)
     html = path.read_text()
     assert path == folder / "report.html"
-    assert section_ids(html) == {*SECTION_IDS, "runs"}
+    assert section_ids(html) == {*SECTION_IDS, *ALWAYS, "comparisons"}
     assert not re.search(r"https?://", html) and "<script" not in html  # offline, no JS
     names = figure_names(html)
     assert {"throughput-vs-delay", "rtt-cdf", "throughput-cdf", "sr-confusion", "network-cdfs"} <= set(names)
@@ -135,6 +130,9 @@ def test_full_campaign_has_every_section_and_self_contained_html(tmp_path):
     assert "cubic+exll-rx" in html and "bbr+exll-rx" in html
     summary = json.loads((folder / "report" / "summary.json").read_text())
     assert len(summary) == 17 and summary[0]["scheme"] == "cubic"
+    stats = json.loads((folder / "report" / "comparisons.json").read_text())
+    assert {(c["factor"], c["level"], c["baseline"]) for c in stats["comparisons"]} == {
+        ("cc", "bbr", "cubic"), ("receiver", "exll", "none"), ("network", "commercial", "lab")}
     assert "rtt_series_ms" not in summary[0]["metrics"] and "throughput_bps" in summary[0]["metrics"]
 
 
@@ -143,18 +141,19 @@ def test_sections_absent_without_their_data(tmp_path):
             ({"cc": "bbr"}, "failed", None)]
     folder = make_folder(tmp_path, {"cc": ["cubic", "bbr"]}, runs)
     html = report.write_report(folder).read_text()
-    assert section_ids(html) == {"runs"}
+    assert section_ids(html) == {*ALWAYS, "comparisons"}  # bbr vs cubic: too few runs, said so
+    assert "too few runs" in html
     assert "No plots" in html
     assert "<th>throughput (Mbit/s)</th>" in html and "<th>RTT mean (ms)</th>" in html
     assert "<th>RTT p95 (ms)</th>" not in html and "SR estimate" not in html
     assert "5.00" in html and "boom" in html
-    assert sorted(p.name for p in (folder / "report").iterdir()) == ["summary.json"]
+    assert sorted(p.name for p in (folder / "report").iterdir()) == ["comparisons.json", "summary.json"]
 
 
 def test_only_failed_runs_still_give_a_report(tmp_path):
     folder = make_folder(tmp_path, {"cc": ["cubic"]}, [({"cc": "cubic"}, "failed", None)])
     html = report.write_report(folder).read_text()
-    assert section_ids(html) == {"runs"} and "status-failed" in html
+    assert section_ids(html) == ALWAYS and "status-failed" in html
 
 
 def test_each_plot_needs_only_its_own_metrics(tmp_path):
@@ -164,7 +163,7 @@ def test_each_plot_needs_only_its_own_metrics(tmp_path):
             ({"cc": "cubic"}, "ok", {"timeline": {}})]  # an empty timeline gives no figure
     folder = make_folder(tmp_path, {"cc": ["cubic"]}, runs)
     html = report.write_report(folder).read_text()
-    assert section_ids(html) == {"throughput-delay", "cdfs", "timelines", "runs"}
+    assert section_ids(html) == {"throughput-delay", "cdfs", "timelines", "comparisons", *ALWAYS}
     assert figure_names(html) == ["throughput-vs-delay", "rtt-cdf", "timeline-002-r002"]
 
 
@@ -173,8 +172,7 @@ def test_sr_confusion_matrix_counts(tmp_path):
     runs = [({"cc": "cubic", "sr_period_ms": t}, "ok", {"sr_true_ms": t, "sr_regime": "sr-limited",
                                                         **({"sr_estimate_ms": e} if e else {})}) for t, e in pairs]
     folder = make_folder(tmp_path, {"cc": ["cubic"], "sr_period_ms": [10, 20, 40]}, runs)
-    store = ResultStore.open(folder)
-    matrix = report.sr_confusion(report._load_runs(store, {}), {})
+    matrix = report.sr_confusion(report.load_runs(read_folder(folder)), {})
     assert matrix.true_labels == ["10", "20", "40"]
     assert matrix.estimate_labels == ["10", "20", "40", "80", "none"]
     assert matrix.counts.tolist() == [[2, 1, 0, 0, 0], [0, 1, 0, 0, 1], [0, 0, 1, 1, 0]]
@@ -189,12 +187,12 @@ def test_sr_truth_from_the_factor_or_fixed_setting(tmp_path):
     runs = [({"sr_period_ms": 5}, "ok", {"sr_estimate_ms": 5.0}), ({"sr_period_ms": 80}, "ok", {"sr_estimate_ms": 40}),
             ({"sr_period_ms": 80}, "ok", {"sr_regime": "unknown"})]
     folder = make_folder(tmp_path, {"sr_period_ms": [5, 80]}, runs)
-    matrix = report.sr_confusion(report._load_runs(ResultStore.open(folder), {}), {})
+    matrix = report.sr_confusion(report.load_runs(read_folder(folder)), {})
     assert matrix.true_labels == ["5", "80"] and matrix.estimate_labels == ["5", "40", "80", "none"]
     assert matrix.counts.tolist() == [[1, 0, 0, 0], [0, 1, 0, 1]] and matrix.correct == 1
     fixed_only = [({"cc": "cubic"}, "ok", {"sr_estimate_ms": 20})]
-    matrix = report.sr_confusion(report._load_runs(ResultStore.open(make_folder(tmp_path, {"cc": ["cubic"]},
-                                 fixed_only, fixed={"sr_period_ms": 20})), {}), {"sr_period_ms": 20})
+    matrix = report.sr_confusion(report.load_runs(read_folder(make_folder(tmp_path, {"cc": ["cubic"]},
+                                 fixed_only, fixed={"sr_period_ms": 20}))), {"sr_period_ms": 20})
     assert matrix.counts.tolist() == [[1]] and matrix.correct == 1
 
 
@@ -212,7 +210,7 @@ def test_network_comparison_ks_table(tmp_path):
     assert ks[("RTT (ms)", "lab vs other")] == "1.000"
     assert ks[("ACK gap (ms)", "lab vs commercial")] == "1.000"
     assert ks[("throughput per interval (Mbit/s)", "lab vs commercial")] == "0.000"
-    assert ("throughput per interval (Mbit/s)", "lab vs other") not in ks  # other has no throughput series
+    assert ks[("throughput per interval (Mbit/s)", "lab vs other")] == "no samples"  # other has no throughput series
 
 
 def test_one_network_value_gives_no_comparison(tmp_path):
@@ -225,7 +223,7 @@ def test_scatter_is_faceted_by_the_other_factors(tmp_path):
     runs = [({"cc": cc, "channel": ch, "n_prb": 25}, "ok", {"throughput_bps": 1e6, "rtt_p95_ms": 20.0})
             for cc in ("cubic", "bbr") for ch in ("static", "mobile")]
     folder = make_folder(tmp_path, {"cc": ["cubic", "bbr"], "channel": ["static", "mobile"], "n_prb": [25]}, runs)
-    runs_ = [r for r in report._load_runs(ResultStore.open(folder), {}) if r.ok]
+    runs_ = [r for r in report.load_runs(read_folder(folder)) if r.ok]
     names = report._assign_facets(runs_, ["cc", "channel", "n_prb"])
     order = report.ValueOrder({"channel": ["static", "mobile"]})
     facets = report._facet_order(runs_, order, names)
@@ -273,16 +271,14 @@ def test_long_series_are_thinned_keeping_extremes():
     assert t.size <= 1000 and w.max() == 99.0 and np.all(np.diff(t) > 0)
 
 
-def test_sixty_runs_render_quickly(tmp_path):
+def test_sixty_runs_render(tmp_path):
+    """Functional only: how fast is `python -m cellab.bench report` (cellab/report_bench.py)."""
     rng = np.random.default_rng(3)
     factors = {"cc": ["cubic", "bbr", "c2tcp"], "channel": ["static", "mobile"], "seed": list(range(10))}
     runs = [({"cc": cc, "channel": ch, "seed": s}, "ok", full_metrics(rng, 10, 40, points=2000))
             for cc in factors["cc"] for ch in factors["channel"] for s in factors["seed"]]
     folder = make_folder(tmp_path, factors, runs)
-    start = time.monotonic()
     html = report.write_report(folder).read_text()
-    elapsed_s = time.monotonic() - start
-    assert elapsed_s < 45, f"60 runs took {elapsed_s:.1f} s"
     assert html.count("data:image/png;base64,") <= report.MAX_INLINE_TIMELINES + 10
     assert "20 of 60 timelines are not shown inline" in html
     assert len(list((folder / "report").glob("timeline-*.png"))) == 60
@@ -294,6 +290,6 @@ def test_runs_section_names_the_downlink_queue_the_runs_used(tmp_path):
                           params={"cc": "cubic", "rlc_queue": queue}) for i, queue in enumerate(["srsenb", 4194304])]
     store = ResultStore.create(tmp_path, "queues", yaml.safe_dump(campaign), planned)
     html = report.write_report(store.root).read_text()
-    assert "Downlink queue (rlc_queue): 4194304, srsenb." in html
+    assert "Downlink queue (rlc_queue): 4194304 bytes (4 MiB), srsenb (srsenb&#39;s own queue" in html
     assert "Downlink queue" not in report.write_report(make_folder(tmp_path / "none", {"cc": ["cubic"]},
                                                                   [({"cc": "cubic"}, "failed", None)])).read_text()
