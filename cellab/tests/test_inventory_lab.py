@@ -63,7 +63,10 @@ def test_an_inventory_without_an_enb_rejects_radio_parameters(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cellab", "validate", str(tmp_path / "c.yaml")],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2
-    assert "factors.n_prb: unknown parameter (allowed: cc, module_params, receiver, schedule, ues)" in result.stderr
+    said = " ".join(result.stderr.split())
+    assert "factors.n_prb: unknown parameter 'n_prb'" in said, said
+    assert "a run parameter of lab srsran-zmq, virtual" in said  # where it would belong
+    assert "(allowed: cc, module_params, receiver, schedule, ues)" in said
 
 
 def test_an_inventory_with_an_enb_takes_radio_parameters_with_the_enbs_allowed_values(tmp_path):
