@@ -94,3 +94,20 @@ def write_probe_summary(path: Path, rates: list[float], sizes: list[int | None],
                                 "throughput_bps": sum(rates), "rtt": {"n": 10, "mean_ms": 41.0, "p95_ms": 50.0},
                                 "sr_estimate": sr or {"regime": "sr-limited", "period_ms": 20}}))
     return path
+
+
+def cellab_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """`cellab ARGS` run in this process as main() runs it (a refusal exits 2): (exit code, stdout, stderr)."""
+    from cellab.cli import main
+
+    argv = sys.argv
+    sys.argv = ["cellab", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -23,8 +23,7 @@ from cellab.agent_install import AgentCommand, derive_telemetry, enable_unit, re
 from cellab.bus.controller import Controller
 from cellab.bus.testing import TEST_HEARTBEAT_S, TEST_LOST_S, KeySet, make_keys
 from cellab.errors import CellabError, InputError
-from cellab.cli import main
-from cellab.testing import free_port
+from cellab.testing import cellab_in_process, free_port
 
 CELLAB = str(Path(sys.executable).parent / "cellab")  # the venv's, as the unit names it
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -39,17 +38,7 @@ class Result:
 
 def install(capsys, *args: str) -> Result:
     """`cellab agent install ARGS` in this process (as main() runs it: a refusal exits 2)."""
-    argv = sys.argv
-    sys.argv = ["cellab", "agent", "install", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return Result(code, out.out, out.err)
+    return Result(*cellab_in_process(capsys, "agent", "install", *args))
 
 
 def unit_lines(root: Path, name: str) -> list[str]:

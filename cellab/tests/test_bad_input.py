@@ -11,27 +11,19 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from cellab.testing import cellab_in_process
 import yaml
 
 from cellab.bus.keys import generate_keypair
-from cellab.cli import main
 
 CAMPAIGN = "name: c\nlab: virtual\nfactors: {cc: [cubic]}\nworkload: {duration_s: 10}\n"
 
 
 def cellab(capsys, *args: str) -> tuple[int, str]:
     """Run the CLI in this process (as `cellab ARGS`); (exit code, stdout + stderr)."""
-    argv = sys.argv
-    sys.argv = ["cellab", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = cellab_in_process(capsys, *args)
+    return code, out + err
 
 
 def refused(capsys, args: list[str], *fragments: str) -> str:

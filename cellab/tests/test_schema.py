@@ -4,18 +4,18 @@ key belongs when it is allowed elsewhere."""
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from cellab.testing import cellab_in_process
 from pydantic import BaseModel
 
 from cellab import schema
 from cellab.bus.keys import generate_keypair
 from cellab.campaign import (Campaign, Order, Retry, ScheduleSpec, Timeouts, TransportParams, UESpec, Workload,
                              load_campaign)
-from cellab.cli import main
 from cellab.errors import InputError, InputErrors, unknown_key
 from cellab.inventory import Inventory, load_inventory
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class
@@ -25,17 +25,7 @@ DOC = ROOT / "docs" / "campaign.md"
 
 
 def cellab(capsys, *args: str) -> tuple[int, str, str]:
-    argv = sys.argv
-    sys.argv = ["cellab", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cellab_in_process(capsys, *args)
 
 
 def rows(text: str) -> dict[str, list[list[str]]]:
