@@ -47,6 +47,7 @@ struct ctx {
 int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void say_unknown_module(const char *name);
 int mkdir_p(const char *path);
+void remove_flat_dir(const char *dir);
 int ensure_bpffs(const struct ctx *c);
 int cc_available(const char *name);
 void module_dir(const struct ctx *c, const char *name, char *out, size_t n);

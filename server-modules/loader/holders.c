@@ -195,21 +195,10 @@ int holders_live(const struct ctx *c, const struct module_desc *m, int gc, char 
 
 void holders_drop(const struct ctx *c, const struct module_desc *m)
 {
-	char dir[PATH_MAX], path[PATH_MAX * 2];
-	struct dirent *e;
-	DIR *d;
+	char dir[PATH_MAX];
 
 	holders_path(c, m, NULL, dir, sizeof(dir));
-	d = opendir(dir);
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	remove_flat_dir(dir);
 }
 
 void holders_json(const struct ctx *c, const struct module_desc *m)

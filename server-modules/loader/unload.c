@@ -18,22 +18,11 @@
 static void unpin_dir(const struct ctx *c, const char *name)
 {
 	char dir[PATH_MAX], path[PATH_MAX * 2];
-	struct dirent *e;
-	DIR *d;
 
 	module_dir(c, name, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/link", dir);
 	unlink(path);
-	d = opendir(dir);
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	remove_flat_dir(dir);
 }
 
 static int any_or_user_loaded(const struct ctx *c)

@@ -1,4 +1,5 @@
 /* Helpers every command uses: messages, directories, bpffs, pinned maps, the registered CCs. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -49,6 +50,24 @@ int mkdir_p(const char *path)
 	if (mkdir(tmp, 0755) && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/* A state folder and the files in it (it holds no subfolders); a missing one is fine. */
+void remove_flat_dir(const char *dir)
+{
+	char path[PATH_MAX * 2];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
 }
 
 int ensure_bpffs(const struct ctx *c)
