@@ -7,6 +7,7 @@ srsue does not use SCTP: no LD_PRELOAD shim.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -175,3 +176,44 @@ class SrsueProcess:
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
             self.proc.stop(grace_s=grace_s)
+
+
+RNTI_RE = re.compile(r"Random Access Complete\.\s+c-rnti=0x([0-9a-fA-F]+)")
+#: srsue's metrics CSV columns kept in a UE's telemetry, and their names there
+UE_TELEMETRY_FIELDS = {"rsrp": "rsrp", "dl_snr": "dl_snr_db", "dl_mcs": "dl_mcs", "dl_brate": "dl_bitrate_bps",
+                       "dl_bler": "dl_bler", "ul_mcs": "ul_mcs", "ul_brate": "ul_bitrate_bps", "ul_bler": "ul_bler",
+                       "is_attached": "attached"}
+
+
+def write_ue_telemetry(ue: SrsueProcess, name: str, since_s: float, folder: Path) -> Path | None:
+    """srsue's per-second metrics since `since_s` as the run's telemetry of UE `name` (<folder>/<name>.jsonl,
+    beside what the runner recorded from the agents), with the C-RNTI srsue got (the eNB's ue_metrics key).
+    srsue's `time` column counts ms from its own start of metrics: placed on the wall clock from the file's
+    last write (flushed every second, so within about a second)."""
+    if not ue.metrics.exists():
+        return None
+    rows = [line.split(";") for line in ue.metrics.read_text(errors="replace").splitlines() if line.strip()]
+    rows = [row for row in rows if len(row) == len(rows[0])]  # not a line cut by srsue's write in progress
+    if len(rows) < 2 or "time" not in rows[0]:
+        return None
+    header, end_s = rows[0], ue.metrics.stat().st_mtime
+    rntis = RNTI_RE.findall(ue.console_text())
+    rnti = int(rntis[-1], 16) if rntis else None
+    try:
+        last_ms = float(rows[-1][header.index("time")])
+    except (ValueError, IndexError):
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.jsonl"
+    with open(path, "a") as out:
+        for row in rows[1:]:
+            values = dict(zip(header, row, strict=True))
+            try:
+                t_s = end_s - (last_ms - float(values["time"])) / 1000.0
+                fields = {new: float(values[old]) for old, new in UE_TELEMETRY_FIELDS.items() if old in values}
+            except ValueError:
+                continue
+            if t_s >= since_s:
+                out.write(json.dumps({"t_s": t_s, "topic": "srsue_metrics", "ue": name, "rnti": rnti} | fields)
+                          + "\n")
+    return path

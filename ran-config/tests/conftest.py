@@ -27,3 +27,18 @@ def srsran_lock() -> Iterator[None]:
     """Holds the machine-wide srsRAN lock for one test (cellab.hostlock: every srsRAN user takes the same)."""
     with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsRAN test"):
         yield
+
+
+@pytest.fixture
+def bundle() -> Path:
+    """The folder with srsenb, srsue and srsepc for the srsran-zmq lab (skipped, saying why, when absent or
+    without root); waits for another stack on this host to finish (the lab takes the lock itself)."""
+    folder = Path(os.environ.get("CELLAB_SRSRAN_BIN", BUNDLE / "bin"))
+    if not all((folder / p).is_file() for p in ("srsenb", "srsue", "srsepc")):
+        pytest.skip(f"srsRAN bundle absent: no srsenb/srsue/srsepc in {folder} (../shared/tools/srsran, "
+                    "or set CELLAB_SRSRAN_BIN)")
+    if os.geteuid() != 0:
+        pytest.skip("the srsran-zmq lab needs root (network namespaces, TUN devices)")
+    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):
+        pass
+    return folder

@@ -14,23 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cellab.hostlock import SRSRAN_LOCK, host_lock
 
-BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
 LOCK_WAIT_S = 900.0
 
 
-@pytest.fixture
-def bundle() -> Path:
-    folder = Path(os.environ.get("CELLAB_SRSRAN_BIN", BUNDLE_BIN))
-    if not all((folder / p).is_file() for p in ("srsenb", "srsue", "srsepc")):
-        pytest.skip(f"srsRAN bundle absent: no srsenb/srsue/srsepc in {folder} (../shared/tools/srsran, "
-                    "or set CELLAB_SRSRAN_BIN)")
-    if os.geteuid() != 0:
-        pytest.skip("the srsran-zmq lab needs root (network namespaces, TUN devices)")
-    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):  # another stack finishes first
-        pass
-    return folder
 
 
 @pytest.mark.root

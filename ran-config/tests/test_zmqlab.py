@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.ran.srsue_proc import SrsueProcess, UeSettings, render_ue_conf, ue_usim
-from cellab.ran.zmqlab import (SrsranZmqLab, ZmqLabParams, srsran_bin_dir, subscribers_csv, validate_params,
-                               write_ue_telemetry)
+from cellab.ran.srsue_proc import SrsueProcess, UeSettings, render_ue_conf, ue_usim, write_ue_telemetry
+from cellab.ran.zmqlab import SrsranZmqLab, ZmqLabParams, srsran_bin_dir, subscribers_csv, validate_params
 from cellab.errors import CellabError
 
 BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
@@ -125,17 +123,6 @@ def test_srsue_metrics_become_the_runs_telemetry_of_that_ue(tmp_path):
 
 
 # ---- with the bundle -----------------------------------------------------------------------------
-@pytest.fixture
-def bundle() -> Path:
-    folder = Path(os.environ.get("CELLAB_SRSRAN_BIN", BUNDLE_BIN))
-    if not all((folder / p).is_file() for p in ("srsenb", "srsue", "srsepc")):
-        pytest.skip(f"srsRAN bundle absent: no srsenb/srsue/srsepc in {folder} (../shared/tools/srsran, "
-                    "or set CELLAB_SRSRAN_BIN)")
-    if os.geteuid() != 0:
-        pytest.skip("the srsran-zmq lab needs root (network namespaces, TUN devices)")
-    with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):  # another stack finishes first; the lab
-        pass                                                       # takes the lock itself
-    return folder
 
 
 def _runs(folder: Path) -> list[tuple[str, str, str | None]]:
