@@ -109,12 +109,12 @@ def named_files(params: dict[str, Any], schedules: dict[str, Any]) -> dict[str, 
 
 def sysctls(netns: str | None) -> dict[str, str]:
     """The TCP sysctls the server's flows see (its network namespace's own)."""
-    argv = ["sysctl", "-n", *TCP_SYSCTLS]
+    argv = ["sysctl", "-e", *TCP_SYSCTLS]  # -e: a key this namespace lacks is left out, not an error
     if netns:
         argv = ["ip", "netns", "exec", netns, *argv]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
-    values = done.stdout.splitlines()
-    return dict(zip(TCP_SYSCTLS, values, strict=False)) if len(values) == len(TCP_SYSCTLS) else {}
+    found = (line.partition(" = ") for line in done.stdout.splitlines())
+    return {key: " ".join(value.split()) for key, sep, value in found if sep and key in TCP_SYSCTLS}
 
 
 def run_provenance(session: Any, params: dict[str, Any], schedules: dict[str, Any]) -> dict[str, Any]:
