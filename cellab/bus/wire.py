@@ -26,6 +26,14 @@ TELEMETRY: Final = "telemetry"
 MAX_CHUNK_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_CHUNK_BYTES: Final = 1024 * 1024
 
+# Largest frame a bus socket takes (ZMQ_MAXMSGSIZE, per frame): a larger one makes ZeroMQ drop the
+# connection, so both sides also refuse to send one. Far above a chunk or any op's params or result.
+MAX_FRAME_BYTES: Final = 64 * 1024 * 1024
+# Largest telemetry frame the controller takes; a sample is a few hundred bytes.
+MAX_TELEMETRY_BYTES: Final = 4 * 1024 * 1024
+# What an agent's PUB takes in (the SUB's subscriptions).
+MAX_SUBSCRIPTION_BYTES: Final = 64 * 1024
+
 # pyzmq's flags are enum.Flag members: `zmq.SNDMORE | zmq.NOBLOCK` builds a new enum object (0.45 us)
 # every time. The hot paths (a few per round trip on each side) use these plain ints instead.
 SNDMORE_NOBLOCK: Final = int(zmq.SNDMORE | zmq.NOBLOCK)
@@ -87,8 +95,9 @@ def decode_header(frame: bytes) -> dict[str, Any]:
     header = from_json(frame)
     if not isinstance(header, dict):
         raise ValueError("header is not a JSON object")  # noqa: TRY004 - callers catch ValueError for any bad frame
-    if header.get("version") != VERSION:
-        raise ValueError(f"header version {header.get('version')!r} (expected {VERSION})")
+    version = header.get("version")
+    if version != VERSION or type(version) is not int:
+        raise ValueError(f"header version {version!r:.40} (expected {VERSION})")
     return header
 
 

@@ -156,3 +156,39 @@ def test_stop_calls_safe_state_and_says_bye(tmp_path: Path) -> None:
         offsets = controller.measure_clock_offsets(["ue1"], samples=2)
         assert set(offsets) == {"ue1"} and offsets["ue1"].samples == 2
     assert agents["ue1"].safe_states == 1  # type: ignore[attr-defined]
+
+
+def test_request_waiting_for_a_restart_outlives_the_loss_of_the_old_agent(tmp_path: Path) -> None:
+    """An agent dies without a bye; a request for it waits for the restart. The old agent's silence
+    passing agent_lost_s meanwhile must not fail that request, which was never sent: it waits on until
+    its deadline (this raced with a slow restart in test_killed_agent_times_out_and_restarted_agent_reconnects)."""
+    from cellab.bus.testing import RawAgent
+
+    keys = make_keys(tmp_path / "keys", ["ue1"])
+    controller = make_controller(keys)  # agent_lost_s = 1
+    raw = RawAgent(keys, "ue1", controller)
+    agent = None
+    try:
+        raw.hello()
+        controller.wait_for_agents(["ue1"], timeout_s=10)
+        raw.close()  # gone, no bye
+        outcome: dict[str, object] = {}
+
+        def call() -> None:
+            try:
+                outcome["reply"] = controller.request("ue1", "echo", {"text": "late"}, timeout_s=8)
+            except Exception as exc:  # noqa: BLE001 - judged below
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(1.8)  # the old agent is declared lost meanwhile
+        assert controller.agents()["ue1"].lost
+        agent = make_agent(DemoAgent, "ue1", controller, keys, artifact_dir=tmp_path / "a")
+        agent.start()
+        caller.join(timeout=10)
+        assert outcome == {"reply": {"text": "late"}}
+    finally:
+        if agent is not None:
+            agent.stop()
+        controller.close()

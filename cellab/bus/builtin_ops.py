@@ -1,0 +1,92 @@
+"""The operations every agent has: ping, clock, describe, list_artifacts, read_artifact. They only look at
+memory or read one bounded chunk, so they run on the I/O thread itself (inline), even while a serial
+operation runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cellab.bus import wire
+from cellab.bus.errors import OperationFailed
+from cellab.bus.operation import BoundOperation, operation
+
+
+class ReadArtifactParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=4096)
+    offset_bytes: int = Field(0, ge=0)
+    length_bytes: int = Field(wire.DEFAULT_CHUNK_BYTES, gt=0, le=wire.MAX_CHUNK_BYTES)
+
+    @field_validator("name")
+    @classmethod
+    def _relative_inside(cls, value: str) -> str:
+        # Cheap lexical checks; symlinks are checked against the resolved path in the operation.
+        if "\0" in value or value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError("must be a relative path inside artifact_dir (no '/' prefix, no '..')")
+        return value
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """An operation result sent as raw bytes, with a small JSON meta in the header."""
+
+    meta: dict[str, Any]
+    data: bytes
+
+
+class BuiltinOps:
+    """Mixed into Agent."""
+
+    name: str
+    role: str
+    version: str
+    artifact_dir: Path
+    _clock: Callable[[], float]
+    _ops: dict[str, BoundOperation]
+
+    @operation(_inline=True)
+    def ping(self) -> dict:
+        return {"agent": self.name, "role": self.role}
+
+    @operation(_inline=True)
+    def clock(self) -> dict:
+        return {"t_s": self._clock()}
+
+    @operation(_inline=True)
+    def describe(self) -> dict:
+        return {"name": self.name, "role": self.role, "version": self.version,
+                "operations": [{"name": op.name, "concurrent": op.spec.concurrent, "params_schema": op.schema()}
+                               for op in sorted(self._ops.values(), key=lambda o: o.name)]}
+
+    @operation(_inline=True)
+    def list_artifacts(self) -> dict:
+        root = self.artifact_dir.resolve()
+        items = []
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                st = path.stat()
+                items.append({"name": str(path.relative_to(root)), "size_bytes": st.st_size, "mtime_s": st.st_mtime})
+        return {"artifacts": items}
+
+    @operation(_inline=True)
+    def read_artifact(self, params: ReadArtifactParams) -> RawReply:
+        root = self.artifact_dir.resolve()
+        path = (root / params.name).resolve()
+        if not path.is_relative_to(root):
+            raise OperationFailed("resolves outside artifact_dir", field="params.name")
+        if not path.is_file():
+            raise OperationFailed(f"no artifact {params.name!r}", field="params.name",
+                                  allowed=[a["name"] for a in self.list_artifacts()["artifacts"]][:20])
+        with path.open("rb") as src:
+            size = os.fstat(src.fileno()).st_size
+            src.seek(params.offset_bytes)
+            data = src.read(params.length_bytes)
+        return RawReply({"size_bytes": size, "offset_bytes": params.offset_bytes,
+                         "eof": params.offset_bytes + len(data) >= size}, data)

@@ -1,0 +1,35 @@
+"""Agent names and ZeroMQ endpoints, checked before they reach a socket, a log or a subscriber."""
+
+from __future__ import annotations
+
+import re
+
+from cellab.errors import InputError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc)://.+$")
+
+
+def is_name(value: object) -> bool:
+    """Whether `value` is a valid agent name (for names that arrive on the wire)."""
+    return type(value) is str and _NAME_RE.match(value) is not None
+
+
+def check_name(name: str, source: str = "agent") -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InputError(source, "name", f"{name!r} is not a valid agent name",
+                         ["1-64 of letters, digits, '_', '.', '-', starting with a letter or digit"])
+    return name
+
+
+def check_endpoint(endpoint: str, source: str, field: str) -> str:
+    if not isinstance(endpoint, str) or not _ENDPOINT_RE.match(endpoint):
+        raise InputError(source, field, f"{endpoint!r} is not a ZeroMQ endpoint",
+                         ["tcp://HOST:PORT", "ipc://PATH", "inproc://NAME"])
+    return endpoint
+
+
+def short(value: object, limit: int = 60) -> str:
+    """repr(value), cut to `limit` characters: what a log line or an error reply says of a wire value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
