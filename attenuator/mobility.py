@@ -60,6 +60,24 @@ def _time(value: object, unit: str, source: str, where: str, column: str) -> flo
     return t / 1000.0 if unit == "ms" else t
 
 
+MAX_SPAN_S = 7 * 24 * 3600  # a replay longer than a week is a unit error (ms read as s), not a drive
+
+
+def _rsrp(raw: object, source: str, field: str) -> float:
+    """One RSRP cell as a finite number; NaN, infinities and text that is not an ASCII number are refused
+    (a row skipped silently would shorten the replay without a word)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)) or (
+            isinstance(raw, str) and not raw.strip().isascii()):
+        raise InputError(source, field, f"{raw!r} is not a number", ["dBm, e.g. -95.5", "empty: no service"])
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        raise InputError(source, field, f"{raw!r} is not a number", ["dBm, e.g. -95.5", "empty: no service"]) from None
+    if not math.isfinite(value):
+        raise InputError(source, field, f"{raw!r} is not a finite number", ["dBm, e.g. -95.5", "empty: no service"])
+    return value
+
+
 def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>") -> DriveLog:
     rows: list[tuple[str, dict]] = []
     if fmt.kind == "csv":
@@ -84,18 +102,23 @@ def parse_drive_log(text: str, fmt: DriveLogFormat, source: str = "<drive log>")
         if fmt.time_column not in row:
             raise InputError(source, f"{where}.{fmt.time_column}", "missing")
         raw = row.get(fmt.rsrp_column)
-        try:
-            rsrp = float(raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError, OverflowError):
-            rsrp = math.nan
-        if not math.isfinite(rsrp) or rsrp == ANDROID_UNAVAILABLE or not -200 < rsrp < 0:
-            skipped += 1
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            skipped += 1  # the phone had no service at that moment: nothing to replay
+            continue
+        rsrp = _rsrp(raw, source, f"{where}.{fmt.rsrp_column}")
+        if rsrp == ANDROID_UNAVAILABLE or not -200 < rsrp < 0:
+            skipped += 1  # Android's "unavailable" and out-of-range readings: no cell measured
             continue
         t = _time(row[fmt.time_column], fmt.time_unit, source, where, fmt.time_column)
         if t_first is None:
             t_first = t
-        if t < last:
-            raise InputError(source, f"{where}.{fmt.time_column}", "time goes back: times must be non-decreasing")
+        if t <= last:
+            raise InputError(source, f"{where}.{fmt.time_column}",
+                             "time goes back" if t < last else "a second sample at the same instant",
+                             ["strictly increasing times"])
+        if t - t_first > MAX_SPAN_S:
+            raise InputError(source, f"{where}.{fmt.time_column}", f"{t - t_first:.0f} s after the first sample",
+                             [f"a drive of at most {MAX_SPAN_S // 3600} h"])
         last = t
         samples.append(Sample(t_s=round(t - t_first, 6), rsrp_dbm=rsrp))
     if not samples:

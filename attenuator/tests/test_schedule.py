@@ -127,3 +127,31 @@ def test_load_by_suffix(tmp_path: Path) -> None:
         load(tmp_path / "c.txt")
     with pytest.raises(InputError, match="cannot read"):
         load(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("cell, says", [("nan", "is not a finite number"), ("inf", "is not a finite number"),
+                                        ("\u221280", "is not a number"), ("strong", "is not a number")])
+def test_a_drive_log_value_that_is_not_a_number_is_refused_naming_the_row(tmp_path, cell, says):
+    from cellab.attenuator.mobility import load_drive_log
+    from cellab.errors import InputError
+
+    path = tmp_path / "drive.csv"
+    path.write_text(f"t_s,rsrp_dbm\n0,-80\n1,{cell}\n2,-90\n")
+    with pytest.raises(InputError) as caught:
+        load_drive_log(path)
+    assert "row 3.rsrp_dbm" in str(caught.value) and says in str(caught.value)
+
+
+def test_a_drive_log_with_two_samples_at_one_instant_or_an_absurd_span_is_refused(tmp_path):
+    from cellab.attenuator.mobility import load_drive_log
+    from cellab.errors import InputError
+
+    path = tmp_path / "drive.csv"
+    path.write_text("t_s,rsrp_dbm\n0,-80\n1,-85\n1,-90\n")
+    with pytest.raises(InputError, match="row 4.t_s: a second sample at the same instant"):
+        load_drive_log(path)
+    path.write_text("t_s,rsrp_dbm\n0,-80\n1,\n1000000000,-90\n")  # empty: no service, skipped
+    with pytest.raises(InputError, match="row 4.t_s: .* after the first sample"):
+        load_drive_log(path)
+    path.write_text("t_s,rsrp_dbm\n0,-80\n1,\n2,-90\n")
+    assert load_drive_log(path).skipped == 1
