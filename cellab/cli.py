@@ -41,14 +41,18 @@ def _mount_rooms() -> None:
 
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="campaign or lab inventory YAML")) -> None:
-    """Check a campaign (or lab inventory) file; errors name the file, field and allowed values."""
+def validate(file: Path = typer.Argument(..., help="a campaign, lab inventory, core or eNB profile, schedule, drive "
+                                                   "log, calibration, subscriber file or Mahimahi trace")) -> None:
+    """Check any file cellab reads, as what it is; errors name the file, field and allowed values."""
     from cellab.campaign import load_campaign, plan
-    from cellab.inputs import read_yaml
     from cellab.inventory import address_notes, check_consistency, load_inventory
+    from cellab.validate_any import check_file, kind_of
 
-    data = read_yaml(file)  # a bad file is refused here, naming it (the loaders read it again, bounded)
-    if isinstance(data, dict) and "controller" in data and "factors" not in data:
+    kind = kind_of(file)  # from its contents; a bad file is refused here, naming it
+    if kind not in ("campaign", "lab inventory"):
+        console.print(f"[green]ok[/] {check_file(file, kind)}", highlight=False)
+        return
+    if kind == "lab inventory":
         inventory = load_inventory(file)
         check_consistency(inventory, file)
         for note in address_notes(inventory):

@@ -353,12 +353,14 @@ def srsepc_csv(subscribers: list[Subscriber]) -> str:
     return "".join(lines)
 
 
-def check_subscribers_file(path: str | Path, profile_path: str | Path, flavour: str | None = None) -> int:
+def check_subscribers_file(path: str | Path, profile_path: str | Path | None = None, flavour: str | None = None) -> int:
     """What `cellab validate lab.yaml` needs for a core's `subscribers:` file: the file read and validated
     against the core's profile as the core agent will (PLMN, UE subnet; APNs unless srsEPC, whose user_db.csv
     has none). Returns the count; raises InputError(s) naming the file, rows and fields (never K/OPc)."""
     from .profile import load_profile
 
+    if profile_path is None:  # the file alone (`cellab validate subscribers.csv`): rows, fields, duplicates
+        return len(load_subscribers(path))
     profile = load_profile(profile_path)
     chosen = flavour or profile.flavour
     return len(load_subscribers(path, profile=profile, check_apn=chosen != "srsepc"))
