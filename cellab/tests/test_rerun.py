@@ -20,7 +20,7 @@ def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefi
         fixed: {n_prb: 15, core_delay_ms: 10, seed: 4}
         workload: {tool: iperf3, duration_s: 4, ping_interval_ms: 100}
         timeouts: {run_s: 60, request_s: 15}
-        retry: {max_attempts: 2, backoff_s: 0.2}
+        retry: {max_attempts: 3, backoff_s: 0.2}
     """))
     done = run_cellab("run", str(campaign), "--out", str(tmp_path / "out"), "--prefix", netns_prefix, "--no-report")
     assert done.returncode == 0, done.stdout + done.stderr
