@@ -54,10 +54,12 @@ venv: $(VENV)/.installed
 
 build: $(BUILD_TARGETS)
 
-# two workers (pytest-xdist): lab instances never collide; srsRAN tests run alone (conftest.py, cpu_heavy)
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2 runs the suite on two pytest-xdist workers (lab instances never collide; lab and srsRAN tests
+# still run alone, conftest.py). Serial by default: on this 2-core host, unit tests beside a lab test made the
+# virtual cell lose real time (9 of 1359 failed its timing guard, 29 min; all parallel: 13 failed, 21 min)
+TEST_WORKERS ?= 0
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 # both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup

@@ -20,7 +20,7 @@ def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefi
         fixed: {n_prb: 15, core_delay_ms: 10, seed: 4}
         workload: {tool: iperf3, duration_s: 4, ping_interval_ms: 100}
         timeouts: {run_s: 60, request_s: 15}
-        retry: {max_attempts: 3, backoff_s: 0.2}
+        retry: {max_attempts: 2, backoff_s: 0.2, max_late_tti_fraction: null}  # what is tested is the rerun
     """))
     done = run_cellab("run", str(campaign), "--out", str(tmp_path / "out"), "--prefix", netns_prefix, "--no-report")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -42,7 +42,7 @@ def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefi
     summary = json.loads((new / "rerun.json").read_text())
     assert summary["status"] == "ok" and summary["manifest_differences"] == [], summary
     row = summary["metrics"]["throughput_bps"]
-    assert abs(row["rerun"] - row["original"]) <= max(2 * spread, 0.03 * row["original"]), (row, throughputs)
+    assert abs(row["rerun"] - row["original"]) <= max(2 * spread, 0.05 * row["original"]), (row, throughputs)
     new_manifest = json.loads((new / "runs" / run_id / "manifest.json").read_text())
     assert new_manifest["provenance"]["programs"] == provenance["programs"]
     assert "throughput_bps" in again.stdout and "ratio" in again.stdout
