@@ -19,7 +19,7 @@ from cellab.records import write_json
 #: manifest keys that describe when and where a run happened, not what it was
 HOST_STATE_KEYS = frozenset({
     "started_at", "finished_at", "workload_started_at", "workload_finished_at", "cell_clock_mark", "clock_offsets",
-    "agents", "placement", "attempt", "lab_timing", "lab", "artifacts", "software", "provenance",
+    "agents", "placement", "attempt", "lab_timing", "lab", "artifacts", "software", "provenance", "host_cpu_pct",
 })
 
 
