@@ -23,6 +23,16 @@ from cellab.sr_config import sr_from_index
 _MAX_PENDING_CHARS = 4 << 20
 
 
+def _bytes_from(path: Path, offset: int) -> bytes:
+    """What a growing file holds past `offset` (nothing while it does not exist yet)."""
+    try:
+        with open(path, "rb") as src:
+            src.seek(offset)
+            return src.read()
+    except FileNotFoundError:
+        return b""
+
+
 class ReportTail:
     """New objects appended to the report since the last call (the file may not exist yet)."""
 
@@ -34,12 +44,7 @@ class ReportTail:
         self._json = json.JSONDecoder()
 
     def read_new(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as src:
-                src.seek(self._offset)
-                data = src.read()
-        except FileNotFoundError:
-            return []
+        data = _bytes_from(self.path, self._offset)
         self._offset += len(data)
         self._text += self._utf8.decode(data)
         return list(self._drain())
@@ -172,12 +177,7 @@ class PhyLogTail:
         self.path, self._offset, self._partial = path, 0, b""
 
     def read_new(self) -> list[SrOccasion]:
-        try:
-            with open(self.path, "rb") as src:
-                src.seek(self._offset)
-                data = src.read()
-        except FileNotFoundError:
-            return []
+        data = _bytes_from(self.path, self._offset)
         self._offset += len(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
