@@ -201,3 +201,24 @@ class RawAgent:
         if self.pub is not None:
             self.pub.close(linger=0)
         self.ctx.term()
+
+
+@contextlib.contextmanager
+def controller_with_raw_agent(folder: Path) -> Iterator[tuple[Any, RawAgent, Any]]:
+    """A controller with two agents: `ue1` a raw socket the test writes frames on, `ue2` an honest DemoAgent
+    (whether the controller still serves honest agents is what hostile-input tests check)."""
+    from cellab.bus.demo import DemoAgent
+
+    keys = make_keys(folder / "keys", ["ue1", "ue2"])
+    controller = make_controller(keys, telemetry=True)
+    raw = RawAgent(keys, "ue1", controller)
+    honest = make_agent(DemoAgent, "ue2", controller, keys, artifact_dir=folder / "b")
+    honest.start()
+    try:
+        raw.hello()
+        controller.wait_for_agents(["ue1", "ue2"], timeout_s=10)
+        yield controller, raw, honest
+    finally:
+        honest.stop()
+        raw.close()
+        controller.close()

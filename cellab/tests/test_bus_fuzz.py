@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from cellab.bus import Agent, BusError, Controller, OperationError, OperationFailed, operation
 from cellab.bus.demo import DemoAgent, EchoParams, FailParams
-from cellab.bus.testing import RawAgent, RawController, make_agent, make_controller, make_keys
+from cellab.bus.testing import RawAgent, RawController, controller_with_raw_agent, make_agent, make_keys
 from cellab.fuzzing import agent_headers, bus_frames, reply_bodies, request_bodies, request_headers, telemetry_headers
 
 BUS_FUZZ = settings(max_examples=400, deadline=None, database=None,
@@ -123,20 +123,8 @@ def test_fuzz_agent_with_malformed_requests(raw_controller_and_agent: tuple[RawC
 
 @pytest.fixture()
 def controller_raw_agent(tmp_path: Path) -> Iterator[tuple[Controller, RawAgent, DemoAgent]]:
-    keys = make_keys(tmp_path / "keys", ["ue1", "ue2"])
-    controller = make_controller(keys, telemetry=True)
-    raw = RawAgent(keys, "ue1", controller)
-    honest = make_agent(DemoAgent, "ue2", controller, keys, artifact_dir=tmp_path / "b")
-    assert isinstance(honest, DemoAgent)
-    honest.start()
-    try:
-        raw.hello()
-        controller.wait_for_agents(["ue1", "ue2"], timeout_s=10)
-        yield controller, raw, honest
-    finally:
-        honest.stop()
-        raw.close()
-        controller.close()
+    with controller_with_raw_agent(tmp_path) as made:
+        yield made
 
 
 def test_fuzz_controller_with_malformed_agent_messages(

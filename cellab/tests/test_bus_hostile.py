@@ -19,7 +19,7 @@ import zmq
 from cellab.bus import AgentTimeout, BusError, Controller, OperationError, wire
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import generate_keypair
-from cellab.bus.testing import KeySet, RawAgent, RawController, make_agent, make_controller, make_keys
+from cellab.bus.testing import KeySet, RawAgent, RawController, controller_with_raw_agent, make_agent, make_keys
 from cellab.errors import InputError
 
 # ----------------------------------------------------------------------------- a peer that is not the controller
@@ -336,20 +336,8 @@ def test_malformed_requests_while_a_long_op_runs(raw_and_agent: tuple[RawControl
 
 @pytest.fixture()
 def controller_and_raw(tmp_path: Path) -> Iterator[tuple[Controller, RawAgent, DemoAgent]]:
-    keys = make_keys(tmp_path / "keys", ["ue1", "ue2"])
-    controller = make_controller(keys, telemetry=True)
-    raw = RawAgent(keys, "ue1", controller)
-    honest = make_agent(DemoAgent, "ue2", controller, keys, artifact_dir=tmp_path / "b")
-    assert isinstance(honest, DemoAgent)
-    honest.start()
-    try:
-        raw.hello()
-        controller.wait_for_agents(["ue1", "ue2"], timeout_s=10)
-        yield controller, raw, honest
-    finally:
-        honest.stop()
-        raw.close()
-        controller.close()
+    with controller_with_raw_agent(tmp_path) as made:
+        yield made
 
 
 BAD_AGENT_MESSAGES: list[list[bytes]] = [
