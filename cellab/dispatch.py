@@ -70,14 +70,15 @@ def _security(tls_dir: Path | None) -> Any:
     return client_security(tls_dir)
 
 
+def _served(wanted: dict[str, int], offers: Any) -> bool:
+    """Some worker offers every resource a run asks for, in the amount it asks."""
+    return any(all(offer.get(k, 0) >= v for k, v in wanted.items()) for offer in offers)
+
+
 def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> None:
     """Every run can go to some connected worker; else refuse before the first, naming the requirement."""
     offers = {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
-    missing = []
-    for run in runs:
-        wanted = needs[run.run_id]
-        if not any(all(offer.get(k, 0) >= v for k, v in wanted.items()) for offer in offers.values()):
-            missing.append((run.run_id, wanted))
+    missing = [(run.run_id, needs[run.run_id]) for run in runs if not _served(needs[run.run_id], offers.values())]
     if missing:
         run_id, wanted = missing[0]
         shown = ", ".join(f"{name}: {sorted(offer) or 'nothing'}" for name, offer in sorted(offers.items()))
@@ -242,7 +243,7 @@ def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
     out = {}
     for future in pending:
         wanted = needs[by_key[future.key].run_id]
-        if not any(all(o.get(k, 0) >= v for k, v in wanted.items()) for o in offers):
+        if not _served(wanted, offers):
             out[future] = (f"no connected worker can serve it any more (it needs {', '.join(sorted(wanted))}); "
                            "`--resume` runs it once such a worker is back")
     return out

@@ -74,7 +74,7 @@ def down(prefix: str | None = typer.Option(None, help="the instance to stop (def
             return
         instances.check_prefix(prefix, "cellab vlab down")
         who = instances.holder(prefix)
-        if instances.is_live(prefix) and who is not None and who.pid != os.getpid() and _alive(who.pid):
+        if instances.is_live(prefix) and who is not None and who.pid != os.getpid() and instances.alive(who.pid):
             raise instances.InstanceBusy(f"lab prefix {prefix!r} belongs to a running {who.describe()}; stop that "
                                          "instead")
         if instances.is_live(prefix) or (who and who.kind == "virtual") or not instances.namespaces_of(prefix):
@@ -83,10 +83,6 @@ def down(prefix: str | None = typer.Option(None, help="the instance to stop (def
             instances.clean(prefix)
     except CellabError as exc:
         _fail(exc)
-
-
-def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
 
 
 def _down_leftovers() -> None:

@@ -55,8 +55,7 @@ class Holder:
     since: float
 
     def describe(self) -> str:
-        alive = _alive(self.pid)
-        who = f"pid {self.pid} ({_cmdline(self.pid)})" if alive else f"pid {self.pid}, exited; kept by its cell"
+        who = f"pid {self.pid} ({_cmdline(self.pid)})" if alive(self.pid) else f"pid {self.pid}, exited; kept by its cell"
         return f"{self.kind} lab for {self.purpose}, {who}, since {time.strftime('%H:%M:%S', time.localtime(self.since))}"
 
 
@@ -91,7 +90,7 @@ class InstanceInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return {"prefix": self.prefix, "live": self.live, "namespaces": self.namespaces,
-                "holder": None if self.holder is None else {**self.holder.__dict__, "alive": _alive(self.holder.pid)}}
+                "holder": None if self.holder is None else {**self.holder.__dict__, "alive": alive(self.holder.pid)}}
 
 
 def _lock_path(prefix: str, root: Path | None = None) -> Path:
@@ -102,7 +101,7 @@ def _holder_path(prefix: str, root: Path | None = None) -> Path:
     return (root or INSTANCE_ROOT) / f"{prefix}.json"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
