@@ -211,11 +211,12 @@ def run_task(job: dict[str, Any]) -> dict[str, Any]:
     earlier = started_on.get() if started.is_set() else None
     name = str(worker.name)
     if earlier and not job.get("retry_after_worker_loss"):
-        return {"record": {"run_id": job["run"]["run_id"], "status": "aborted", "attempts": 1,
-                           "error": f"worker {earlier} was lost while it ran this run (not retried: "
-                                    "retry.after_worker_loss is off; --resume runs it again)", "metrics": None, "ue_metrics": None,
-                           "placement": {"worker": earlier}, "started_at": 0.0, "finished_at": 0.0},
-                "files": {}}
+        from cellab.runstep import RunRecord
+
+        lost = RunRecord(job["run"]["run_id"], "aborted", 1, f"worker {earlier} was lost while it ran this run (not "
+                         "retried: retry.after_worker_loss is off; --resume runs it again)",
+                         placement={"worker": earlier})
+        return {"record": lost.as_dict(), "files": {}}
     started_on.set(name)
     started.set()
     return _worker_pool(worker).run(job)
