@@ -44,20 +44,23 @@ def measure_on_time(lab, measure):
 
     rule = Retry()  # the runner's rule for virtual-lab runs, with the campaign default
 
-    def counts() -> tuple[int, int, int]:
+    def counts() -> dict:
         with lab.control() as ctl:
-            stats = ctl.stats()
-        return stats["tti"], stats["late_ttis"], stats["resyncs"]
+            return ctl.stats()
 
     for _ in range(2):
         before = counts()
         result = measure()
-        ttis, late, resyncs = (a - b for a, b in zip(counts(), before, strict=True))
-        if not rule.host_stalled(ttis, late, resyncs):
+        after = counts()
+        timing = {"ttis": after["tti"] - before["tti"], "resyncs": after["resyncs"] - before["resyncs"],
+                  "late_max_us": after["late_max_us"],
+                  "late_ttis_over_us": {k: n - before["late_ttis_over_us"][k]
+                                        for k, n in after["late_ttis_over_us"].items()}}
+        if not rule.host_stalled(timing):
             return result
-        print(f"the host stalled the cell: {late} of {ttis} TTIs late, {resyncs} resyncs; measuring again")
-    pytest.fail(f"the host stalled the cell in both tries ({late} of {ttis} TTIs late, {resyncs} resyncs in the "
-                "second): nothing measured of the model")
+        print(f"the host stalled the cell: {rule.stall_text(timing)}; measuring again")
+    pytest.fail(f"the host stalled the cell in both tries ({rule.stall_text(timing)} in the second): nothing "
+                "measured of the model")
 
 
 @pytest.fixture

@@ -350,11 +350,11 @@ def measure_in_session(lab: str, grid: Grid, out_dir: Path, prefix: str) -> dict
                                         session.topology.server.address, f"{prefix}-{case}-a{attempt}", ue_dir)
                 artifacts = WORKLOADS[workload.tool](target, workload, timeouts, time.monotonic() + timeouts.run_s)
                 timing = session.lab.timing_faults()
-                if not retry.host_stalled(timing.get("ttis", 0), timing.get("late_ttis", 0),
-                                          timing.get("resyncs", 0)):
+                if not retry.host_stalled(timing):
                     break
                 if attempt == 2:
-                    raise CellabError(f"{lab} {case}: the host stalled the virtual cell twice ({timing})")
+                    raise CellabError(f"{lab} {case}: the host stalled the virtual cell twice "
+                                      f"({retry.stall_text(timing)})")
             out[case] = idle_values(run_dir) if workload.tool == "probe" else download_values(run_metrics(artifacts))
     return out
 

@@ -192,7 +192,7 @@ class InventoryLab:
     def clock_mark(self) -> dict[str, float]:
         return {}
 
-    def timing_faults(self) -> dict[str, int]:
+    def timing_faults(self) -> dict[str, Any]:
         return {}
 
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:

@@ -205,6 +205,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (  # (metric,
     ("sr_estimate_ms", "SR estimate (ms)", sr_label),
     ("sr_regime", "SR regime", str),
     ("late_tti_pct", "late TTIs (%)", _num(2)),  # the virtual cell's; a run above retry.max_late_tti_fraction failed
+    ("late_tti_max_ms", "worst TTI lateness (ms)", _num(1)),
 )
 
 

@@ -249,8 +249,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     timeline = metrics.setdefault("timeline", {})
     timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
     metrics["host_cpu_pct"] = host_cpu_pct  # a busy host is the first suspect when a real stack loses real time
-    if timing.get("ttis"):  # how faithfully the emulation kept model time: a column in the report
-        metrics["late_tti_pct"] = 100.0 * timing["late_ttis"] / timing["ttis"]
+    if timing.get("ttis"):  # how faithfully the emulation kept model time: columns in the report
+        metrics["late_tti_pct"] = 100.0 * campaign.retry.late_ttis(timing) / timing["ttis"]
+        metrics["late_tti_max_ms"] = timing.get("late_max_us", 0) / 1000
         metrics["clock_resyncs"] = timing["resyncs"]
     write_json(run_dir / "manifest.json", {
         "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
@@ -316,15 +317,11 @@ def _lab_fault(session: LabSession) -> str | None:
         return f"the lab could not say what broke ({type(exc).__name__}: {exc})"
 
 
-def _check_timing(campaign: Campaign, timing: dict[str, int]) -> None:
+def _check_timing(campaign: Campaign, timing: dict[str, Any]) -> None:
     """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
-    retry = campaign.retry
-    if not timing or not retry.host_stalled(timing["ttis"], timing["late_ttis"], timing["resyncs"]):
-        return
-    raise LabTimingError(
-        f"the host stalled the virtual cell: {timing['late_ttis']} of {timing['ttis']} TTIs late, "
-        f"{timing['resyncs']} clock resyncs (retry.max_late_tti_fraction {retry.max_late_tti_fraction}); "
-        "the run measured the host, not the model")
+    if timing and campaign.retry.host_stalled(timing):
+        raise LabTimingError(f"the host stalled the virtual cell: {campaign.retry.stall_text(timing)}; "
+                             "the run measured the host, not the model")
 
 
 def _set_attenuation(session: LabSession, campaign: Campaign, run: PlannedRun, ues: list[RunUE]) -> dict[int, float]:

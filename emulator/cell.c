@@ -17,6 +17,17 @@
 
 #define MAX_CATCHUP_TTI 200 /* further behind than this, the clock resyncs (counted) */
 
+const uint64_t cell_late_bins_us[CELL_N_LATE_BINS] = {500, 1000, 2000, 5000, 10000, 50000};
+
+static void count_lateness(struct cell *c, uint64_t late_ns)
+{
+    uint64_t late_us = late_ns / 1000;
+    if (late_us > c->late_max_us)
+        c->late_max_us = late_us;
+    for (int i = 0; i < CELL_N_LATE_BINS && late_us > cell_late_bins_us[i]; i++)
+        c->late_over[i]++;
+}
+
 static void setup_signals(struct cell *c)
 {
     sigset_t set;
@@ -80,6 +91,7 @@ static void main_loop(struct cell *c, uint64_t end_ns)
             }
             if (now - deadline > NS_PER_TTI / 2)
                 c->late_ttis++;
+            count_lateness(c, now - deadline);
             run_tti(c, c->tti);
             c->tti++;
             serve_control(c); /* ZMQ_FD is edge-triggered: also look once per TTI */

@@ -17,6 +17,10 @@
 #define CELL_MAX_LOST 16
 #define CELL_PKT_MAX 2048
 #define CELL_DELAY_LINE_MAX_BYTES (64u << 20) /* bound on packets held for core/Internet delay, per direction */
+/* how late a TTI ran: a host's scheduling noise (< 1 ms) shifts deliveries by less than a TTI; a stall of
+ * several ms shifts whole bursts, so the runs' validity rule looks at the magnitude (cellab.campaign.Retry) */
+#define CELL_N_LATE_BINS 6
+extern const uint64_t cell_late_bins_us[CELL_N_LATE_BINS];
 #define CELL_ERR_HIST_US 2001                 /* delivery-time error histogram, 1 us bins, last = overflow */
 #define NS_PER_TTI 1000000ULL
 
@@ -133,6 +137,8 @@ struct cell {
     struct fifo dl_delay, ul_delay;
     /* counters */
     uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;
+    uint64_t late_over[CELL_N_LATE_BINS]; /* TTIs run more than cell_late_bins_us[i] late */
+    uint64_t late_max_us;
     uint64_t err_hist[CELL_ERR_HIST_US];
     uint64_t err_count;
     uint64_t fwd_pkts, fwd_bytes;

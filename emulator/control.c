@@ -44,11 +44,18 @@ json_t *stats_json(struct cell *c)
         json_object_set_new(o, "ul_drop_pkts", json_integer((json_int_t)u->ul_drop_pkts));
         json_array_append_new(ues, o);
     }
-    return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
+    json_t *late_over = json_object();
+    for (int i = 0; i < CELL_N_LATE_BINS; i++) {
+        char key[24];
+        snprintf(key, sizeof(key), "%llu", (unsigned long long)cell_late_bins_us[i]);
+        json_object_set_new(late_over, key, json_integer((json_int_t)c->late_over[i]));
+    }
+    return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
                      "paused", c->paused, "fwd_pkts", (json_int_t)c->fwd_pkts, "fwd_bytes", (json_int_t)c->fwd_bytes,
                      "no_route_pkts", (json_int_t)c->no_route_pkts, "delay_drop_pkts",
                      (json_int_t)c->delay_drop_pkts, "tun_write_drops", (json_int_t)c->tun_write_drops,
                      "late_ttis", (json_int_t)c->late_ttis, "resyncs", (json_int_t)c->resyncs,
+                     "late_ttis_over_us", late_over, "late_max_us", (json_int_t)c->late_max_us,
                      "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
                      (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
                      ues);

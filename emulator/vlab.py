@@ -191,11 +191,12 @@ class VirtualLab(EmbeddedLab):
             tti = ctl.stats()["tti"]
         return {"tti": float(tti), "t_s": (sent + time.time()) / 2}
 
-    def timing_faults(self) -> dict[str, int]:
+    def timing_faults(self) -> dict[str, Any]:
         """The cell restarts at every configure, so its counters are the run's."""
         with self.control(1000) as ctl:
             stats = ctl.stats()
-        return {"ttis": int(stats["tti"]), "late_ttis": int(stats["late_ttis"]), "resyncs": int(stats["resyncs"])}
+        return {"ttis": int(stats["tti"]), "resyncs": int(stats["resyncs"]),
+                "late_ttis_over_us": dict(stats["late_ttis_over_us"]), "late_max_us": int(stats["late_max_us"])}
 
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)

@@ -112,9 +112,9 @@ class EmbeddedLab(abc.ABC):
         on the workload's timeline; {} when the lab keeps no clock of its own."""
         return {}
 
-    def timing_faults(self) -> dict[str, int]:
+    def timing_faults(self) -> dict[str, Any]:
         """How far the lab's emulation fell behind real time since the run's configure (virtual: the cell's
-        TTIs and its late TTIs and resyncs); {} when nothing in the lab keeps model time."""
+        TTIs, its TTIs later than each counted threshold, the worst lateness, resyncs); {} when nothing in the lab keeps model time."""
         return {}
 
     @abc.abstractmethod
