@@ -26,12 +26,19 @@ AGENT_STOP_GRACE_S = 30.0  # after SIGTERM/SIGINT: safe state and goodbye, or th
 from cellab.contracts.registry import DEFAULT_AGENT_KIND  # noqa: E402  (re-exported: tests add kinds to it)
 
 
-def _mount_rooms() -> None:
+def _mount_rooms(argv: list[str]) -> None:
     """Rooms that ship a sub-command register it (entry point group `cellab.commands`); one that is not
-    installed, or broken, leaves the rest of the command line working."""
+    installed, or broken, leaves the rest of the command line working. A command line that names a core
+    command (`cellab run ...`) or one room imports no other room's CLI: some pull in numpy and pyroute2, a
+    second of start-up for every `cellab` process."""
     from cellab.contracts.registry import registered
 
-    for name, target in sorted(registered("cellab.commands").items()):
+    rooms = registered("cellab.commands")
+    first = argv[1] if len(argv) > 1 else ""
+    core = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    core |= {g.name for g in app.registered_groups}
+    chosen = {first: rooms[first]} if first in rooms else {} if first in core else rooms
+    for name, target in sorted(chosen.items()):
         module, attr = target.split(":")
         try:
             sub = getattr(importlib.import_module(module), attr)
@@ -328,7 +335,7 @@ def _mount_scale() -> None:
 
 _mount_keys()
 _mount_scale()
-_mount_rooms()
+_mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 
 def main() -> None:
