@@ -147,6 +147,7 @@ def virtual_path(prefix: str, rate_mbit: float, rtt_ms: float, queue_bytes: int,
         lab = VirtualLab(prefix, params=params)
         try:
             topo = lab.up()
+            topo.extra["cell_timing"] = lab.timing_faults  # since up: did the host stall the cell?
             # no per-destination metrics carried between flows: each arm starts from the same state
             _sysctl(topo.server.netns, "net.ipv4.tcp_no_metrics_save", "1")
             if initrwnd_pkts:
