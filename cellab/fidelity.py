@@ -22,7 +22,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-import shutil
 import statistics
 import subprocess
 import sys
@@ -307,56 +306,6 @@ def run_plan(plan: Plan, out_dir: Path, prefix: str, report: bool = True, timeou
             folder = None
         results.append(CampaignResult(plan.lab, kind, folder, error))
     return results
-
-
-def measure_in_session(lab: str, grid: Grid, out_dir: Path, prefix: str) -> dict[str, CaseValues]:
-    """The grid's idle and download cases in ONE lab session, without the campaign runner: the same workloads
-    (cellab.workloads) and metrics, one bring-up instead of one per campaign (the runner takes one workload per
-    campaign). For the fidelity test's budget; no store, no report, no telemetry, so no attenuation or
-    two-UE cases. A virtual-cell case the host stalled (late TTIs, as the runner's retry rule) is measured
-    once more."""
-    import time
-
-    from cellab.campaign import Retry, Timeouts, Workload, params_model_for
-    from cellab.contracts.server import ServerClient
-    from cellab.contracts.ue import UEClient
-    from cellab.metrics import run_metrics
-    from cellab.session import LabSession
-    from cellab.workloads import WORKLOADS, RunUE, WorkloadTarget
-
-    plan = build_plan(lab, grid)
-    cases = [(c, campaign, level) for campaign in plan.campaigns.values()
-             for c, level in campaign["factors"]["case"].items()]
-    unsupported = [c for c, _, _ in cases if not c.startswith(("idle-", "dl-"))]
-    if unsupported:
-        raise CellabError(f"measure_in_session: only idle and download cases, not {', '.join(unsupported)}")
-    model = params_model_for(lab, f"lab {lab}")
-    timeouts, retry = Timeouts(run_s=180, request_s=20), Retry()
-    out: dict[str, CaseValues] = {}
-    with LabSession(lab, prefix=prefix) as session:
-        ctl = session.controller
-        server = ServerClient(ctl, session.roles["server"], timeouts.request_s)
-        for case, campaign, level in cases:
-            params = model(**campaign["fixed"], **level).model_dump(mode="json")
-            workload = Workload(**campaign["workload"])
-            ue = RunUE("ue0", session.ue_agents[0], 0, 0, params["cc"], "none", 1, "static", None, None)
-            for attempt in (1, 2):
-                session.lab.configure(params)
-                run_dir = out_dir / case
-                shutil.rmtree(run_dir, ignore_errors=True)  # a stalled attempt's files go
-                ue_dir = run_dir / "ues" / ue.name
-                ue_dir.mkdir(parents=True, exist_ok=True)
-                target = WorkloadTarget(server, UEClient(ctl, ue.agent, timeouts.request_s), ue,
-                                        session.topology.server.address, f"{prefix}-{case}-a{attempt}", ue_dir)
-                artifacts = WORKLOADS[workload.tool](target, workload, timeouts, time.monotonic() + timeouts.run_s)
-                timing = session.lab.timing_faults()
-                if not retry.host_stalled(timing):
-                    break
-                if attempt == 2:
-                    raise CellabError(f"{lab} {case}: the host stalled the virtual cell twice "
-                                      f"({retry.stall_text(timing)})")
-            out[case] = idle_values(run_dir) if workload.tool == "probe" else download_values(run_metrics(artifacts))
-    return out
 
 
 # ---------------------------------------------------------------- reading results

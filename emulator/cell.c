@@ -17,8 +17,6 @@
 
 #define MAX_CATCHUP_TTI 200 /* further behind than this, the clock resyncs (counted) */
 
-const uint64_t cell_late_bins_us[CELL_N_LATE_BINS] = {500, 1000, 2000, 5000, 10000, 50000};
-
 static void count_lateness(struct cell *c, uint64_t late_ns)
 {
     uint64_t late_us = late_ns / 1000;

@@ -20,7 +20,7 @@
 /* how late a TTI ran: a host's scheduling noise (< 1 ms) shifts deliveries by less than a TTI; a stall of
  * several ms shifts whole bursts, so the runs' validity rule looks at the magnitude (cellab.campaign.Retry) */
 #define CELL_N_LATE_BINS 6
-extern const uint64_t cell_late_bins_us[CELL_N_LATE_BINS];
+static const uint64_t cell_late_bins_us[CELL_N_LATE_BINS] = {500, 1000, 2000, 5000, 10000, 50000};
 #define CELL_ERR_HIST_US 2001                 /* delivery-time error histogram, 1 us bins, last = overflow */
 #define NS_PER_TTI 1000000ULL
 

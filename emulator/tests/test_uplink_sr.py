@@ -41,7 +41,7 @@ def test_ping_rtt_spread_matches_srsran(vlab, on_time, period_ms):
                realtime=True)
     topo = lab.topology()
     rtt = on_time(lab, lambda: udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 50, *PING_GAP_S,
-                                                seed=period_ms))
+                                                seed=period_ms), late_tti_ms=2.0)  # spreads to the ms
     assert len(rtt) >= 48
     with lab.control() as ctl:
         st = ctl.stats()

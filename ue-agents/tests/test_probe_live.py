@@ -26,7 +26,8 @@ from cellab.proc import ManagedProcess
 
 PERIODS_MS = [5, 10, 20, 40, 80]
 SEND_PORT = 5301
-BASE_CELL = {"ul_policy": "sr-strict", "core_delay_ms": 10.0}
+# SCHED_FIFO: SR estimates read millisecond gaps, which a host's scheduling noise blurs into "no answer"
+BASE_CELL = {"ul_policy": "sr-strict", "core_delay_ms": 10.0, "realtime": True}
 
 
 @pytest.fixture(scope="module", autouse=True)
