@@ -54,10 +54,10 @@ venv: $(VENV)/.installed
 
 build: $(BUILD_TARGETS)
 
-# TEST_WORKERS=2 runs the suite on two pytest-xdist workers (lab instances never collide; lab and srsRAN tests
-# still run alone, conftest.py). Serial by default: on this 2-core host, unit tests beside a lab test made the
-# virtual cell lose real time (9 of 1359 failed its timing guard, 29 min; all parallel: 13 failed, 21 min)
-TEST_WORKERS ?= 0
+# The suite runs on two pytest-xdist workers (TEST_WORKERS=0: serial). Lab instances never collide; srsRAN and
+# the millisecond-timing lab tests run alone (conftest.py). Serial it took 30 min on this 2-core host, mostly
+# waiting (load average under 1).
+TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
