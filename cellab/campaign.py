@@ -109,6 +109,10 @@ class Order(Strict):
     seed: int = Field(0, ge=0, le=2**63 - 1)
 
 
+#: one SR probe at most: a gap of up to 110 ms, the RTT, and the wait for an SR occasion (cellab-probe)
+SR_PROBE_MAX_S = 0.3
+
+
 class Workload(Strict):
     """iperf3 (upload or download), or the probe: cellab-send on the server, cellab-probe on the UE
     with the run's receiver control; flows are timed (duration_s) or sized (size_bytes)."""
@@ -120,6 +124,10 @@ class Workload(Strict):
     size_bytes: int | list[int] | None = Field(None, description="probe: bytes per flow (one value, or one per flow)")
     flow_start_ms: list[int] | None = Field(None, description="probe: start offset of each flow")
     sr_probes: int = Field(0, ge=0, le=256, description="probe: idle-uplink pings before the flows (SR period)")
+    sr_probes_max: int | None = Field(
+        None, ge=1, le=256, description="probe: the SR budget: more pings while the candidate periods are not told "
+                                        "apart, up to this many (default: twice sr_probes); the run records how many "
+                                        "it used (sr_probes_used)")
     ping_interval_ms: float | None = Field(200.0, ge=10, le=10_000, description="concurrent ping for RTT; null = off")
 
     @model_validator(mode="after")
@@ -128,7 +136,7 @@ class Workload(Strict):
             for name in ("size_bytes", "flow_start_ms"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs tool: probe")
-            if self.sr_probes:
+            if self.sr_probes or self.sr_probes_max:
                 raise ValueError("sr_probes needs tool: probe")
         elif self.kind != "download":
             raise ValueError("the probe workload is a download (the receiver runs on the UE)")
@@ -255,6 +263,23 @@ class Campaign(Strict):
     def _min_not_above_max(self) -> Campaign:
         if self.until is not None and self.until.max < self.repeat:
             raise ValueError(f"repeat: min {self.repeat} is above max {self.until.max}")
+        return self
+
+    @model_validator(mode="after")
+    def _probe_budget_fits(self) -> Campaign:
+        budget = self.workload.sr_probes_max
+        if budget is None:
+            return self
+        if not self.workload.sr_probes:
+            raise ValueError("workload.sr_probes_max: needs workload.sr_probes (the pings it starts with)")
+        if budget < self.workload.sr_probes:
+            raise ValueError(f"workload.sr_probes_max: {budget} is below workload.sr_probes "
+                             f"{self.workload.sr_probes}")
+        probes_s = budget * SR_PROBE_MAX_S
+        if probes_s + self.workload.duration_s >= self.timeouts.run_s:
+            raise ValueError(f"workload.sr_probes_max: {budget} pings take up to {probes_s:g} s, which with the "
+                             f"{self.workload.duration_s:g} s workload does not fit timeouts.run_s "
+                             f"{self.timeouts.run_s:g}")
         return self
 
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cellab.campaign import Timeouts, Workload
+from cellab.campaign import SR_PROBE_MAX_S, Timeouts, Workload
 from cellab.contracts.server import Iperf3ServerParams, ServerClient, StartSenderParams
 from cellab.contracts.ue import Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient
 
@@ -90,12 +90,13 @@ def probe(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: f
     sender_dir = f"{t.tag}-send"
     t.server.start_sender(StartSenderParams(port=port, cc=t.run_ue.cc, sample_ms=10, run_id=sender_dir, linger_s=5),
                           timeouts.request_s)
-    fetch_timeout_s = workload.duration_s + PROBE_GRACE_S + workload.sr_probes * 0.2
+    budget = workload.sr_probes_max if workload.sr_probes_max is not None else 2 * workload.sr_probes
+    fetch_timeout_s = workload.duration_s + PROBE_GRACE_S + budget * SR_PROBE_MAX_S
     try:
         reply = t.ue.fetch(ProbeFetchParams(
             server=t.server_address, port=port, flows=probe_flows(workload, t.run_ue), control=t.run_ue.receiver,
             timeout_s=fetch_timeout_s, ms_log=True, packet_log=t.packet_log, sr_probes=workload.sr_probes,
-            tag=t.tag,
+            sr_probes_max=workload.sr_probes_max, tag=t.tag,
         ), timeout_s=min(fetch_timeout_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
     finally:
         stopped = t.server.stop_sender(sender_dir, timeouts.request_s)

@@ -87,6 +87,8 @@ def fetch_argv(req: FetchRequest, out_dir: Path, name: str, program: Path) -> tu
         argv += ["--dfcsd-beta", f"{req.dfcsd_beta_pkts:g}"]
     if req.sr_probes:
         argv += ["--sr-probes", str(req.sr_probes)]
+    if req.sr_probes_max is not None:
+        argv += ["--sr-probes-max", str(req.sr_probes_max)]
     return argv, files
 
 
@@ -124,7 +126,8 @@ def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str 
     program = program or find_program(PROBE_PROGRAM)
     argv, files = fetch_argv(req, out_dir, name, program)
     last_start_s = max(f.start_ms for f in req.flows) / 1000
-    probes_s = 2 * req.sr_probes * 0.3 + 1  # one at a time (≤110 ms gap plus the RTT), up to 2x when unclear
+    budget = req.sr_probes_max if req.sr_probes_max is not None else 2 * req.sr_probes  # the probe's default
+    probes_s = budget * 0.3 + 1  # one at a time (≤110 ms gap plus the RTT)
     return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15, on_start)
 
 

@@ -58,6 +58,15 @@ class FetchRequest(Model):
     exll_gamma: float | None = Field(None, gt=0, le=1)
     dfcsd_beta_pkts: float | None = Field(None, gt=0, le=100_000)
     sr_probes: int = Field(0, ge=0, le=256, description="idle-uplink ICMP probes before the flows (SR period)")
+    sr_probes_max: int | None = Field(None, ge=1, le=256,
+                                      description="more probes while the SR candidates are not told apart, up to "
+                                                  "this many (the probe's default: 2 x sr_probes)")
+
+    @model_validator(mode="after")
+    def _budget(self) -> FetchRequest:
+        if self.sr_probes_max is not None and self.sr_probes_max < max(1, self.sr_probes):
+            raise ValueError("sr_probes_max: needs sr_probes, and at least as many")
+        return self
 
     @field_validator("server")
     @classmethod

@@ -67,6 +67,13 @@ def test_sequential_order_is_factor_order(tmp_path):
         ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
         ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
         ("colour: blue", "colour", "unknown key 'colour' (allowed: description, factors, fixed"),
+        ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 0}", "workload.sr_probes_max", "greater than or equal"),
+        ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 5}", "workload.sr_probes_max", "5 is below"),
+        ("workload: {tool: probe, sr_probes_max: 5}", "workload.sr_probes_max", "needs workload.sr_probes"),
+        ("workload: {tool: probe, duration_s: 50, sr_probes: 10, sr_probes_max: 200}\ntimeouts: {run_s: 90}",
+         "workload.sr_probes_max", "200 pings take up to 60 s, which with the 50 s workload does not fit "
+                                   "timeouts.run_s 90"),
+        ("workload: {sr_probes_max: 40}", "workload", "sr_probes needs tool: probe"),
     ],
 )
 def test_bad_campaign_names_field_and_allowed_values(tmp_path, change, field, fragment):

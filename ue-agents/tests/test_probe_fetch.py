@@ -56,6 +56,11 @@ def test_argv_is_a_list_with_every_flow(tmp_path):
     assert argv[:2] == [str(PROBE), "fetch"]
     assert argv.count("--flow") == 2 and "bytes=10485760,start_ms=0,tag=0,cc=cubic" in argv
     assert "seconds=2,start_ms=500,tag=3" in argv and argv[argv.index("--sr-probes") + 1] == "10"
+    assert "--sr-probes-max" not in argv  # the probe's own default budget, 2 x 10
+    budgeted, _ = fetch_argv(req.model_copy(update={"sr_probes_max": 40}), tmp_path, "run1", PROBE)
+    assert budgeted[budgeted.index("--sr-probes-max") + 1] == "40"
+    with pytest.raises(ValueError, match="sr_probes_max"):
+        FetchRequest(server="10.0.0.1", flows=[ProbeFlow(duration_s=2)], sr_probes=10, sr_probes_max=5)
     assert set(files) == {"summary", "packet_log", "ms_log"}
 
 
