@@ -54,9 +54,8 @@ venv: $(VENV)/.installed
 
 build: $(BUILD_TARGETS)
 
-# The suite runs on two pytest-xdist workers (TEST_WORKERS=0: serial). Lab instances never collide; srsRAN and
-# the millisecond-timing lab tests run alone (conftest.py). Serial it took 30 min on this 2-core host, mostly
-# waiting (load average under 1).
+# The suite runs on two pytest-xdist workers (TEST_WORKERS=0: serial): unit tests two at a time, lab and srsRAN
+# tests alone (conftest.py: two lab tests side by side stall each other's virtual cell on 2 cores).
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))

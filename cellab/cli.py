@@ -130,7 +130,6 @@ def run(
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
     from cellab.dispatch import check_slots
-    from cellab.report import write_report
     from cellab.runner import Runner
 
     check_slots(slots)
@@ -151,6 +150,8 @@ def run(
         counts = runner.run(slots=slots, cluster=cluster, tls_dir=tls)
     finally:
         if report:
+            from cellab.report import write_report  # scipy and matplotlib: seconds, only for a report
+
             path = write_report(runner.store.root)
             console.print(f"report: {path}")
     aborted = f", aborted: {counts['aborted']} (`--resume` runs them)" if counts.get("aborted") else ""

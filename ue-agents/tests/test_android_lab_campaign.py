@@ -17,7 +17,7 @@ CAMPAIGN = textwrap.dedent("""
     name: android-sr
     lab: virtual-android
     factors: {sr_period_ms: [10, 40]}
-    fixed: {n_prb: 25, core_delay_ms: 10, cc: cubic, receiver: exll}
+    fixed: {n_prb: 25, core_delay_ms: 10, cc: cubic, receiver: exll, realtime: true}  # SR estimates: ms gaps
     workload: {tool: probe, duration_s: 2, sr_probes: 30}
     timeouts: {run_s: 90, request_s: 20}
     retry: {max_attempts: 3, backoff_s: 2}
