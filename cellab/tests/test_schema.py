@@ -153,7 +153,7 @@ def campaign_error(tmp_path: Path, text: str) -> str:
 def test_a_misspelt_key_names_the_allowed_ones_and_the_closest(tmp_path):
     text = campaign_error(tmp_path, "name: c\nworkload: {duration: 5}\n")
     assert "workload.duration: unknown key 'duration': did you mean 'duration_s'?" in text
-    assert "(allowed: duration_s, flow_start_ms, flows, kind, ping_interval_ms, size_bytes, sr_probes, tool)" in text
+    assert "(allowed: duration_s, flow_start_ms, flows, kind, ping_interval_ms, size_bytes, sr_probes, sr_probes_max, tool)" in text
     text = campaign_error(tmp_path, "name: c\nschedules: {walk: {fil: w.yaml}}\n")
     assert "schedules.walk.fil: unknown key 'fil': did you mean 'file'?" in text
     text = campaign_error(tmp_path, "name: c\nretry: {attempts: 3}\n")
