@@ -21,6 +21,8 @@ from cellab.contracts import implements
 from cellab.contracts.attenuator import (
     ATTENUATOR_CONTRACT,
     WIRE_FORBIDDEN_OPTIONS,
+    AttenuatorSelfCheckParams,
+    ChannelsToRead,
     ConfigureParams,
     ConfigureResult,
     PlayParams,
@@ -30,6 +32,7 @@ from cellab.contracts.attenuator import (
     StopParams,
     Target,
 )
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok
 from cellab.errors import CellabError
 
 from .calibration import Calibration, CalibrationStore, FitPolicy, cell_rsrp_reader, fit, sweep
@@ -175,6 +178,36 @@ class AttenuatorOps:
     def info(self, params: Target) -> DeviceInfo:
         slot = self._slot(params.attenuator)
         return self._run(slot.driver.info)
+
+    @operation
+    def self_check(self, params: AttenuatorSelfCheckParams) -> SelfCheckResult:
+        """Read-only: every channel asked answers a read, through the entry this agent holds, else through a
+        driver opened for the check from the inventory's entry and closed again (nothing is set)."""
+        items: list[CheckItem] = []
+        for wanted in params.attenuators:
+            items += self._read_channels(wanted)
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    def _read_channels(self, wanted: ChannelsToRead) -> list[CheckItem]:
+        name = wanted.config.name
+        held = self._slots().get(name)
+        if held is None and WIRE_FORBIDDEN_OPTIONS & set(wanted.config.options):
+            return [fail(name, "its options name a library only this host's config may set "
+                               "(CELLAB_ATTENUATOR_CONFIG), and the agent does not hold it")]
+        driver = held.driver if held is not None else create(wanted.config)
+        try:
+            return [self._read_one(driver, name, channel) for channel in wanted.channels]
+        finally:
+            if held is None:
+                driver.close()
+
+    @staticmethod
+    def _read_one(driver: Attenuator, name: str, channel: int) -> CheckItem:
+        check = f"{name} channel {channel}"
+        try:
+            return ok(check, f"reads {driver.get(channel):g} dB")
+        except (CellabError, OSError) as exc:  # a device that is off, unplugged, or another one
+            return fail(check, f"no answer to a read: {exc}")
 
     @operation
     def play_schedule(self, params: PlayParams) -> PlayStarted:

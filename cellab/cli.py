@@ -305,8 +305,23 @@ def trace_samples_cmd(folder: Path = typer.Argument(Path("runs/data"), help="whe
 
 
 @app.command()
-def doctor() -> None:
-    """Check this host for what cellab needs; each problem comes with what to do."""
+def doctor(
+    lab: Path | None = typer.Option(None, "--lab", help="a lab inventory: check its agents and devices from this "
+                                                        "controller instead of this host"),
+    fix: bool = typer.Option(False, help="with --lab: prepare the phones (Wi-Fi off, mobile data on, awake); "
+                                         "nothing else is ever changed"),
+    connect_timeout_s: float = typer.Option(5.0, "--connect-timeout", min=0.5, max=120,
+                                            help="with --lab: how long to wait for the agents to connect (s)"),
+    max_offset_ms: float = typer.Option(10.0, "--max-offset-ms", min=0,
+                                        help="with --lab: clock offsets beyond this are warned about"),
+) -> None:
+    """Check this host for what cellab needs; each problem comes with what to do. With --lab, the whole lab:
+    a go/no-go row per agent and device (exit 1 when any fails)."""
+    if lab is not None:
+        _lab_doctor(lab, fix, connect_timeout_s, max_offset_ms)
+        return
+    if fix:
+        raise CellabError("--fix prepares a lab's phones: give the lab inventory with --lab LAB.yaml")
     from cellab.doctor import run_checks
 
     table = Table(title="cellab doctor")
@@ -319,6 +334,26 @@ def doctor() -> None:
         failed |= check.status == "missing" and check.required
     console.print(table)
     if failed:
+        raise typer.Exit(1)
+
+
+def _lab_doctor(lab: Path, fix: bool, connect_timeout_s: float, max_offset_ms: float) -> None:
+    """`cellab doctor --lab`: the table of cellab.lab_doctor's rows; a bad inventory is an input error (exit 2)."""
+    from cellab.lab_doctor import DoctorOptions, failed, lab_doctor
+
+    rows = lab_doctor(lab, DoctorOptions(connect_timeout_s=connect_timeout_s, max_clock_offset_ms=max_offset_ms,
+                                         fix=fix))
+    table = Table(title=f"cellab doctor --lab {lab}")
+    for column in ("agent / device", "check", "status", "detail"):
+        table.add_column(column)
+    for row in rows:
+        style = {"ok": "green", "warn": "yellow", "fail": "red"}[row.status]
+        table.add_row(row.name, row.check, f"[{style}]{row.status}[/]", row.detail)
+    console.print(table)
+    verdict = "no-go: fix the rows marked fail" if failed(rows) else "go" + (" (with warnings)" if any(
+        r.status == "warn" for r in rows) else "")
+    console.print(verdict, highlight=False)
+    if failed(rows):
         raise typer.Exit(1)
 
 

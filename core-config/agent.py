@@ -8,7 +8,9 @@ that exits at start fails `start` with its own last error line."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -21,11 +23,13 @@ from cellab.contracts.core import (
     CORE_CONTRACT,
     ConfigureParams,
     ConfigureResult,
+    CoreSelfCheckParams,
     CoreStatus,
     DaemonState,
     LogFinding,
     StartParams,
 )
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError, from_validation_error
 from cellab.proc import ManagedProcess
 
@@ -36,6 +40,8 @@ from .render import render
 MAX_FINDINGS = 50
 LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings come from each log's tail
 PORT_WAIT_S = 5.0
+DB_CONNECT_TIMEOUT_S = 2.0
+DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
 
 
 @implements(CORE_CONTRACT)
@@ -151,6 +157,53 @@ class CoreAgent(Agent):
     @operation(concurrent=True)
     def status(self) -> CoreStatus:
         return self._status()
+
+    @operation
+    def self_check(self, params: CoreSelfCheckParams) -> SelfCheckResult:
+        """Read-only: every daemon of the flavour installed, its database answering (Open5GS, NextEPC: the
+        profile's db_uri; srsEPC reads its subscribers from the inventory), the host clock."""
+        profile = self._self_check_profile(params)
+        if isinstance(profile, CheckItem):
+            return SelfCheckResult(items=[profile, clock_sync_check()])
+        items = [self._program_check(daemon) for daemon in daemons_for(params.flavour, profile)]
+        if params.flavour != "srsepc":
+            items.append(self._database_check(profile.db_uri if params.profile_yaml else None))
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    @staticmethod
+    def _self_check_profile(params: CoreSelfCheckParams) -> CoreProfile | CheckItem:
+        """The profile sent, or the defaults (the daemons' programs do not depend on it)."""
+        from pydantic import ValidationError
+
+        from cellab.inputs import parse_yaml
+
+        if params.profile_yaml is None:
+            return CoreProfile.model_construct()
+        try:
+            return CoreProfile.model_validate(parse_yaml(params.profile_yaml, "profile_yaml"))
+        except (CellabError, ValidationError) as exc:
+            return fail("profile", f"the inventory's core profile does not load here: {str(exc)[:300]}")
+
+    def _program_check(self, daemon: Daemon) -> CheckItem:
+        try:
+            return ok(daemon.program, self._program(daemon))
+        except OperationFailed as exc:
+            return fail(daemon.program, f"{exc}: install the core (docs/real-lab.md, core host)")
+
+    @staticmethod
+    def _database_check(db_uri: str | None) -> CheckItem:
+        if db_uri is None:
+            return warn("database", "no core profile in the inventory: its db_uri was not tried")
+        match = DB_HOST_PORT.match(db_uri)
+        if match is None:
+            return fail("database", f"cannot read a host from db_uri {db_uri}")
+        host, port = match.group("host").strip("[]"), int(match.group("port") or 27017)
+        try:
+            socket.create_connection((host, port), timeout=DB_CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            return fail("database", f"{host}:{port} ({db_uri.split('@')[-1]}) does not answer: {exc}; start "
+                                    "MongoDB (or `cellab core db up`)")
+        return ok("database", f"{host}:{port} answers")
 
     def safe_state(self) -> None:
         for proc in self._procs.values():

@@ -26,11 +26,13 @@ from cellab.contracts.enb import (
     CellGainResult,
     ConfigureParams,
     ConfigureResult,
+    EnbSelfCheckParams,
     SafeStateResult,
     SrGroundTruth,
     StatusResult,
     UeMetrics,
 )
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError
 from cellab.ran.profile import EnbProfile, parse_profile
 from cellab.ran.render import render_texts
@@ -40,6 +42,7 @@ from cellab.ran.srsenb_proc import (
     SrsenbProcess,
     check_sr_log_level,
     find_srsenb,
+    kernel_has_sctp,
     sctp_shim_for,
     sr_log_level_of,
     with_sr_log_level,
@@ -171,6 +174,46 @@ class EnbAgent(Agent):
             except SrsenbError as exc:
                 raise OperationFailed(str(exc)) from None
         return CellGainResult(ok=True, cell_id=params.cell_id, gain_db=params.gain_db)
+
+    @operation
+    def self_check(self, params: EnbSelfCheckParams) -> SelfCheckResult:
+        """Read-only: srsenb found, S1's SCTP (the kernel's or the bundle's shim), the radio (a USRP that
+        answers uhd_find_devices; srsRAN's ZMQ radio needs none), the host clock."""
+        try:
+            binary = find_srsenb(self.srsenb_bin)
+        except CellabError as exc:
+            return SelfCheckResult(items=[fail("srsenb", str(exc)), clock_sync_check()])
+        items = [ok("srsenb", str(binary)), self._sctp_check(binary), self._radio_check(params)]
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    @staticmethod
+    def _sctp_check(binary: Path) -> CheckItem:
+        if kernel_has_sctp():
+            return ok("sctp", "the kernel's SCTP (S1-MME)")
+        shim = sctp_shim_for(binary)
+        if shim is not None:
+            return ok("sctp", f"no SCTP in the kernel: the bundle's shim {shim} is preloaded")
+        return fail("sctp", "no SCTP in the kernel (S1-MME): `modprobe sctp` (docs/real-lab.md, eNB host)")
+
+    @staticmethod
+    def _radio_check(params: EnbSelfCheckParams) -> CheckItem:
+        if params.rf == "zmq":
+            return ok("radio", "srsRAN's ZMQ radio: no device needed")
+        from cellab.ran.usrp import discover
+
+        try:
+            devices = discover(probe=False, timeout_s=20.0)
+        except CellabError as exc:
+            return fail("radio", str(exc))
+        wanted = {pair for pair in params.device_args.split(",") if pair}
+        matching = [d for d in devices if wanted <= set(d.device_args().split(","))]
+        if not matching:
+            found = "; ".join(d.device_args() for d in devices) or "none"
+            return fail("radio", f"no USRP matching {params.device_args or 'any'} (found: {found}): check USB 3 / "
+                                 "Ethernet, `uhd_find_devices`")
+        if len(matching) > 1 and not wanted:
+            return warn("radio", f"{len(matching)} USRPs and no device_args: srsenb takes the first")
+        return ok("radio", matching[0].device_args())
 
     @operation(name="safe_state")
     def safe_state_op(self) -> SafeStateResult:

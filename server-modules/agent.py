@@ -15,13 +15,18 @@ from typing import Any
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.capture import CaptureOps
 from cellab.contracts import implements
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, program_check
 from cellab.contracts.server import (
     SERVER_CONTRACT,
     Iperf3ServerParams,
     Iperf3ServerStarted,
     Iperf3ServerStopParams,
     Iperf3ServerStopped,
+    ServerSelfCheckParams,
 )
+from cellab.errors import CellabError
+from cellab.paths import find_program
+from cellab.server import modules
 from cellab.server.agent_ops import ModuleOps
 from cellab.proc import ManagedProcess, argv_in
 
@@ -71,6 +76,62 @@ class ServerAgent(CaptureOps, ModuleOps, Agent):
     def _stop_iperf3(self, port: int) -> int | None:
         server = self._iperf3.pop(port, None)
         return server.stop() if server is not None else None
+
+    @operation
+    def self_check(self, params: ServerSelfCheckParams) -> SelfCheckResult:
+        """Read-only: the workload programs, the workload ports free in this agent's namespace, the modules
+        the inventory names, the host clock."""
+        items = [program_check("iperf3", None, "the iperf3 workload's server"),
+                 program_check("tcpdump", None, "the server's capture"),
+                 self._built_program_check("cellab-send", "the probe workload's sender")]
+        items += self._port_checks(params.ports)
+        items += [self._module_check(name) for name in params.modules]
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    @staticmethod
+    def _built_program_check(name: str, why: str) -> CheckItem:
+        try:
+            return ok(name, str(find_program(name)))
+        except CellabError:
+            return fail(name, f"{why}: not built: run `make build` on this host")
+
+    def _port_checks(self, ports: list[int]) -> list[CheckItem]:
+        """A port another program listens on would refuse the run's iperf3 or cellab-send."""
+        if not ports:
+            return []
+        ours = set(self._iperf3)
+        try:
+            taken = self._listening_ports() - ours
+        except (OSError, subprocess.SubprocessError) as exc:
+            return [fail("ports", f"cannot list this host's listeners (ss): {exc}")]
+        where = f"in namespace {self.netns}" if self.netns else "on this host"
+        busy = sorted(set(ports) & taken)
+        if busy:
+            return [fail("ports", f"TCP {', '.join(map(str, busy))} {where} already taken by another program: "
+                                  "stop it (`ss -ltnp`) or the run's servers cannot listen")]
+        return [ok("ports", f"TCP {min(ports)}-{max(ports)} free {where} (a host firewall must also let the UEs' "
+                            "subnet in: docs/real-lab.md, Ports)")]
+
+    def _listening_ports(self) -> set[int]:
+        out = subprocess.run(argv_in(self.netns, ["ss", "-Hltn"]), capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+        ports = set()
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) >= 4 and fields[3].rpartition(":")[2].isdigit():
+                ports.add(int(fields[3].rpartition(":")[2]))
+        return ports
+
+    @staticmethod
+    def _module_check(name: str) -> CheckItem:
+        try:
+            modules.preflight([name], "inventory modules")
+            known = modules.describe()
+        except CellabError as exc:
+            return fail(f"module {name}", str(exc))
+        if name not in known:
+            return fail(f"module {name}", "the loader does not know it: run `make build` against this kernel")
+        return ok(f"module {name}", f"{known[name].kind}, loadable (root, BTF, built)")
 
     def safe_state(self) -> None:
         for port in list(self._iperf3):

@@ -5,12 +5,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.contracts import implements
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, program_check
 from cellab.contracts.ue import UE_CONTRACT, Iperf3ClientParams, Iperf3ClientResult, SignalReading
+from cellab.errors import CellabError
+from cellab.paths import find_program
 from cellab.proc import ManagedProcess
 from cellab.ue.probe_ops import ProbeOps
 
@@ -43,6 +47,23 @@ class VirtualUEAgent(ProbeOps, Agent):
             raise OperationFailed(str(exc)) from None
         return SignalReading(rsrp_dbm=ue["rsrp_dbm"], sinr_db=ue.get("sinr_db"), cqi=ue.get("cqi"),
                              source="emulated cell")
+
+    @operation
+    def self_check(self) -> SelfCheckResult:
+        """Read-only: the workload programs, this UE's namespace, the host clock."""
+        items = [program_check("iperf3", None, "the iperf3 workload's client"), self._probe_check()]
+        if self.netns is not None:
+            present = Path("/run/netns", self.netns).exists()
+            items.append(ok("namespace", self.netns) if present else
+                         fail("namespace", f"{self.netns} does not exist: its lab is down (`cellab vlab status`)"))
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    @staticmethod
+    def _probe_check() -> CheckItem:
+        try:
+            return ok("probe", str(find_program("cellab-probe")))
+        except CellabError:
+            return fail("probe", "cellab-probe is not built on this host: run `make build`")
 
     @operation
     def iperf3_client(self, params: Iperf3ClientParams) -> Iperf3ClientResult:

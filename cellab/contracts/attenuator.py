@@ -12,6 +12,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cellab.contracts.base import Contract, Model as ContractModel, Op, RoleClient
+from cellab.contracts.health import SelfCheckResult
 
 Model = Literal[
     "minicircuits-rudat",
@@ -187,7 +188,22 @@ class ScheduleStatus(BaseModel):
 
 
 STOP_SCHEDULE = Op("stop_schedule", StopParams, ScheduleStatus, "stop playing; the channel keeps its value")
-ATTENUATOR_CONTRACT = Contract("attenuator", (CONFIGURE, SET, INFO, PLAY_SCHEDULE, STOP_SCHEDULE),
+
+
+class ChannelsToRead(ContractModel):
+    """One attenuator as the inventory describes it, and the channels its UEs use."""
+
+    config: AttenuatorConfig
+    channels: list[int] = Field(min_length=1, max_length=64)
+
+
+class AttenuatorSelfCheckParams(ContractModel):
+    attenuators: list[ChannelsToRead] = Field(default_factory=list, max_length=16)
+
+
+SELF_CHECK = Op("self_check", AttenuatorSelfCheckParams, SelfCheckResult,
+                "read-only: each attenuator answers a read on every channel asked, the host clock")
+ATTENUATOR_CONTRACT = Contract("attenuator", (CONFIGURE, SET, INFO, PLAY_SCHEDULE, STOP_SCHEDULE, SELF_CHECK),
                                telemetry={"applied": Applied})
 
 
@@ -208,6 +224,9 @@ class AttenuatorClient(RoleClient):
 
     def stop_schedule(self, attenuator: str | None = None, timeout_s: float | None = None) -> None:
         self.call(STOP_SCHEDULE, StopParams(attenuator=attenuator), timeout_s)
+
+    def self_check(self, params: AttenuatorSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
+        return self.call(SELF_CHECK, params, timeout_s)
 
 
 class SchedulePlanning(Protocol):

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+from cellab.contracts.health import SelfCheckResult
 
 CoreFlavour = Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
 MAX_PROFILE_BYTES = 64_000
@@ -59,6 +60,12 @@ class CoreStatus(Model):
     findings: list[LogFinding] = Field(default_factory=list)
 
 
+class CoreSelfCheckParams(Model):
+    flavour: CoreFlavour = Field(description="the inventory's flavour: which daemons must be installed")
+    profile_yaml: str | None = Field(None, max_length=MAX_PROFILE_BYTES,
+                                     description="the core profile (its db_uri names the database to reach)")
+
+
 class CoreEvent(Model):
     """Telemetry `core.event`: a daemon exited, or a log line worth a person's attention."""
 
@@ -71,8 +78,10 @@ CONFIGURE = Op("configure", ConfigureParams, ConfigureResult, "render the flavou
 START = Op("start", StartParams, CoreStatus, "start the daemons; a daemon that exits at start is named with its error")
 STOP = Op("stop", Empty, CoreStatus, "stop every daemon (SIGTERM, then SIGKILL)")
 STATUS = Op("status", Empty, CoreStatus, "processes, ports and log findings")
+SELF_CHECK = Op("self_check", CoreSelfCheckParams, SelfCheckResult,
+                "read-only: the flavour's daemons installed, its database answering, the host clock")
 
-CORE_CONTRACT = Contract("core", (CONFIGURE, START, STOP, STATUS), {"core.event": CoreEvent})
+CORE_CONTRACT = Contract("core", (CONFIGURE, START, STOP, STATUS, SELF_CHECK), {"core.event": CoreEvent})
 
 
 class CoreClient(RoleClient):
@@ -89,3 +98,6 @@ class CoreClient(RoleClient):
 
     def status(self) -> CoreStatus:
         return self.call(STATUS, Empty())
+
+    def self_check(self, params: CoreSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
+        return self.call(SELF_CHECK, params, timeout_s)

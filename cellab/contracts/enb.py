@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+from cellab.contracts.health import SelfCheckResult
 
 EnbState = Literal["stopped", "starting", "running", "exited", "crashed"]
 
@@ -110,13 +111,23 @@ class SafeStateResult(Model):
     stopped: bool = Field(description="srsenb was running and is now stopped (no RF transmission)")
 
 
+class EnbSelfCheckParams(Model):
+    """What the inventory says of the radio: a USRP (uhd, with its device arguments) or srsRAN's ZMQ radio."""
+
+    rf: Literal["uhd", "zmq"] = "uhd"
+    device_args: str = Field("", max_length=256, pattern=r"^[A-Za-z0-9_.,=:/-]*$",
+                             description="UHD device arguments (serial=..., addr=...), one argv word")
+
+
 CONFIGURE = Op("configure", ConfigureParams, ConfigureResult,
                "render the profile (+ run overrides) and (re)start srsenb when a restart parameter changed")
 STATUS = Op("status", Empty, StatusResult, "process state, connected UEs, SR ground truth, last metrics")
 CELL_GAIN = Op("cell_gain", CellGainParams, CellGainResult, "software gain of one cell (srsENB stdin)")
 SAFE_STATE = Op("safe_state", Empty, SafeStateResult, "stop srsenb (no transmission)")
+SELF_CHECK = Op("self_check", EnbSelfCheckParams, SelfCheckResult,
+                "read-only: srsenb found, SCTP, the USRP (uhd) answering, the host clock")
 
-ENB_CONTRACT = Contract("enb", (CONFIGURE, STATUS, CELL_GAIN, SAFE_STATE),
+ENB_CONTRACT = Contract("enb", (CONFIGURE, STATUS, CELL_GAIN, SAFE_STATE, SELF_CHECK),
                         telemetry={"ue_metrics": UeMetrics, "sr_ground_truth": SrGroundTruth})
 
 
@@ -134,3 +145,6 @@ class EnbClient(RoleClient):
 
     def safe_state(self) -> SafeStateResult:
         return self.call(SAFE_STATE, timeout_s=20)
+
+    def self_check(self, params: EnbSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
+        return self.call(SELF_CHECK, params, timeout_s)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+from cellab.contracts.health import SelfCheckResult
 from cellab.errors import InputError
 
 ModuleName = Literal["c2tcp", "scubic", "exll", "cubic_qarr", "cubic_barr", "or_ingress", "burst_drop", "cubic_cap"]
@@ -159,6 +160,13 @@ class CaptureFile(Model):
     file: str
 
 
+class ServerSelfCheckParams(Model):
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=list, max_length=64, description="TCP ports the workloads listen on (iperf3, cellab-send)")
+    modules: list[ModuleName] = Field(default_factory=list, max_length=8,
+                                      description="the BPF modules the inventory says this server has")
+
+
 LOAD_MODULES = Op("load_modules", LoadModulesParams, LoadModulesResult)
 UNLOAD_MODULES = Op("unload_modules", UnloadModulesParams, UnloadModulesResult)
 LIST_MODULES = Op("list_modules", Empty, ListModulesResult)
@@ -169,10 +177,12 @@ IPERF3_SERVER_START = Op("iperf3_server_start", Iperf3ServerParams, Iperf3Server
 IPERF3_SERVER_STOP = Op("iperf3_server_stop", Iperf3ServerStopParams, Iperf3ServerStopped)
 CAPTURE_START = Op("capture_start", CaptureParams, CaptureFile)
 CAPTURE_STOP = Op("capture_stop", Empty, CaptureFile)
+SELF_CHECK = Op("self_check", ServerSelfCheckParams, SelfCheckResult,
+                "read-only: iperf3, cellab-send, tcpdump, the workload ports free, the modules, the host clock")
 
 SERVER_CONTRACT = Contract("server", (LOAD_MODULES, UNLOAD_MODULES, LIST_MODULES, SET_MODULE_PARAM, START_SENDER,
                                       STOP_SENDER, IPERF3_SERVER_START, IPERF3_SERVER_STOP, CAPTURE_START,
-                                      CAPTURE_STOP))
+                                      CAPTURE_STOP, SELF_CHECK))
 
 
 class ServerClient(RoleClient):
@@ -205,3 +215,6 @@ class ServerClient(RoleClient):
 
     def capture_stop(self, timeout_s: float | None = None) -> CaptureFile:
         return self.call(CAPTURE_STOP, None, timeout_s)
+
+    def self_check(self, params: ServerSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
+        return self.call(SELF_CHECK, params, timeout_s)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from cellab.contracts.base import Contract, Empty, Model, Op, RoleClient
+from cellab.contracts.health import SelfCheckResult
 
 CC_PATTERN = r"^[a-z0-9_]{1,16}$"
 TAG_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
@@ -122,8 +123,11 @@ class SignalReading(Model):
 FETCH = Op("fetch", ProbeFetchParams, FetchResult, "run the receiver probe (timed or sized flows, receiver control)")
 IPERF3_CLIENT = Op("iperf3_client", Iperf3ClientParams, Iperf3ClientResult, "one iperf3 transfer with a concurrent ping")
 SIGNAL = Op("signal", Empty, SignalReading, "the serving cell's signal now")
+SELF_CHECK = Op("self_check", Empty, SelfCheckResult,
+                "read-only: the probe build (on the phone), the phone's Wi-Fi, mobile data and airplane mode, "
+                "the host clock")
 
-UE_CONTRACT = Contract("ue", (FETCH, IPERF3_CLIENT, SIGNAL), telemetry={"signal": SignalReading})
+UE_CONTRACT = Contract("ue", (FETCH, IPERF3_CLIENT, SIGNAL, SELF_CHECK), telemetry={"signal": SignalReading})
 
 
 class UEClient(RoleClient):
@@ -137,3 +141,6 @@ class UEClient(RoleClient):
 
     def signal(self, timeout_s: float | None = None) -> SignalReading:
         return self.call(SIGNAL, None, timeout_s)
+
+    def self_check(self, timeout_s: float | None = None) -> SelfCheckResult:
+        return self.call(SELF_CHECK, None, timeout_s)

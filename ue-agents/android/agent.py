@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.contracts import implements
+from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.contracts.ue import (
     CC_PATTERN,
     TAG_PATTERN,
@@ -39,6 +40,11 @@ from .phone import DEVICE_DIR, PROBE_DEVICE_PATH, Phone, PhoneInfo
 from .signallog import SignalLogger
 
 PROBE_AARCH64 = "cellab-probe-aarch64"
+# `settings get global KEY`: what a phone on the lab's cell must show ("1" on, "0" off), and why
+CELL_SETTINGS = (("wifi_on", "0", "Wi-Fi", "on: the phone's traffic would bypass the cell", "svc wifi disable"),
+                 ("mobile_data", "1", "mobile data", "off: no traffic reaches the cell", "svc data enable"),
+                 ("airplane_mode_on", "0", "airplane mode", "on: the modem is off",
+                  "cmd connectivity airplane-mode disable"))
 
 
 class _Params(BaseModel):
@@ -135,6 +141,40 @@ class AndroidUEAgent(Agent):
         except CellabError:
             reading = None  # still attaching: the caller reads `signal` when it needs it
         return PrepareResult(steps=steps, signal=reading)
+
+    @operation
+    def self_check(self) -> SelfCheckResult:
+        """Read-only: the phone still there, the probe build (here and on the phone), Wi-Fi off, mobile data
+        on, airplane mode off, the host clock. `prepare` fixes the phone's settings."""
+        if not self.adb.present(self.phone.serial):
+            return SelfCheckResult(items=[fail("phone", f"{self.phone.label} is not in `adb devices` (unplugged, "
+                                                        "rebooting or unauthorized)"), clock_sync_check()])
+        items = [ok("phone", self.phone.label), self._probe_check()]
+        items += [self._setting_check(*setting) for setting in CELL_SETTINGS]
+        return SelfCheckResult(items=[*items, clock_sync_check()])
+
+    def _probe_check(self) -> CheckItem:
+        try:
+            built = self.probe_binary or find_program(PROBE_AARCH64)
+        except CellabError:
+            return fail("probe", f"{PROBE_AARCH64} is not built on this host: run `make build` (the agent pushes "
+                                 "it to the phone)")
+        try:
+            on_phone = self.phone.sh("ls", PROBE_DEVICE_PATH).code == 0
+        except CellabError as exc:
+            return fail("probe", f"{self.phone.label}: {exc}")
+        where = f"on the phone at {PROBE_DEVICE_PATH}" if on_phone else "pushed to the phone at the first run"
+        return ok("probe", f"{built}, {where}")
+
+    def _setting_check(self, key: str, wanted: str, what: str, why: str, fix: str) -> CheckItem:
+        try:
+            value = self.phone.sh_ok("settings", "get", "global", key).strip()
+        except CellabError as exc:
+            return warn(what, f"the phone does not report it: {exc}")
+        if value == wanted:
+            return ok(what, "on" if value == "1" else "off")
+        return fail(what, f"{why}; `cellab doctor --lab LAB --fix` (the agent's prepare) or "
+                          f"`adb -s {self.phone.serial} shell {fix}`")
 
     @operation(concurrent=True)
     def signal(self) -> SignalReading:
