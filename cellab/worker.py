@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from cellab.errors import CellabError
+from cellab.records import write_atomic
 
 #: the worker's inventory lab (`cellab worker --lab`), for tasks that ask for its bench
 WORKER_LAB_ENV = "CELLAB_WORKER_LAB"
@@ -101,7 +102,8 @@ class Slot:
         (data.get("factors") or {}).pop(LAB_FACTOR, None)
         data["lab"] = lab
         campaign_file = campaign_dir / "campaign.yaml"
-        campaign_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        # atomic: this worker's other slots read the same file for runs of the same campaign
+        write_atomic(campaign_file, yaml.safe_dump(data, sort_keys=False))
         campaign = load_campaign(campaign_file)
         run = PlannedRun(**job["run"])
         where = {"worker": self.worker_name, "slot": self.index}
