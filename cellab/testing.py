@@ -50,6 +50,19 @@ def start_agent(tmp_path: Path, name: str, role: str, netns: str | None, port: i
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def stop_agents(procs: dict[str, subprocess.Popen], grace_s: float = 30) -> None:
+    """SIGTERM every agent still running (each takes its devices to their safe state), then wait; kill what
+    did not stop within grace_s."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs.values():
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def write_lab(tmp_path: Path, port: int = 7700, telemetry_port: int = 7701, attenuator_url: str | None = None,
               enb: bool = False, ues: int = 1) -> Path:
     """An inventory of a server and `ues` UE hosts; with attenuator_url a Mini-Circuits RC4DAT whose channels

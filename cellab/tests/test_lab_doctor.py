@@ -18,7 +18,7 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.contracts.registry import load
-from cellab.testing import free_port, run_cellab, start_agent, write_lab
+from cellab.testing import free_port, run_cellab, start_agent, stop_agents, write_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -97,14 +97,7 @@ def one_host_lab(require_root, netns_prefix, tmp_path):
             procs[name] = start_agent(tmp_path, name, role, netns, port, telemetry_port, *extra)
         yield path, lab, serials, procs
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_agents(procs, grace_s=15)
         if bridge is not None:
             bridge.terminate()
             bridge.wait(5)

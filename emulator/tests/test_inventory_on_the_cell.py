@@ -23,7 +23,7 @@ import yaml
 from cellab.bus.keys import generate_keypair
 from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.testing import free_port, only_folder, result_rows, run_cellab, start_agent
+from cellab.testing import free_port, only_folder, result_rows, run_cellab, start_agent, stop_agents
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -150,14 +150,7 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
             assert (run_dir / "telemetry" / "enb1.jsonl").is_file()  # the eNB's per-UE metrics, recorded
             assert manifest["attenuation_applied_db"] == {"1": 10.0, "2": 10.0}
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_agents(procs)
         if bridge is not None:
             bridge.terminate()
             bridge.wait(5)
