@@ -83,6 +83,9 @@ class UeEntry(Strict):
     name: str = Field(pattern=NAME)
     kind: Literal["android", "virtual"]
     serial: str = Field("", description="adb serial of an Android phone")
+    model: str = Field("", pattern=r"^[A-Za-z0-9 ._+()-]{0,64}$",
+                       description="the phone's model (ro.product.model, as `cellab ue phones` lists it): checked "
+                                   "against the phone before the first run and after each")
     agent: str = Field(description="the ue agent that drives it (agents[].name)")
     attenuator: AttenuatorChannel | None = Field(None, description="the attenuator channel in front of this UE")
 

@@ -84,8 +84,8 @@ class InventoryLab:
             self._configure_enb(RadioOverrides())
 
     def check_phones(self, prepare: bool = False) -> None:
-        """Each Android UE is the phone its inventory entry names (swapped serials would put one phone's
-        attenuation on the other, silently); with `prepare`, each is made ready for the cell: Wi-Fi off, mobile
+        """Each Android UE is the phone its inventory entry names, by serial and (when given) model (swapped
+        serials would put one phone's attenuation on the other, silently); with `prepare`, each is made ready for the cell: Wi-Fi off, mobile
         data on, awake (a phone left on Wi-Fi would bypass the cell)."""
         for i, ue in enumerate(self.inventory.devices.ues):
             if ue.kind != "android":
@@ -104,6 +104,10 @@ class InventoryLab:
                                   f"agent {ue.agent} drives phone {info.get('serial')} ({info.get('model')}): the "
                                   "serials are swapped or the phone was replaced; fix the inventory or the agent's "
                                   "--serial")
+            if ue.model and info.get("model") != ue.model:
+                raise CellabError(f"{self.inventory.name}: devices.ues[{i}] ({ue.name}) is a {ue.model}, but phone "
+                                  f"{info.get('serial')} is a {info.get('model')}: the phone was replaced, or the "
+                                  "inventory's model is wrong")
 
     def after_run(self) -> None:
         """After each run: the phones are still the ones the inventory names."""

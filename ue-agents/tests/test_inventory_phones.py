@@ -36,10 +36,10 @@ def phones(require_root, netns_prefix, tmp_path):
         lab.down()
 
 
-def _inventory(path, serials):
+def _inventory(path, serials, models=None):
     data = yaml.safe_load(path.read_text())
-    for ue, serial in zip(data["devices"]["ues"], serials, strict=True):
-        ue["kind"], ue["serial"] = "android", serial
+    for ue, serial, model in zip(data["devices"]["ues"], serials, models or [""] * len(serials), strict=True):
+        ue["kind"], ue["serial"], ue["model"] = "android", serial, model
     data["devices"]["servers"][0]["address"] = "10.200.0.1"
     path.write_text(yaml.safe_dump(data))
 
@@ -61,8 +61,14 @@ def test_a_swapped_serial_fails_before_the_first_run_and_phones_are_prepared(pho
     assert not list((tmp_path / "swapped").glob("*/runs/*/manifest.json"))  # no run started
 
     phone = lab.adb_server.phones[serials[0]]
+    models = [lab.adb_server.phones[s].describe()["model"] for s in serials]
+    _inventory(path, serials, ["Nokia 3310", models[1]])  # the right serials, a model that is not the phone's
+    done = run_cellab("run", str(campaign), "--out", str(tmp_path / "model"), "--no-report", timeout_s=180)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2 and f"is a Nokia 3310, but phone {serials[0]} is a {models[0]}" in said, said
+
     phone.state.wifi, phone.state.mobile_data = True, False  # left on Wi-Fi: the campaign turns the cell's path on
-    _inventory(path, serials)
+    _inventory(path, serials, models)
     done = run_cellab("run", str(campaign), "--out", str(tmp_path / "ok"), "--no-report", timeout_s=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert phone.state.wifi is False and phone.state.mobile_data is True
