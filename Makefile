@@ -26,9 +26,32 @@ BUILD_TARGETS :=
 -include core-config/rules.mk
 -include ran-config/rules.mk
 
-.PHONY: setup apt venv build samples test demo demo-srsran bench lint clean
+.PHONY: setup setup-agent apt venv build samples test demo demo-srsran bench lint clean
 
 setup: apt venv build samples
+
+# An agent host's lean install: the Debian packages, Python packages (no controller extras: no numpy, scipy,
+# matplotlib, Dask) and C programs of its role only. ROLE: server, ue-virtual, ue-android, attenuator, enb, core.
+AGENT_APT_base := python3-venv pkg-config libzmq5
+AGENT_APT_server := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libjansson-dev libpcap-dev iperf3 tcpdump \
+	iproute2 iputils-ping procps ethtool
+AGENT_APT_ue-virtual := libpcap-dev iperf3 iproute2 iputils-ping
+AGENT_APT_ue-android := adb gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+AGENT_APT_attenuator :=
+AGENT_APT_enb := uhd-host iproute2
+AGENT_APT_core := iproute2
+AGENT_BIN_server := $(BIN)/cellab-modules $(BIN)/cellab-send $(BIN)/cellab-flowstat
+AGENT_BIN_ue-virtual := $(BIN)/cellab-probe
+AGENT_BIN_ue-android := $(BIN)/cellab-probe-aarch64
+AGENT_ROLES := server ue-virtual ue-android attenuator enb core
+
+setup-agent:
+	@case " $(AGENT_ROLES) " in *" $(ROLE) "*) ;; *) echo "make setup-agent: ROLE must be one of: $(AGENT_ROLES)" >&2; exit 2;; esac
+	$(MAKE) apt APT_PACKAGES="$(AGENT_APT_base) $(AGENT_APT_$(ROLE))"
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	$(if $(AGENT_BIN_$(ROLE)),$(MAKE) $(AGENT_BIN_$(ROLE)))
 
 # the synthetic drive log and commercial trace the example campaigns use (cellab/traces.py)
 samples: runs/data/sample-drive.csv
@@ -47,7 +70,7 @@ apt:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[controller,dev]'
 	touch $@
 
 venv: $(VENV)/.installed
