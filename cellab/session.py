@@ -243,12 +243,7 @@ class LabSession:
                     AttenuatorClient(self.controller, self.roles["attenuator"], 15.0).info(self.attenuator.name)
                 except OperationError:  # a fresh agent does not hold the entry yet
                     self._configure_inventory_attenuator(self.attenuator)
-            registered = {m.name for m in ServerClient(self.controller, self.roles["server"], 15.0)
-                          .list_modules().modules if m.registered}
-            if self.loaded_modules - registered:
-                self.loaded_modules.clear()
-                self.module_values.clear()
-                self.module_defaults.clear()
+            self._forget_unregistered_modules()
             return []
         restarted = [a.name for a in self._local.values() if a.proc is None or a.proc.poll() is not None]
         for name in restarted:
@@ -258,10 +253,24 @@ class LabSession:
             if self.roles.get("attenuator") in restarted:
                 self._configure_attenuator()
             if self.roles.get("server") in restarted:
-                self.loaded_modules.clear()  # a dead agent's safe state may not have run: reload to be sure
-                self.module_values.clear()
-                self.module_defaults.clear()
+                self._forget_modules()  # a dead agent's safe state may not have run: reload to be sure
+        # an op that failed fatally put a live server agent in its safe state, which unloads its modules
+        self._forget_unregistered_modules()
         return restarted
+
+    def _forget_modules(self) -> None:
+        self.loaded_modules.clear()
+        self.module_values.clear()
+        self.module_defaults.clear()
+
+    def _forget_unregistered_modules(self) -> None:
+        """The next run loads its modules again if the server agent no longer has one registered."""
+        if not self.loaded_modules:
+            return
+        registered = {m.name for m in ServerClient(self.controller, self.roles["server"], 15.0)
+                      .list_modules().modules if m.registered}
+        if self.loaded_modules - registered:
+            self._forget_modules()
 
     def close(self) -> None:
         for agent in self._local.values():
