@@ -94,15 +94,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cpu_heavy)
 
 
-@pytest.fixture(autouse=True)
-def _share_the_host(request):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The lock spans the test's whole protocol: its setup, call and teardown, including the module- and
+    session-scoped fixtures set up or torn down with it (builds, shared labs), not only the test's body."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     import fcntl
 
-    exclusive = (request.node.get_closest_marker("cpu_heavy") is not None
-                 or "require_root" in getattr(request.node, "fixturenames", ()))
+    exclusive = (item.get_closest_marker("cpu_heavy") is not None
+                 or "require_root" in getattr(item, "fixturenames", ()))
     with open(CPU_LOCK, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
