@@ -50,6 +50,15 @@ def start_agent(tmp_path: Path, name: str, role: str, netns: str | None, port: i
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def start_cell_attenuator(cell_ctl: str, pty: Path, ues: int) -> subprocess.Popen:
+    """The virtual cell's Mini-Circuits serial attenuator (cellab.attenuator.bridge) on a pseudo-terminal at
+    `pty`, once it says it is ready."""
+    bridge = subprocess.Popen([sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", cell_ctl,
+                               "--pty-link", str(pty), "--ues", str(ues)], stdout=subprocess.PIPE, text=True)
+    assert bridge.stdout is not None and '"ready"' in bridge.stdout.readline()
+    return bridge
+
+
 def stop_agents(procs: dict[str, subprocess.Popen], grace_s: float = 30) -> None:
     """SIGTERM every agent still running (each takes its devices to their safe state), then wait; kill what
     did not stop within grace_s."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.contracts.registry import load
-from cellab.testing import free_port, run_cellab, start_agent, stop_agents, write_lab
+from cellab.testing import free_port, run_cellab, start_agent, start_cell_attenuator, stop_agents, write_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -80,9 +79,7 @@ def one_host_lab(require_root, netns_prefix, tmp_path):
     try:
         topo = lab.up()
         pty = tmp_path / "atten.pty"
-        bridge = subprocess.Popen([sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", topo.extra["ctl"],
-                                   "--pty-link", str(pty), "--ues", "2"], stdout=subprocess.PIPE, text=True)
-        assert '"ready"' in bridge.stdout.readline()
+        bridge = start_cell_attenuator(topo.extra["ctl"], pty, 2)
         port, telemetry_port = free_port(), free_port()
         serials = list(topo.extra["phones"])
         path = write_inventory(tmp_path, port, telemetry_port, serials, pty, topo.server.address)

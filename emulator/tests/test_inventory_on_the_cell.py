@@ -23,7 +23,8 @@ import yaml
 from cellab.bus.keys import generate_keypair
 from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.testing import free_port, only_folder, result_rows, run_cellab, start_agent, stop_agents
+from cellab.testing import (free_port, only_folder, result_rows, run_cellab, start_agent, start_cell_attenuator,
+                            stop_agents)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -80,9 +81,7 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
     try:
         topo = lab.up()
         pty = tmp_path / "atten.pty"
-        bridge = subprocess.Popen([sys.executable, "-m", "cellab.attenuator.bridge", "--cell-ctl", topo.extra["ctl"],
-                                   "--pty-link", str(pty), "--ues", "2"], stdout=subprocess.PIPE, text=True)
-        assert '"ready"' in bridge.stdout.readline()
+        bridge = start_cell_attenuator(topo.extra["ctl"], pty, 2)
         write_inventory(tmp_path, port, telemetry_port, pty)
         cell = ("--cell-ctl", topo.extra["ctl"])
         specs = {"server1": ("server", topo.server.netns, ()),
