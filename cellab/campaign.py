@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
+from cellab.contracts.ue import SR_PROBE_MAX_S
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
 from cellab.inputs import read_yaml
 from cellab.records import PlannedRun, Strict
@@ -107,10 +108,6 @@ class ScheduleSpec(Strict):
 class Order(Strict):
     mode: Literal["sequential", "randomized"] = "sequential"
     seed: int = Field(0, ge=0, le=2**63 - 1)
-
-
-#: one SR probe at most: a gap of up to 110 ms, the RTT, and the wait for an SR occasion (cellab-probe)
-SR_PROBE_MAX_S = 0.3
 
 
 class Workload(Strict):

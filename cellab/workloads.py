@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cellab.campaign import SR_PROBE_MAX_S, Timeouts, Workload
+from cellab.campaign import Timeouts, Workload
 from cellab.contracts.server import Iperf3ServerParams, ServerClient, StartSenderParams
-from cellab.contracts.ue import Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient
+from cellab.contracts.ue import SR_PROBE_MAX_S, Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient, sr_probe_budget
 
 IPERF3_PORT = 5201  # UE i of a run: IPERF3_PORT + i
 SENDER_PORT = 5301  # UE i of a run: SENDER_PORT + i
@@ -90,7 +90,7 @@ def probe(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: f
     sender_dir = f"{t.tag}-send"
     t.server.start_sender(StartSenderParams(port=port, cc=t.run_ue.cc, sample_ms=10, run_id=sender_dir, linger_s=5),
                           timeouts.request_s)
-    budget = workload.sr_probes_max if workload.sr_probes_max is not None else 2 * workload.sr_probes
+    budget = sr_probe_budget(workload.sr_probes, workload.sr_probes_max)
     fetch_timeout_s = workload.duration_s + PROBE_GRACE_S + budget * SR_PROBE_MAX_S
     try:
         reply = t.ue.fetch(ProbeFetchParams(

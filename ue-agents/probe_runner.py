@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from cellab.contracts.ue import FetchRequest
+from cellab.contracts.ue import SR_PROBE_MAX_S, FetchRequest, sr_probe_budget
 from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.paths import find_program
 from cellab.proc import argv_in
@@ -126,8 +126,7 @@ def run_fetch(req: FetchRequest, out_dir: Path, name: str = "probe", netns: str 
     program = program or find_program(PROBE_PROGRAM)
     argv, files = fetch_argv(req, out_dir, name, program)
     last_start_s = max(f.start_ms for f in req.flows) / 1000
-    budget = req.sr_probes_max if req.sr_probes_max is not None else 2 * req.sr_probes  # the probe's default
-    probes_s = budget * 0.3 + 1  # one at a time (≤110 ms gap plus the RTT)
+    probes_s = sr_probe_budget(req.sr_probes, req.sr_probes_max) * SR_PROBE_MAX_S + 1
     return _run(argv, netns, files["summary"], files, req.timeout_s + last_start_s + probes_s + 15, on_start)
 
 

@@ -41,6 +41,15 @@ class ProbeFlow(Model):
         return ",".join(parts)
 
 
+#: one SR probe at most: a gap of up to 110 ms, the RTT, and the wait for an SR occasion (cellab-probe)
+SR_PROBE_MAX_S = 0.3
+
+
+def sr_probe_budget(sr_probes: int, sr_probes_max: int | None) -> int:
+    """How many SR probes a fetch may send: its budget, or cellab-probe's default of twice the first ones."""
+    return sr_probes_max if sr_probes_max is not None else 2 * sr_probes
+
+
 class FetchRequest(Model):
     """What `cellab-probe fetch` is asked to do (typed, validated: agents never run a string from the wire)."""
 
