@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_SLOTS = 64
 WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
+WORKER_JOIN_S = 10.0  # then how long for more, while some run no connected worker can serve (workers started with it)
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
 STRANDED_GRACE_S = 60.0
@@ -75,9 +76,18 @@ def _served(wanted: dict[str, int], offers: Any) -> bool:
     return any(all(offer.get(k, 0) >= v for k, v in wanted.items()) for offer in offers)
 
 
+def _offers(workers: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
+
+
+def _all_served(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> bool:
+    offers = _offers(workers).values()
+    return all(_served(needs[run.run_id], offers) for run in runs)
+
+
 def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> None:
     """Every run can go to some connected worker; else refuse before the first, naming the requirement."""
-    offers = {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
+    offers = _offers(workers)
     missing = [(run.run_id, needs[run.run_id]) for run in runs if not _served(needs[run.run_id], offers.values())]
     if missing:
         run_id, wanted = missing[0]
@@ -135,11 +145,16 @@ def _connect(address: str, tls_dir: Path | None) -> Any:
     return Client(address, security=security, timeout=CONNECT_TIMEOUT_S)
 
 
-def _wait_for_workers(client: Any, wait_s: float) -> dict[str, Any]:
+def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, Any]:
+    """The connected workers, once servable(workers) or the wait is over: up to wait_s for the first worker,
+    then WORKER_JOIN_S more for the others a run needs (workers and campaign are often started together)."""
     deadline = time.monotonic() + wait_s
+    joined_by = None
     while True:
         workers = client.scheduler_info(n_workers=-1)["workers"]
-        if workers or time.monotonic() >= deadline:
+        if workers and joined_by is None:
+            joined_by = time.monotonic() + (WORKER_JOIN_S if wait_s else 0.0)
+        if servable(workers) or time.monotonic() >= (joined_by or deadline):
             return workers
         time.sleep(0.5)
 
@@ -156,7 +171,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     text = store.campaign_path().read_text()
     token = uuid.uuid4().hex[:12]
     needs = {run.run_id: lab_resources(run.params.get("lab", campaign.lab), campaign.requires) for run in todo}
-    _check_servable(todo, needs, _wait_for_workers(client, wait_s))
+    _check_servable(todo, needs, _wait_for_workers(client, wait_s, lambda workers: _all_served(todo, needs, workers)))
     by_key: dict[str, PlannedRun] = {}
     futures = []
     def submit(run: PlannedRun) -> Any:

@@ -17,11 +17,16 @@
 
 #define MAX_CATCHUP_TTI 200 /* further behind than this, the clock resyncs (counted) */
 
-static void count_lateness(struct cell *c, uint64_t late_ns)
+static void count_lateness(struct cell *c, uint64_t deadline_ns, uint64_t late_ns)
 {
     uint64_t late_us = late_ns / 1000;
     if (late_us > c->late_max_us)
         c->late_max_us = late_us;
+    if (late_us > CELL_STALL_MIN_US) {
+        uint64_t i = c->n_stalls++ % CELL_STALL_RING;
+        c->stalls[i].deadline_ns = deadline_ns;
+        c->stalls[i].late_us = late_us > UINT32_MAX ? UINT32_MAX : (uint32_t)late_us;
+    }
     for (int i = 0; i < CELL_N_LATE_BINS && late_us > cell_late_bins_us[i]; i++)
         c->late_over[i]++;
 }
@@ -89,7 +94,7 @@ static void main_loop(struct cell *c, uint64_t end_ns)
             }
             if (now - deadline > NS_PER_TTI / 2)
                 c->late_ttis++;
-            count_lateness(c, now - deadline);
+            count_lateness(c, deadline, now - deadline);
             run_tti(c, c->tti);
             c->tti++;
             serve_control(c); /* ZMQ_FD is edge-triggered: also look once per TTI */

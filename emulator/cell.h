@@ -21,6 +21,10 @@
  * several ms shifts whole bursts, so the runs' validity rule looks at the magnitude (cellab.campaign.Retry) */
 #define CELL_N_LATE_BINS 6
 static const uint64_t cell_late_bins_us[CELL_N_LATE_BINS] = {500, 1000, 2000, 5000, 10000, 50000};
+/* the TTIs run more than CELL_STALL_MIN_US late, newest CELL_STALL_RING kept: `stalls` over the control socket
+ * tells a measurement which of its samples the host delayed (a ping whose flight spans one) */
+#define CELL_STALL_RING 4096
+#define CELL_STALL_MIN_US 1000
 #define CELL_ERR_HIST_US 2001                 /* delivery-time error histogram, 1 us bins, last = overflow */
 #define NS_PER_TTI 1000000ULL
 
@@ -139,6 +143,11 @@ struct cell {
     uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;
     uint64_t late_over[CELL_N_LATE_BINS]; /* TTIs run more than cell_late_bins_us[i] late */
     uint64_t late_max_us;
+    struct {
+        uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+        uint32_t late_us;
+    } stalls[CELL_STALL_RING];
+    uint64_t n_stalls; /* ever recorded; stalls[i % CELL_STALL_RING] */
     uint64_t err_hist[CELL_ERR_HIST_US];
     uint64_t err_count;
     uint64_t fwd_pkts, fwd_bytes;

@@ -61,6 +61,23 @@ json_t *stats_json(struct cell *c)
                      ues);
 }
 
+/* The recorded TTIs more than CELL_STALL_MIN_US late whose deadline is at or after since_ns, oldest first, as
+ * [deadline_ns, late_us]; complete is false when the ring dropped some of them. */
+static json_t *stalls_json(struct cell *c, uint64_t since_ns)
+{
+    json_t *list = json_array();
+    uint64_t first = c->n_stalls > CELL_STALL_RING ? c->n_stalls - CELL_STALL_RING : 0;
+    for (uint64_t n = first; n < c->n_stalls; n++) {
+        uint64_t i = n % CELL_STALL_RING;
+        if (c->stalls[i].deadline_ns >= since_ns)
+            json_array_append_new(list, json_pack("[I,I]", (json_int_t)c->stalls[i].deadline_ns,
+                                                  (json_int_t)c->stalls[i].late_us));
+    }
+    int complete = first == 0 || c->stalls[first % CELL_STALL_RING].deadline_ns < since_ns;
+    return json_pack("{s:b,s:o,s:b,s:i,s:I}", "ok", 1, "stalls", list, "complete", complete, "min_late_us",
+                     CELL_STALL_MIN_US, "now_ns", (json_int_t)now_ns());
+}
+
 static json_t *err_reply(const char *msg)
 {
     return json_pack("{s:b,s:s}", "ok", 0, "error", msg);
@@ -90,7 +107,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     char err[160];
     int k = 0;
     if (!op) {
-        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats)");
+        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls)");
     } else if (!strcmp(op, "set_attenuation")) {
         json_t *v = json_object_get(req, "attenuation_db");
         if (!(rep = ue_from_request(c, req, &k, err, sizeof(err)))) {
@@ -114,12 +131,18 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
         c->paused = !strcmp(op, "pause");
         rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "paused", c->paused, "tti", (json_int_t)c->tti);
+    } else if (!strcmp(op, "stalls")) {
+        json_t *since = json_object_get(req, "since_ns");
+        if (since && (!json_is_integer(since) || json_integer_value(since) < 0))
+            rep = err_reply("since_ns: must be a non-negative integer (CLOCK_MONOTONIC ns)");
+        else
+            rep = stalls_json(c, since ? (uint64_t)json_integer_value(since) : 0);
     } else if (!strcmp(op, "stats")) {
         if (c->tti_log)
             fflush(c->tti_log);
         rep = stats_json(c);
     } else {
-        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats)",
+        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls)",
                  op);
         rep = err_reply(err);
     }

@@ -23,7 +23,7 @@ class CellUnreachable(CellControlError):
 
 
 class CellControl:
-    """set_attenuation / get_attenuation / pause / resume / stats on a running cell."""
+    """set_attenuation / get_attenuation / pause / resume / stats / stalls on a running cell."""
 
     def __init__(self, endpoint: str, timeout_ms: int = 2000):
         self.endpoint = endpoint
@@ -77,6 +77,11 @@ class CellControl:
 
     def stats(self) -> dict[str, Any]:
         return self.request("stats")
+
+    def stalls(self, since_ns: int = 0) -> dict[str, Any]:
+        """The TTIs the cell ran more than `min_late_us` late since since_ns (CLOCK_MONOTONIC, the clock of
+        time.monotonic_ns()): `stalls` [[deadline_ns, late_us], ...], `complete` false if some were dropped."""
+        return self.request("stalls", since_ns=int(since_ns))
 
     def ue_stats(self, ue: int) -> dict[str, Any]:
         """One UE's entry of `stats` (attenuation, RSRP, SINR, CQI, queues, ...), with a numeric rsrp_dbm."""

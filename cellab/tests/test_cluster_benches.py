@@ -60,6 +60,10 @@ def benches(require_root, tmp_path, netns_prefix):
         for (path, _), worker in zip(made, ("wa", "wb"), strict=True):
             procs.append(_spawn([str(VENV_BIN / "cellab"), "worker", "--scheduler", address, "--lab", str(path),
                                  "--name", worker], tmp_path / f"{worker}.log"))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:  # both benches offered before a campaign asks for them
+            client.wait_for_workers(2, timeout=120)
         yield address, [path for path, _ in made]
     finally:
         for proc in procs:

@@ -107,9 +107,10 @@ def burst_gaps_ms(times_s: np.ndarray, burst_gap_ms: float = 2.0) -> tuple[np.nd
     return gaps, len(times_s) / (len(gaps) + 1)
 
 
-def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap_s: float, max_gap_s: float,
-                     seed: int = 1, port: int = 5400) -> np.ndarray:
-    """RTTs (ms) of `count` UDP echoes sent at random gaps in [min_gap_s, max_gap_s] from the UE.
+def udp_pings(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap_s: float, max_gap_s: float,
+              seed: int = 1, port: int = 5400) -> tuple[np.ndarray, np.ndarray]:
+    """`count` UDP echoes sent at random gaps in [min_gap_s, max_gap_s] from the UE: their send times
+    (CLOCK_MONOTONIC ns) and RTTs (ms).
 
     Both ends run SCHED_FIFO (chrt) so that on a busy host a late wake-up of the measuring processes
     does not pass for the cell's delay."""
@@ -123,10 +124,54 @@ def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap
         out = subprocess.run(in_ns(ue_ns, *rt, sys.executable, script, "ping", srv_addr, str(port), str(count),
                                    str(min_gap_s), str(max_gap_s), str(seed)),
                              capture_output=True, text=True, timeout=budget, check=False)
-        return np.array([float(x) for x in out.stdout.split()])
+        rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
+        return np.array([int(r[0]) for r in rows], dtype=np.int64), np.array([float(r[1]) for r in rows])
     finally:
         server.kill()
         server.wait()
+
+
+def udp_ping_rtts_ms(srv_ns: str, srv_addr: str, ue_ns: str, count: int, min_gap_s: float, max_gap_s: float,
+                     seed: int = 1, port: int = 5400) -> np.ndarray:
+    """RTTs (ms) of udp_pings."""
+    return udp_pings(srv_ns, srv_addr, ue_ns, count, min_gap_s, max_gap_s, seed, port)[1]
+
+
+def pings_the_cell_kept(lab, count: int, min_gap_s: float, max_gap_s: float, need: int, window_ms: float,
+                        seed: int = 1, late_ms: float = 2.0, tries: int = 4) -> tuple[np.ndarray, int]:
+    """RTTs (ms) of UDP echoes from UE 0 that no TTI run more than late_ms late could have delayed, as the
+    cell's `stalls` log tells: on a busy host those are delayed by the host, not by the model (and a
+    max-based statistic would pick them). A ping is left out when a stall falls within window_ms of its send
+    time, whatever its RTT: judged by its own flight, a long ping would be left out more often than a short
+    one and the kept RTTs would lean short. Pings are sent in rounds of `count` until `need` are kept, at
+    most `tries` rounds; fails naming how many the host spoiled. Returns the first `need` kept RTTs and the
+    left-out count."""
+    topo = lab.topology()
+    kept: list[float] = []
+    spoiled = 0
+    for attempt in range(tries):
+        since_ns = time.monotonic_ns()
+        sent_ns, rtt_ms = udp_pings(lab.srv_ns, topo.server.address, topo.ues[0].netns, count, min_gap_s,
+                                    max_gap_s, seed=seed + 1000 * attempt)
+        with lab.control() as ctl:
+            log = ctl.stalls(since_ns)
+        assert log["complete"], "the cell's stall log overflowed during the pings: the host is far too busy"
+        stalls = np.array([s for s in log["stalls"] if s[1] > late_ms * 1000.0], dtype=np.int64).reshape(-1, 2)
+        # a TTI due at d and run L late delays what crosses the cell in [d, d + L]; margin: one TTI each side
+        starts = stalls[:, 0] - 1_000_000
+        ends = stalls[:, 0] + stalls[:, 1] * 1000 + 1_000_000
+        flight_end = sent_ns + int(window_ms * 1e6)
+        hit = np.array([bool(((starts <= e) & (ends >= s)).any()) for s, e in zip(sent_ns, flight_end, strict=True)],
+                       dtype=bool)
+        kept += rtt_ms[~hit].tolist()
+        spoiled += int(hit.sum())
+        if len(kept) >= need:
+            return np.array(kept[:need]), spoiled
+        print(f"the host may have delayed {int(hit.sum())} of {len(rtt_ms)} pings ({len(stalls)} TTIs over {late_ms} ms "
+              f"late); "
+              f"{len(kept)} of {need} kept so far")
+    raise AssertionError(f"the host delayed too many pings: {len(kept)} of the {need} needed kept after {tries} "
+                         f"rounds ({spoiled} spoiled by TTIs over {late_ms} ms late)")
 
 
 def bunch_start_spacing_ms(times_s: np.ndarray, join_ms: float) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from netlab import (Capture, bunch_start_spacing_ms, burst_gaps_ms, in_ns, iperf3_download, ping_rtts_ms,
-                    udp_ping_rtts_ms)
+                    pings_the_cell_kept, udp_ping_rtts_ms)
 
 # ../shared/data/srsran-sample/README.md: ping from the UE to the SGi address through a real srsRAN 4G
 # eNB+UE+EPC, 50 pings, RTT min/avg/max (ms) per SR period
@@ -36,29 +36,26 @@ PING_GAP_S = (0.110, 0.170)
 # Not at 5 ms: there srsRAN's whole spread (5.9 ms) is within the pinger's own scheduling noise on a 2-core VM
 # (the model measured 6.4-8.0 ms in session 12's runs)
 @pytest.mark.parametrize("period_ms", [10, 20, 40, 80])
-def test_ping_rtt_spread_matches_srsran(vlab, on_time, period_ms):
-    # The cell runs SCHED_FIFO here: the comparison is of the model, and a stall of the cell on a busy host
-    # would otherwise show up as one huge RTT in a max-based statistic.
+def test_ping_rtt_spread_matches_srsran(vlab, period_ms):
+    # The comparison is of the model: the cell runs SCHED_FIFO, and the pings a TTI run over 2 ms late could
+    # have delayed are left out (a stall of the cell on a busy host would show as one huge RTT in a max-based
+    # statistic; CI's host ran 1.2 % of TTIs over 2 ms late, too many to throw whole measurements away).
     lab = vlab(n_prb=25, sr_period_ms=period_ms, core_delay_ms=CORE_DELAY_MS, core_jitter_ms=CORE_JITTER_MS,
                realtime=True)
-    topo = lab.topology()
-    rtt = on_time(lab, lambda: udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 50, *PING_GAP_S,
-                                                seed=period_ms), late_tti_ms=2.0)  # spreads to the ms
-    assert len(rtt) >= 48
-    with lab.control() as ctl:
-        st = ctl.stats()
-    print(f"P={period_ms} rtt min/avg/max {rtt.min():.1f}/{rtt.mean():.1f}/{rtt.max():.1f} late_ttis {st['late_ttis']}")
     rmin, ravg, rmax = SRSRAN_PING[period_ms]
-    # The spread leaves out the two highest RTTs: pings delayed by the host (the pinger, not the cell, is not
-    # real-time) must not decide a max-based statistic; the model's spread shows in the other 48 (the SR wait is
-    # uniform over the period: 48 of 50 samples span 4 % less of it than 50, well within the tolerance).
+    rtt, spoiled = pings_the_cell_kept(lab, 50, *PING_GAP_S, need=48, window_ms=rmax + 10.0, seed=period_ms)
+    print(f"P={period_ms} rtt min/avg/max {rtt.min():.1f}/{rtt.mean():.1f}/{rtt.max():.1f} of {len(rtt)} pings, "
+          f"{spoiled} left out (the host delayed them)")
+    # The spread leaves out the two highest RTTs: the pinger itself is not real-time, and a max-based statistic
+    # must not be decided by one of its late wake-ups (the SR wait is uniform over the period: 46 of 48
+    # samples span 4 % less of it).
     spread, half_mean = float(np.sort(rtt)[-3] - rtt.min()), 2 * float(rtt.mean() - rtt.min())
     assert abs(rtt.min() - rmin) <= 4.0, rtt.min()  # same minimum RTT (calibrated core delay)
-    # 25 %, and never less than 2 ms: the pinger's own wake-ups on this VM are 1-3 ms late at times
-    assert abs(spread - (rmax - rmin)) <= max(0.25 * (rmax - rmin), 2.0), (spread, rmax - rmin, st["late_ttis"])
+    # 2 (avg - min) is the real stack's, within 25 %: the SR wait, uniform over the period, makes it the period
     assert abs(half_mean - 2 * (ravg - rmin)) <= 0.25 * 2 * (ravg - rmin), (half_mean, 2 * (ravg - rmin))
-    # the spread tracks the period itself
-    assert 0.8 * period_ms <= spread <= period_ms + 3.0
+    # The spread tracks the period itself. Not compared with srsRAN's max - min: one run's extreme, it does not
+    # repeat (SR 20 ms: 25.1 ms in the five-period run of srsran-sample, 12.5 ms in its 25-PRB run).
+    assert 0.8 * period_ms <= spread <= period_ms + 3.0, (spread, spoiled)
 
 
 def _ack_times(lab, tmp_path: Path, n_prb: int) -> np.ndarray:
@@ -153,6 +150,7 @@ def test_a_stalled_cell_never_beats_its_model_delay(vlab):
             time.sleep(rng.uniform(0.005, 0.02))
 
     staller = threading.Thread(target=stall_the_cell, daemon=True)
+    since_ns = time.monotonic_ns()
     staller.start()
     try:
         rtt = udp_ping_rtts_ms(lab.srv_ns, topo.server.address, topo.ues[0].netns, 60, 0.03, 0.05, seed=2)
@@ -160,6 +158,13 @@ def test_a_stalled_cell_never_beats_its_model_delay(vlab):
         done.set()
         staller.join()
         os.kill(cell_pid, signal.SIGCONT)
+    until_ns = time.monotonic_ns()
+    with lab.control() as ctl:
+        log = ctl.stalls(since_ns)
+    # the cell logged the stalls it was put through, on the caller's clock (what measurements filter by)
+    assert log["complete"] and log["min_late_us"] == 1000, log
+    assert sum(late_us >= 3000 for _, late_us in log["stalls"]) >= 20, log["stalls"][:20]
+    assert all(since_ns <= due_ns <= until_ns for due_ns, _ in log["stalls"]), (since_ns, until_ns, log["stalls"][:5])
     print(f"floor {floor_ms:.1f} ms; stalled: min {rtt.min():.1f} mean {rtt.mean():.1f} ms, "
           f"{int((rtt < floor_ms - 0.5).sum())} of {len(rtt)} below the floor")
     assert len(rtt) >= 55

@@ -1,7 +1,7 @@
 """A ping over UDP with randomised send times (run inside a namespace with `ip netns exec`).
 
     udp_echo.py serve ADDR PORT SECONDS
-    udp_echo.py ping ADDR PORT COUNT MIN_GAP_S MAX_GAP_S SEED     -> one RTT in ms per line
+    udp_echo.py ping ADDR PORT COUNT MIN_GAP_S MAX_GAP_S SEED     -> per echo: send time (CLOCK_MONOTONIC ns), RTT ms
 
 Send times are drawn at random so the pings sample every phase of the SR period and of the TTI clock
 (Linux ping's fixed interval locks onto the TTI phase). 56 bytes of payload: 84-byte IP packets, as ping.
@@ -36,6 +36,7 @@ def ping(addr: str, port: int, count: int, min_gap_s: float, max_gap_s: float, s
         time.sleep(rng.uniform(min_gap_s, max_gap_s))
         payload = seq.to_bytes(4, "big") + bytes(52)
         t0 = time.monotonic()
+        sent_ns = time.monotonic_ns()
         sock.sendto(payload, (addr, port))
         try:
             while True:
@@ -44,7 +45,7 @@ def ping(addr: str, port: int, count: int, min_gap_s: float, max_gap_s: float, s
                     break
         except TimeoutError:
             continue
-        print(f"{(time.monotonic() - t0) * 1000:.3f}", flush=True)
+        print(f"{sent_ns} {(time.monotonic() - t0) * 1000:.3f}", flush=True)
 
 
 if __name__ == "__main__":
