@@ -73,7 +73,8 @@ static void usage(void)
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
           "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
-          "  --tti-log FILE   --pid-file FILE   --duration-s X\n",
+          "  --tti-log FILE   --pid-file FILE   --duration-s X\n"
+          "  --rlf   --t310-ms N   --n310 N   --n311 N   --t311-ms N   --rlf-release-ms N   --reest-ms N   --connect-ms N\n",
           stderr);
 }
 
@@ -85,7 +86,8 @@ void parse_args(struct cell *c, int argc, char **argv)
                               .harq_rtt_ms = 8, .ul_policy = UL_SRSENB, .dl_queue = DLQ_SRSENB, .ul_queue = ULQ_SRSUE,
                               .rlc_queue_sdus = 256, .pdcp_discard_ms = 0, .rlc_queue_bytes = 4u << 20,
                               .ul_buffer_bytes = 4u << 20, .fading_coherence_ms = 100.0, .seed = 1,
-                              .poll_grant_prb = 2};
+                              .poll_grant_prb = 2, .t310_ms = 200, .n310 = 1, .n311 = 1, .t311_ms = 10000,
+                              .rlf_release_ms = 4000, .reest_ms = 150, .connect_ms = 300};
     static const struct option opts[] = {
         {"srv", 1, 0, 'S'}, {"ue", 1, 0, 'U'}, {"n-prb", 1, 0, 'n'}, {"sr-period-ms", 1, 0, 'r'},
         {"cqi-period-ms", 1, 0, 'q'}, {"cqi-delay-ms", 1, 0, 'Q'}, {"rlc-queue", 1, 0, 'b'},
@@ -96,6 +98,8 @@ void parse_args(struct cell *c, int argc, char **argv)
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
         {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
+        {"rlf", 0, 0, 'W'}, {"t310-ms", 1, 0, 1000}, {"n310", 1, 0, 1001}, {"n311", 1, 0, 1002},
+        {"t311-ms", 1, 0, 1003}, {"rlf-release-ms", 1, 0, 1004}, {"reest-ms", 1, 0, 1005}, {"connect-ms", 1, 0, 1006},
         {0, 0, 0, 0}};
     char atten_arg[512] = "";
     int opt;
@@ -180,6 +184,15 @@ void parse_args(struct cell *c, int argc, char **argv)
         case 'l': p->tti_log_path = optarg; break;
         case 'I': p->pid_path = optarg; break;
         case 'D': p->duration_s = parse_double("duration-s", optarg, 0, 1e7); break;
+        case 'W': p->rlf = 1; break;
+        /* TS 36.331 UE-TimersAndConstants ranges (t310 0..2000, n310 1..20, n311 1..10, t311 1000..30000) */
+        case 1000: p->t310_ms = (int)parse_long("t310-ms", optarg, 0, 2000); break;
+        case 1001: p->n310 = (int)parse_long("n310", optarg, 1, 20); break;
+        case 1002: p->n311 = (int)parse_long("n311", optarg, 1, 10); break;
+        case 1003: p->t311_ms = (int)parse_long("t311-ms", optarg, 1000, 30000); break;
+        case 1004: p->rlf_release_ms = (int)parse_long("rlf-release-ms", optarg, 0, 600000); break;
+        case 1005: p->reest_ms = (int)parse_long("reest-ms", optarg, 0, 10000); break;
+        case 1006: p->connect_ms = (int)parse_long("connect-ms", optarg, 0, 60000); break;
         case 'H': usage(); exit(0);
         default: usage(); exit(2);
         }
@@ -194,6 +207,8 @@ void parse_args(struct cell *c, int argc, char **argv)
         p->ul_prb = p->n_prb > 6 ? p->n_prb - 4 : 4; /* PUCCH takes PRBs at both band edges */
     if (p->ul_prb > p->n_prb)
         die("--ul-prb: %d exceeds --n-prb %d", p->ul_prb, p->n_prb);
+    if (p->rlf && (p->trace_path || p->trace_up_path || p->unlimited))
+        die("--rlf: the radio link failure model needs the radio model (not --trace, --trace-up or --unlimited)");
     /* attenuation: one value for every UE, or one per UE */
     for (int i = 0; i < p->n_ues; i++)
         c->ue[i].attenuation_db = 0.0;

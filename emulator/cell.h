@@ -108,10 +108,19 @@ struct ue {
     uint64_t dl_discard_bytes, dl_discard_pkts; /* PDCP discard timer (dl_drop_*: the queue was full) */
     uint64_t ul_delivered_bytes, ul_delivered_pkts, ul_drop_pkts, harq_retx, sr_sent, grants_issued;
     uint64_t win_dl_bytes, win_ul_bytes, win_retx, win_dl_tbs_bits;
+    /* RRC (rrc.c, only with --rlf): radio link monitoring, re-establishment, a new connection */
+    int rrc_state;               /* enum rrc_state */
+    int t310_on, n_oos, n_is, ctx_released; /* ctx_released: the eNB released the UE's context */
+    uint64_t t310_start, rlf_tti, rrc_done_tti, enb_release_tti;
+    uint64_t rrc_drop_bytes, rrc_drop_pkts, s1_drop_pkts, s1_drop_bytes, rlf_count, reest_count, conn_count;
     /* per-TTI record fields, reset every TTI */
     uint32_t r_tbs_bits, r_delivered, r_ul_grant, r_ul_delivered, r_drop_bytes;
     int r_prb, r_retx, r_mcs, r_flags;
 };
+
+/* RRC states of a UE (rrc.c): connected; after a radio link failure, looking for the cell (T311 running);
+ * re-establishing; idle (T311 expired); setting up a new connection */
+enum rrc_state { RRC_CONNECTED = 0, RRC_SEARCH, RRC_REEST, RRC_IDLE, RRC_CONNECTING };
 
 struct cell_params {
     int n_prb, sr_period_ms, cqi_period_ms, cqi_delay_ms, ul_prb, ul_mcs, bsr_timer_ms, harq_max_tx;
@@ -120,6 +129,9 @@ struct cell_params {
     enum dl_queue_policy dl_queue;
     enum ul_queue_policy ul_queue;
     int rlc_queue_sdus, pdcp_discard_ms; /* DLQ_SRSENB */
+    /* radio link failure model (rrc.c), off unless --rlf: T310/N310/N311/T311 as srsenb's SIB2 gives them, the
+     * eNB's rlf_release_timer_ms, and how long re-establishment and a new connection take once the cell is back */
+    int rlf, t310_ms, n310, n311, t311_ms, rlf_release_ms, reest_ms, connect_ms;
     uint64_t rlc_queue_bytes, ul_buffer_bytes; /* DLQ_BYTES, ULQ_BYTES */
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
     uint64_t seed;
@@ -138,6 +150,8 @@ struct cell {
     int have_trace, have_trace_up;
     uint64_t tti, delay_ticks, start_ns, rng;
     int paused, stop;
+    int s1_down; /* the S1 path is cut (control op set_s1): packets between the eNB and the core are lost */
+    uint64_t s1_cuts;
     struct fifo dl_delay, ul_delay;
     /* counters */
     uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;
@@ -185,12 +199,23 @@ void channel_update(struct cell *c, struct ue *u, uint64_t t);
 void dl_enqueue(struct cell *c, struct ue *u, struct pkt *p, uint64_t t);
 void dl_mark_scheduled(struct ue *u);
 void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t);
+uint64_t dl_discard_all_new(struct cell *c, struct ue *u, uint64_t t);
 
 /* harq.c: HARQ outcomes and in-order delivery */
 static inline struct dl_tb *tb_at(struct ue *u, int i) { return &u->tb[(u->tb_head + i) % CELL_MAX_TB]; }
 void dl_deliver(struct cell *c, struct ue *u, uint64_t t);
 int dl_harq_busy(struct ue *u);
 void dl_outcomes(struct cell *c, struct ue *u, uint64_t t);
+void dl_reset_harq(struct cell *c, struct ue *u, uint64_t t);
+
+/* rrc.c: radio link monitoring (T310/N310/N311), RLF, re-establishment (T311) or a new connection; the eNB's
+ * context release; events on stdout. Without --rlf every UE stays connected and nothing here runs. */
+static inline int ue_connected(const struct cell *c, const struct ue *u)
+{
+    return !c->p.rlf || u->rrc_state == RRC_CONNECTED;
+}
+void rrc_tti(struct cell *c, struct ue *u, uint64_t t);
+void cell_event(struct cell *c, const char *event, int ue, const char *extra_json);
 
 /* dl_sched.c: the downlink scheduler (radio model, trace mode, unlimited) */
 void dl_schedule(struct cell *c, uint64_t t);

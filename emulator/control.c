@@ -22,6 +22,8 @@ static uint64_t err_percentile_us(const struct cell *c, double q)
     return CELL_ERR_HIST_US - 1;
 }
 
+static void rrc_stats(struct cell *c, struct ue *u, json_t *o);
+
 json_t *stats_json(struct cell *c)
 {
     json_t *ues = json_array();
@@ -42,6 +44,8 @@ json_t *stats_json(struct cell *c)
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
         json_object_set_new(o, "dl_queue_new_pkts", json_integer((json_int_t)u->dl_new_pkts));
         json_object_set_new(o, "ul_drop_pkts", json_integer((json_int_t)u->ul_drop_pkts));
+        if (c->p.rlf || c->s1_cuts) /* only then: the stats of other runs stay as they were (test_replay.py) */
+            rrc_stats(c, u, o);
         json_array_append_new(ues, o);
     }
     json_t *late_over = json_object();
@@ -50,7 +54,7 @@ json_t *stats_json(struct cell *c)
         snprintf(key, sizeof(key), "%llu", (unsigned long long)cell_late_bins_us[i]);
         json_object_set_new(late_over, key, json_integer((json_int_t)c->late_over[i]));
     }
-    return json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
+    json_t *out = json_pack("{s:b,s:I,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:o}", "ok", 1, "tti", (json_int_t)c->tti,
                      "paused", c->paused, "fwd_pkts", (json_int_t)c->fwd_pkts, "fwd_bytes", (json_int_t)c->fwd_bytes,
                      "no_route_pkts", (json_int_t)c->no_route_pkts, "delay_drop_pkts",
                      (json_int_t)c->delay_drop_pkts, "tun_write_drops", (json_int_t)c->tun_write_drops,
@@ -59,6 +63,11 @@ json_t *stats_json(struct cell *c)
                      "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
                      (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
                      ues);
+    if (c->p.rlf || c->s1_cuts) {
+        json_object_set_new(out, "s1_up", json_boolean(!c->s1_down));
+        json_object_set_new(out, "s1_cuts", json_integer((json_int_t)c->s1_cuts));
+    }
+    return out;
 }
 
 /* The recorded TTIs more than CELL_STALL_MIN_US late whose deadline is at or after since_ns, oldest first, as
@@ -76,6 +85,20 @@ static json_t *stalls_json(struct cell *c, uint64_t since_ns)
     int complete = first == 0 || c->stalls[first % CELL_STALL_RING].deadline_ns < since_ns;
     return json_pack("{s:b,s:o,s:b,s:i,s:I}", "ok", 1, "stalls", list, "complete", complete, "min_late_us",
                      CELL_STALL_MIN_US, "now_ns", (json_int_t)now_ns());
+}
+
+static const char *const rrc_state_names[] = {"connected", "search", "reestablishing", "idle", "connecting"};
+
+static void rrc_stats(struct cell *c, struct ue *u, json_t *o)
+{
+    json_object_set_new(o, "rrc_state", json_string(c->p.rlf ? rrc_state_names[u->rrc_state] : "connected"));
+    json_object_set_new(o, "rlf_count", json_integer((json_int_t)u->rlf_count));
+    json_object_set_new(o, "reest_count", json_integer((json_int_t)u->reest_count));
+    json_object_set_new(o, "connect_count", json_integer((json_int_t)u->conn_count));
+    json_object_set_new(o, "rrc_drop_pkts", json_integer((json_int_t)u->rrc_drop_pkts));
+    json_object_set_new(o, "rrc_drop_bytes", json_integer((json_int_t)u->rrc_drop_bytes));
+    json_object_set_new(o, "s1_drop_pkts", json_integer((json_int_t)u->s1_drop_pkts));
+    json_object_set_new(o, "s1_drop_bytes", json_integer((json_int_t)u->s1_drop_bytes));
 }
 
 static json_t *err_reply(const char *msg)
@@ -107,7 +130,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     char err[160];
     int k = 0;
     if (!op) {
-        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls)");
+        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1)");
     } else if (!strcmp(op, "set_attenuation")) {
         json_t *v = json_object_get(req, "attenuation_db");
         if (!(rep = ue_from_request(c, req, &k, err, sizeof(err)))) {
@@ -120,6 +143,11 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
                 u->rsrp_dbm = radio_rsrp_dbm(u->attenuation_db, u->fading_db);
                 u->sinr_db = radio_sinr_db(u->rsrp_dbm);
                 u->cqi_true = radio_cqi(u->sinr_db);
+                if (c->p.rlf) { /* the fault timelines read it (a schedule's steps too) */
+                    char extra[48];
+                    snprintf(extra, sizeof(extra), "\"attenuation_db\": %.2f", u->attenuation_db);
+                    cell_event(c, "attenuation", k, extra);
+                }
                 rep = json_pack("{s:b,s:i,s:f,s:I}", "ok", 1, "ue", k, "attenuation_db", c->ue[k].attenuation_db,
                                 "tti", (json_int_t)c->tti);
             }
@@ -131,6 +159,19 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
         c->paused = !strcmp(op, "pause");
         rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "paused", c->paused, "tti", (json_int_t)c->tti);
+    } else if (!strcmp(op, "set_s1")) {
+        json_t *up = json_object_get(req, "up");
+        if (!json_is_boolean(up)) {
+            rep = err_reply("up: must be true or false (the S1 path between the eNB and the core)");
+        } else {
+            int down = !json_is_true(up);
+            if (down != c->s1_down) {
+                c->s1_down = down;
+                c->s1_cuts += down;
+                cell_event(c, down ? "s1_down" : "s1_up", -1, NULL);
+            }
+            rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "s1_up", !c->s1_down, "tti", (json_int_t)c->tti);
+        }
     } else if (!strcmp(op, "stalls")) {
         json_t *since = json_object_get(req, "since_ns");
         if (since && (!json_is_integer(since) || json_integer_value(since) < 0))
@@ -142,7 +183,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
             fflush(c->tti_log);
         rep = stats_json(c);
     } else {
-        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls)",
+        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1)",
                  op);
         rep = err_reply(err);
     }

@@ -10,6 +10,8 @@ void dl_schedule(struct cell *c, uint64_t t)
     int avail = c->p.n_prb, sf = (int)(t % 10);
     for (int k = 0; k < c->p.n_ues; k++) {
         struct ue *u = &c->ue[k];
+        if (!ue_connected(c, u))
+            continue;
         for (int i = 0; i < u->tb_count && avail > 0; i++) {
             struct dl_tb *tb = tb_at(u, i);
             if (tb->state != TB_WAIT_RETX || tb->event_tti > t || tb->n_prb > avail)
@@ -33,7 +35,7 @@ void dl_schedule(struct cell *c, uint64_t t)
         double best_metric = -1;
         for (int k = 0; k < c->p.n_ues; k++) {
             struct ue *u = &c->ue[k];
-            if (done[k] || u->cqi_used <= 0 || u->dl_in_off == u->dl_sched_off ||
+            if (done[k] || u->cqi_used <= 0 || u->dl_in_off == u->dl_sched_off || !ue_connected(c, u) ||
                 dl_harq_busy(u) >= CELL_DL_HARQ_PROCS || u->tb_count >= CELL_MAX_TB)
                 continue;
             double rate = radio_dl_alloc(u->cqi_used, c->p.n_prb, c->p.n_prb, sf).tbs_bits;

@@ -42,22 +42,19 @@ void dl_mark_scheduled(struct ue *u)
     }
 }
 
-/* srsenb's PDCP discard timer: new packets that arrived pdcp_discard_ms ago or earlier leave the queue. They
- * are the oldest new ones, so they form a run from dl_next_new; the packets behind them move down in the byte
- * stream (no TB covers them yet). */
-void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t)
+/* Remove the new (not yet started) packets from dl_next_new on: those pdcp_discard_ms old or older (all = 0),
+ * or every one of them (all = 1: an RLC re-establishment or a released UE context, rrc.c). They form a run from
+ * dl_next_new; the packets behind them move down in the byte stream (no TB covers them yet). Returns the bytes. */
+static uint64_t discard_new(struct cell *c, struct ue *u, uint64_t t, int all)
 {
     struct pkt *first = u->dl_next_new;
-    if (c->p.dl_queue != DLQ_SRSENB || c->p.pdcp_discard_ms == 0 || !first ||
-        t - first->enq_tti < (uint64_t)c->p.pdcp_discard_ms)
-        return;
     struct pkt *before = NULL; /* the packet ahead of the run, NULL when the run starts at the head */
     for (struct pkt *q = u->dlq.head; q != first; q = q->next)
         before = q;
     uint64_t gone_bytes = 0;
     uint32_t gone_pkts = 0;
     struct pkt *rest = first;
-    while (rest && t - rest->enq_tti >= (uint64_t)c->p.pdcp_discard_ms) {
+    while (rest && (all || t - rest->enq_tti >= (uint64_t)c->p.pdcp_discard_ms)) {
         struct pkt *next = rest->next;
         gone_bytes += rest->len;
         gone_pkts++;
@@ -77,8 +74,30 @@ void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t)
     u->dl_in_off -= gone_bytes;
     u->dl_next_new = rest;
     u->dl_new_pkts -= gone_pkts;
-    u->dl_discard_bytes += gone_bytes;
-    u->dl_discard_pkts += gone_pkts;
     u->r_drop_bytes += (uint32_t)gone_bytes;
+    if (!all) {
+        u->dl_discard_bytes += gone_bytes;
+        u->dl_discard_pkts += gone_pkts;
+    } else {
+        u->rrc_drop_bytes += gone_bytes;
+        u->rrc_drop_pkts += gone_pkts;
+    }
+    return gone_bytes;
+}
+
+/* srsenb's PDCP discard timer: new packets that arrived pdcp_discard_ms ago or earlier leave the queue. */
+void dl_discard_expired(struct cell *c, struct ue *u, uint64_t t)
+{
+    struct pkt *first = u->dl_next_new;
+    if (c->p.dl_queue != DLQ_SRSENB || c->p.pdcp_discard_ms == 0 || !first ||
+        t - first->enq_tti < (uint64_t)c->p.pdcp_discard_ms)
+        return;
+    discard_new(c, u, t, 0);
     u->r_flags |= TTILOG_DL_DISCARD;
+}
+
+/* Every packet not yet started leaves the queue (RLC UM re-establishment: TS 36.322 5.4 discards all SDUs). */
+uint64_t dl_discard_all_new(struct cell *c, struct ue *u, uint64_t t)
+{
+    return u->dl_next_new ? discard_new(c, u, t, 1) : 0;
 }

@@ -118,3 +118,15 @@ void dl_outcomes(struct cell *c, struct ue *u, uint64_t t)
     }
     dl_advance(c, u, t);
 }
+
+/* A MAC reset (re-establishment, a new connection): the TBs in flight are abandoned, their packets lost. */
+void dl_reset_harq(struct cell *c, struct ue *u, uint64_t t)
+{
+    for (int i = 0; i < u->tb_count; i++) {
+        struct dl_tb *tb = tb_at(u, i);
+        if (tb->state == TB_WAIT_OUTCOME || tb->state == TB_WAIT_RETX)
+            tb->state = TB_LOST;
+    }
+    u->olla_db = 0;
+    dl_advance(c, u, t);
+}

@@ -68,6 +68,21 @@ class CellParams(BaseModel):
     trace_up: Path | None = None
     unlimited: bool = False
     realtime: bool = False
+    # radio link failure (rrc.c): null = on for runs with faults (cellab.faults), off otherwise; the timers are
+    # srsenb's SIB2 (ran-config/templates/sib.conf.j2: t310 200, n310 1, t311 10000, n311 1) and its
+    # rlf_release_timer_ms (4000); reest_ms and connect_ms: the cell back in sync -> connected again
+    rlf: bool | None = Field(None, description="the radio link failure model (README 'Radio link failure'); null: on "
+                                               "in runs with faults, off otherwise")
+    t310_ms: int = Field(200, ge=0, le=2000, description="T310 (srsenb's SIB2: 200)")
+    n310: int = Field(1, ge=1, le=20, description="N310: out-of-sync frames that start T310 (srsenb's SIB2: 1)")
+    n311: int = Field(1, ge=1, le=10, description="N311: in-sync frames that stop T310 (srsenb's SIB2: 1)")
+    t311_ms: int = Field(10000, ge=1000, le=30000, description="T311: how long the UE looks for the cell after an "
+                                                                "RLF before going idle (srsenb's SIB2: 10000)")
+    rlf_release_ms: int = Field(4000, ge=0, le=600000, description="the eNB releases the UE's context this long "
+                                                                   "after an RLF (srsenb's rlf_release_timer_ms)")
+    reest_ms: int = Field(150, ge=0, le=10000, description="RRC re-establishment: cell back in sync -> connected")
+    connect_ms: int = Field(300, ge=0, le=60000, description="a new RRC connection (after T311 or the context "
+                                                              "release): cell back in sync -> connected")
 
     @field_validator("attenuation_db")
     @classmethod
@@ -102,6 +117,9 @@ class CellParams(BaseModel):
             raise ValueError(f"ul_prb ({self.ul_prb}) exceeds n_prb ({self.n_prb})")
         srsenb_only = [f for f in ("rlc_queue_sdus", "bearer_qci", "pdcp_discard_ms")  # set away from the default
                        if getattr(self, f) != type(self).model_fields[f].default]
+        if self.rlf and (self.trace is not None or self.trace_up is not None or self.unlimited):
+            raise ValueError("rlf: the radio link failure model needs the radio model (not trace, trace_up or "
+                             "unlimited)")
         if self.rlc_queue != "srsenb" and srsenb_only:
             raise ValueError(f"{', '.join(srsenb_only)}: only with rlc_queue srsenb (a byte-limited queue has "
                              "no SDU limit or discard timer)")
@@ -139,6 +157,10 @@ class CellParams(BaseModel):
             args.append("--unlimited")
         if self.realtime:
             args.append("--realtime")
+        if self.rlf:
+            args += ["--rlf", "--t310-ms", str(self.t310_ms), "--n310", str(self.n310), "--n311", str(self.n311),
+                     "--t311-ms", str(self.t311_ms), "--rlf-release-ms", str(self.rlf_release_ms),
+                     "--reest-ms", str(self.reest_ms), "--connect-ms", str(self.connect_ms)]
         return args
 
 

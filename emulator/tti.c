@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#include "ttilog.h"
+
 #define TELEMETRY_TTI 100
 
 void run_tti(struct cell *c, uint64_t t)
@@ -23,12 +25,28 @@ void run_tti(struct cell *c, uint64_t t)
     /* downlink packets reaching the eNB after the core/Internet delay */
     while (c->dl_delay.head && c->dl_delay.head->release_tti <= t) {
         struct pkt *p = fifo_pop(&c->dl_delay);
-        dl_enqueue(c, &c->ue[p->end_off], p, t); /* end_off holds the UE index while in the delay line */
+        struct ue *u = &c->ue[p->end_off]; /* end_off holds the UE index while in the delay line */
+        if (c->s1_down || (c->p.rlf && u->ctx_released)) { /* cut S1, or no bearer at the eNB any more */
+            if (c->s1_down)
+                u->s1_drop_pkts++, u->s1_drop_bytes += p->len;
+            else
+                u->rrc_drop_pkts++, u->rrc_drop_bytes += p->len;
+            u->r_drop_bytes += p->len;
+            free(p);
+            continue;
+        }
+        dl_enqueue(c, u, p, t);
     }
     for (int k = 0; k < c->p.n_ues; k++) /* the eNB's timers run while the schedulers are paused too */
         dl_discard_expired(c, &c->ue[k], t);
     for (int k = 0; k < c->p.n_ues; k++)
         channel_update(c, &c->ue[k], t);
+    if (c->p.rlf)
+        for (int k = 0; k < c->p.n_ues; k++) {
+            rrc_tti(c, &c->ue[k], t);
+            if (!ue_connected(c, &c->ue[k]))
+                c->ue[k].r_flags |= TTILOG_NOT_CONNECTED;
+        }
     if (!c->paused) {
         if (c->p.unlimited) {
             dl_unlimited(c, t);

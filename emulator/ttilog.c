@@ -13,7 +13,7 @@
 static uint32_t dl_capacity_bytes(const struct cell *c, const struct ue *u, uint64_t t)
 {
     uint64_t bits = 0;
-    if (c->paused || c->p.unlimited)
+    if (c->paused || c->p.unlimited || !ue_connected(c, u)) /* --rlf: out of connected mode, nothing to give */
         bits = 0;
     else if (c->have_trace)
         bits = u->r_tbs_bits;

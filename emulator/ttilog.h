@@ -16,6 +16,7 @@ enum ttilog_flags {
     TTILOG_HARQ_LOST = 1 << 4,   /* a downlink TB failed its last HARQ transmission */
     TTILOG_PAUSED = 1 << 5,      /* the cell was paused over the control socket */
     TTILOG_DL_DISCARD = 1 << 6,  /* the PDCP discard timer removed downlink packets (in dl_drop_bytes) */
+    TTILOG_NOT_CONNECTED = 1 << 7, /* --rlf: the UE is out of RRC connected mode (rrc.c) */
 };
 
 struct __attribute__((packed)) ttilog_header {

@@ -81,7 +81,11 @@ static void ul_complete(struct cell *c, struct ue *u, uint64_t t)
         u->ul_delivered_pkts++;
         u->r_ul_delivered += p->len;
         u->win_ul_bytes += p->len;
-        if (c->ul_delay.bytes + p->len > CELL_DELAY_LINE_MAX_BYTES) {
+        if (c->s1_down) { /* the S1 path is cut: lost between the eNB and the core */
+            u->s1_drop_pkts++;
+            u->s1_drop_bytes += p->len;
+            free(p);
+        } else if (c->ul_delay.bytes + p->len > CELL_DELAY_LINE_MAX_BYTES) {
             c->delay_drop_pkts++;
             free(p);
         } else {
@@ -110,6 +114,8 @@ static void ul_transmit(struct cell *c, struct ue *u, uint64_t t, uint32_t grant
 
 void ul_tti(struct cell *c, struct ue *u, uint64_t t)
 {
+    if (!ue_connected(c, u)) /* no PUCCH, no PUSCH: data waits in the UE's buffer */
+        return;
     int sr_occ = sr_occasion(u, t);
     if (sr_occ)
         u->r_flags |= TTILOG_SR_OCCASION;

@@ -47,6 +47,9 @@ class VirtualLab(EmbeddedLab):
     #: the run-parameter model the campaign loader merges into RunParams (cellab.campaign.params_model_for)
     params_model = CellParams
     cell_attenuator = True
+    #: radio_outage: the attenuator agent drives the UE's channel to its maximum (the cell's RLF model runs);
+    #: s1_cut: the cell's set_s1 op (packets between the eNB and the core lost both ways)
+    fault_kinds = frozenset({"radio_outage", "s1_cut"})
     parameters = frozenset(CellParams.model_fields)
     #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
     cell_keeps_lease = False
@@ -169,6 +172,10 @@ class VirtualLab(EmbeddedLab):
         # the UE count is fixed when the lab comes up (the session brings up as many as the campaign's largest
         # run asks for with `ues`); a run's planned parameters carry the cell model's default n_ues
         own = {k: v for k, v in params.items() if k in CellParams.model_fields and k != "n_ues"}
+        if own.get("rlf") is None:  # the RLF model runs in faulted runs (existing runs stay bit-identical)
+            faulted = params.get("faults", "none") not in (None, "none")
+            own["rlf"] = True if faulted and not (own.get("trace") or own.get("trace_up") or own.get("unlimited")) \
+                else None
         merged = {**self.params.model_dump(exclude_none=True), **own}
         new = validate_params(merged, "run parameters")
         if new.n_ues != self.params.n_ues:
@@ -183,6 +190,21 @@ class VirtualLab(EmbeddedLab):
         ue = self.ue_stats()[0]
         return {"sr_period_ms": int(ue["sr_period_ms"]), "sr_offset_ms": int(ue["sr_offset"]),
                 "sr_config_index": int(ue["i_sr"]), "source": "config"}
+
+    def inject_fault(self, step: Any) -> dict[str, Any]:
+        """s1_cut: the cell's `set_s1` op (up false at the start, true at the end); the reply has the cell's TTI."""
+        if getattr(step, "kind", None) != "s1_cut":
+            raise CellabError(f"the virtual lab injects {getattr(step, 'kind', step)} faults through their owner "
+                              "(radio_outage: the attenuator agent); its own: s1_cut")
+        with self.control(2000) as ctl:
+            return ctl.request("set_s1", up=not step.active)
+
+    def fault_state(self) -> dict[str, Any]:
+        """Each UE's RRC state (with the RLF model on) and the S1 path, from the cell."""
+        with self.control(1000) as ctl:
+            stats = ctl.stats()
+        return {"rrc_state": {str(u["ue"]): u["rrc_state"] for u in stats["ues"] if "rrc_state" in u},
+                **({"s1_up": stats["s1_up"]} if "s1_up" in stats else {})}
 
     def clock_mark(self) -> dict[str, float]:
         """The cell's TTI now, with the wall clock at the middle of the request (≤ 1 ms apart on this host)."""
