@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.contracts.ue import SR_PROBE_MAX_S
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
+from cellab.faults import NO_FAULT, FaultSpec, check_fault_plans
 from cellab.inputs import read_yaml
 from cellab.records import PlannedRun, Strict
 
@@ -57,6 +58,9 @@ class TransportParams(Strict):
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
     schedule: str = Field("static", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                           description="attenuation schedule played during the workload: static or a name in `schedules`")
+    faults: str = Field(NO_FAULT, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                        description="faults injected during the workload: none or a plan's name in `faults` "
+                                    "(a factor compares them: none and each plan in one matrix)")
     module_params: dict[Literal[BPF_CCS], dict[str, float]] = Field(  # type: ignore[valid-type]
         default_factory=dict,
         description="server-module parameters for the run, e.g. {c2tcp: {target_ms: 30}}; unnamed ones keep the "
@@ -238,6 +242,9 @@ class Campaign(Strict):
     factors: dict[str, list[Any] | dict[str, dict[str, Any]]] = {}
     fixed: dict[str, Any] = {}
     schedules: dict[str, ScheduleSpec] = {}
+    faults: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")], list[FaultSpec]] = Field(
+        {}, description="fault plans: name -> faults (kind, at_s, duration_s, ue, daemon) injected during the "
+                        "workload of the runs whose `faults` parameter names the plan (cellab/faults.py)")
     workload: Workload = Workload()
     measurements: list[Literal[MEASUREMENTS]] = ["throughput", "rtt"]  # type: ignore[valid-type]
     timeouts: Timeouts = Timeouts()
@@ -316,6 +323,18 @@ def _inventory_params_model(lab: str) -> type[BaseModel] | None:
         where = f"{attenuator.name} channels {', '.join(str(c) for c in attenuator.ue_channels if c is not None)}"
         limits = (attenuator.config.min_db, attenuator.config.max_db, where)
     return inventory_params_model(load_inventory(lab), limits)
+
+
+def lab_fault_kinds(lab: str) -> frozenset[str] | None:
+    """The faults a lab can inject inside a run (EmbeddedLab.fault_kinds); an inventory's: none yet; a bench a
+    cluster picks: None (not known before a worker takes the run)."""
+    from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+
+    if lab in EMBEDDED_LABS:
+        return frozenset(getattr(embedded_lab_class(lab), "fault_kinds", frozenset()))
+    if lab == ANY_BENCH:
+        return None
+    return frozenset()
 
 
 def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
@@ -445,6 +464,16 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
                 if isinstance(ue, dict) and ue.get("schedule") not in (None, *allowed_schedules):
                     errors.append(InputError(source, f"{field}[{i}].schedule", f"unknown schedule {ue['schedule']!r}",
                                              allowed_schedules))
+    used_plans = [(field, value) for field, name, value in _assignments(campaign) if name == "faults"]
+    if campaign.faults or used_plans:
+        errors += check_fault_plans(campaign.faults, used_plans, campaign.workload.duration_s, campaign.lab,
+                                    lab_fault_kinds(campaign.lab), source)
+        scheduled = [field for field, name, value in _assignments(campaign) if name == "schedule" and value != "static"]
+        radio = [name for _, name in used_plans if any(f.kind == "radio_outage" for f in campaign.faults.get(name, []))]
+        if scheduled and radio:  # both would drive the same attenuator channel
+            errors.append(InputError(source, scheduled[0], f"a schedule and the radio_outage faults of plan "
+                                     f"{radio[0]!r} would both drive the UE's attenuator; keep schedules static in "
+                                     "a campaign with radio outages", ["static"]))
     for name in set(campaign.factors) & set(campaign.fixed):
         errors.append(InputError(source, f"fixed.{name}", "is also a factor; keep it in one place"))
     if campaign.schedules:

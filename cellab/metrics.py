@@ -414,3 +414,44 @@ def telemetry_timeline(folder: Path, t0_s: float, ue_names: dict[int, str]) -> d
         order = np.argsort(ts)
         out[key] = _series(np.asarray(ts)[order], np.asarray(vs)[order])
     return out
+
+
+def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts: dict[str, Path],
+                      mark: dict[str, float] | None, t0_s: float, span_s: float,
+                      max_db: float | None) -> list[dict[str, Any]]:
+    """Recovery per fault (cellab.faults.recovery_metrics) from the lab's own records: the virtual cell's events
+    (its log) and its TTI log (the faulted UE's delivered and dropped bytes per TTI), on the workload's time
+    axis. Without them (a lab that keeps no clock), the times are the injector's and the throughput figures
+    are left out."""
+    from cellab.faults import read_cell_events, recovery_metrics
+
+    events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
+    if mark is None:
+        return recovery_metrics(faults, played, [], None, None, lambda tti: float("nan"), span_s, max_db)
+
+    def t_of(tti: int) -> float:
+        return float((tti - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s)
+
+    by_ue: dict[int, list[Any]] = {}
+    for i, fault in enumerate(faults):
+        by_ue.setdefault(fault.ue, []).append(i)
+    rows: list[dict[str, Any] | None] = [None] * len(faults)
+    log = None
+    if "cell_tti_log" in artifacts:
+        from cellab.contracts.registry import load
+
+        log = load("cellab.services", "ttilog", "TTI log reader")(artifacts["cell_tti_log"])
+    for ue, indexes in by_ue.items():
+        series = drops = None
+        if log is not None:
+            rec = log.ue(ue)
+            t = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
+            series = (t, rec["dl_delivered_bytes"].astype(np.float64))
+            drops = (t, rec["dl_drop_bytes"].astype(np.float64))
+        # recovery_metrics numbers faults by their position in its list: give it this UE's, then renumber
+        mine = [faults[i] for i in indexes]
+        mine_played = [dict(row, fault=indexes.index(row["fault"])) for row in played if row["fault"] in indexes]
+        for i, row in zip(indexes, recovery_metrics(mine, mine_played, events, series, drops, t_of, span_s, max_db),
+                          strict=True):
+            rows[i] = row | {"fault": i}
+    return [row for row in rows if row is not None]

@@ -71,6 +71,10 @@ class EmbeddedLab(abc.ABC):
     #: the UEs sit behind the virtual cell's attenuator (a Mini-Circuits serial emulator bridged to the cell,
     #: one channel per UE; the session starts it and an attenuator agent driving it)
     cell_attenuator: bool = False
+    #: the faults this lab can inject inside a run (cellab.faults.FAULT_KINDS): `cellab validate` refuses the others,
+    #: naming the lab and the fault. `radio_outage` goes through the attenuator agent (cell_attenuator); the
+    #: others through `inject_fault`
+    fault_kinds: frozenset[str] = frozenset()
     #: the downlink SNR (dB) a UE sees at attenuation_db 0, before any receiver cap: a run's SNR is this minus
     #: attenuation_db (None: the lab does not know, e.g. real RF). Lets two labs be compared at equal SNR.
     snr_at_0db_attenuation_db: float | None = None
@@ -106,6 +110,16 @@ class EmbeddedLab(abc.ABC):
         """What broke in the lab since the run's configure (a crashed eNB, a UE that left), if anything: when a
         run fails, the runner names it beside the error the workload saw."""
         return None
+
+    def inject_fault(self, step: Any) -> dict[str, Any]:
+        """Start or end one fault inside a run (`step`: a cellab.faults.FaultStep, typed: no shell strings): the
+        lab's own box (virtual: the cell's S1 path). Returns what the box replied."""
+        raise NotImplementedError(f"lab {self.kind} injects no {getattr(step, 'kind', step)} fault")
+
+    def fault_state(self) -> dict[str, Any]:
+        """After a faulted run: the lab's state (virtual: each UE's RRC state, the S1 path), to tell whether it
+        recovered: {"rrc_state": {ue: state}, "s1_up": bool}; {} when it does not know."""
+        return {}
 
     def clock_mark(self) -> dict[str, float]:
         """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put

@@ -59,14 +59,14 @@ def test_sequential_order_is_factor_order(tmp_path):
 @pytest.mark.parametrize(
     "change, field, fragment",
     [
-        ("factors: {ccc: [cubic]}", "factors.ccc", "allowed: buffer_bytes, cc, module_params, rate_mbit"),
+        ("factors: {ccc: [cubic]}", "factors.ccc", "allowed: buffer_bytes, cc, faults, module_params, rate_mbit"),
         ("factors: {cc: [cubik]}", "factors.cc[0]", "allowed: cubic, reno, bbr"),
         ("factors: {cc: []}", "factors.cc", "empty list"),
         ("factors: {buffer_bytes: [big]}", "factors.buffer_bytes[0]", "valid integer"),
         ("repeat: 0", "repeat", "greater than or equal to 1"),
         ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
         ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
-        ("colour: blue", "colour", "unknown key 'colour' (allowed: description, factors, fixed"),
+        ("colour: blue", "colour", "unknown key 'colour' (allowed: description, factors, faults, fixed"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 0}", "workload.sr_probes_max", "greater than or equal"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 5}", "workload.sr_probes_max", "5 is below"),
         ("workload: {tool: probe, sr_probes_max: 5}", "workload.sr_probes_max", "needs workload.sr_probes"),

@@ -163,7 +163,9 @@ def test_a_misspelt_key_names_the_allowed_ones_and_the_closest(tmp_path):
 
 def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path):
     text = campaign_error(tmp_path, "name: c\nduration_s: 5\n")
-    assert "duration_s: unknown key 'duration_s': 'duration_s' belongs at workload.duration_s" in text
+    # a fault plan's faults have a duration_s too (cellab/faults.py)
+    assert ("duration_s: unknown key 'duration_s': 'duration_s' belongs at faults.NAME[].duration_s, "
+            "workload.duration_s") in text
     text = campaign_error(tmp_path, "name: c\nn_prb: 25\n")
     assert "'n_prb' belongs at fixed.n_prb (run parameters go under fixed or factors)" in text
     text = campaign_error(tmp_path, "name: c\nworkload: {cc: bbr}\n")
@@ -171,7 +173,8 @@ def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path):
     # fixed.duration_s: a run parameter that is not one (cellab/campaign.py names the parameters it knows)
     error = unknown_key("c.yaml", "fixed.duration_s", "duration_s", ["cc", "n_prb", "sr_period_ms"], "campaign",
                         "unknown parameter")
-    assert "unknown parameter 'duration_s': 'duration_s' belongs at workload.duration_s" in str(error)
+    assert ("unknown parameter 'duration_s': 'duration_s' belongs at faults.NAME[].duration_s, workload.duration_s"
+            in str(error))
     assert error.allowed == ["cc", "n_prb", "sr_period_ms"]
     error = unknown_key("c.yaml", "fixed.rate_mbit", "rate_mbit", ["cc", "n_prb"], "campaign", "unknown parameter")
     assert "'rate_mbit' is a run parameter of lab wired" in str(error)

@@ -1,0 +1,164 @@
+"""Faults in campaigns (issue 28), without a lab: the `faults` section and the `faults` factor, the errors bad
+plans get (each naming the field), the labs that refuse faults they cannot inject, the player's clean-up, and
+the recovery figures from a cell's events and per-TTI bytes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cellab.campaign import load_campaign, plan
+from cellab.errors import InputError, InputErrors
+from cellab.faults import FaultPlayer, FaultSpec, not_recovered, recovery_metrics
+
+BASE = """
+name: f
+lab: {lab}
+factors:
+  scheme: {{cubic: {{cc: cubic}}, c2tcp: {{cc: c2tcp}}}}
+  faults: [none, outage-0.5s, outage-3s, s1-cut-2s]
+faults:
+{faults}
+workload: {{tool: probe, duration_s: 10}}
+"""
+GOOD = """  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 0.5}]
+  outage-3s: [{kind: radio_outage, at_s: 4, duration_s: 3}]
+  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}]"""
+
+
+def _campaign(tmp_path, faults: str = GOOD, lab: str = "virtual"):
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE.format(faults=faults, lab=lab))
+    return load_campaign(path), path
+
+
+def _error(tmp_path, faults: str, lab: str = "virtual") -> str:
+    with pytest.raises((InputError, InputErrors)) as info:
+        _campaign(tmp_path, faults, lab)
+    return str(info.value)
+
+
+def test_faults_are_a_factor_none_and_each_plan_in_one_matrix(tmp_path):
+    campaign, path = _campaign(tmp_path)
+    runs = plan(campaign, path)
+    assert len(runs) == 8
+    assert sorted({r.params["faults"] for r in runs}) == ["none", "outage-0.5s", "outage-3s", "s1-cut-2s"]
+    assert campaign.faults["outage-3s"][0].duration_s == 3
+
+
+@pytest.mark.parametrize(("faults", "field", "says"), [
+    ("  outage-0.5s: [{kind: radio_outage, at_s: 12, duration_s: 0.5}]",
+     "faults.outage-0.5s[0].at_s", "12 s is past the workload (workload.duration_s 10)"),
+    ("  outage-0.5s: [{kind: radio_outage, at_s: 9, duration_s: 2}]",
+     "faults.outage-0.5s[0].duration_s", "the fault ends at 11 s, past the workload"),
+    ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: -0.5}]",
+     "faults.outage-0.5s[0].duration_s", "greater than 0"),
+    ("  outage-0.5s: [{kind: core_daemon, daemon: amf, at_s: 4, duration_s: 1}]",
+     "faults.outage-0.5s[0].daemon", "'amf' is not allowed (allowed: mme, sgw, upf, hss, srsepc)"),
+    ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 2}, {kind: radio_outage, at_s: 5, duration_s: 1}]",
+     "faults.outage-0.5s[1].at_s", "overlaps faults.outage-0.5s[0] on the radio of UE 0 (4..6 s)"),
+    ("  outage-0.5s: [{kind: enb_restart, at_s: 4, duration_s: 1}]",
+     "faults.outage-0.5s[0].kind", "lab virtual cannot inject enb_restart (allowed: radio_outage, s1_cut)"),
+    ("  outage-0.5s: [{kind: core_daemon, daemon: mme, at_s: 4, duration_s: 1}]",
+     "faults.outage-0.5s[0].kind", "lab virtual cannot inject core_daemon"),
+    ("  outage-0.5s: [{kind: fire, at_s: 4, duration_s: 1}]", "faults.outage-0.5s[0].kind", "radio_outage"),
+    ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 1, daemon: mme}]",
+     "faults.outage-0.5s[0]", "only a core_daemon fault names one"),
+])
+def test_bad_fault_plans_name_the_field(tmp_path, faults, field, says):
+    text = _error(tmp_path, faults + "\n" + "\n".join(GOOD.splitlines()[1:]))
+    assert f"{field}: " in text and says in text, text
+
+
+def test_an_unknown_plan_and_a_plan_named_none_are_refused(tmp_path):
+    text = _error(tmp_path, GOOD.replace("s1-cut-2s:", "s1-cut:"))
+    assert "factors.faults[3]: unknown fault plan 's1-cut-2s'" in text and "allowed: none, outage-0.5s" in text
+    text = _error(tmp_path, GOOD + "\n  none: [{kind: s1_cut, at_s: 1, duration_s: 1}]")
+    assert "faults.none: 'none' means no fault" in text
+
+
+def test_overlap_is_per_box_faults_on_two_boxes_may_overlap(tmp_path):
+    both = GOOD.replace("  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}]",
+                        "  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}, {kind: radio_outage, at_s: 5, "
+                        "duration_s: 1}]")
+    campaign, _ = _campaign(tmp_path, both)
+    assert len(campaign.faults["s1-cut-2s"]) == 2
+
+
+@pytest.mark.parametrize("lab", ["wired", "srsran-zmq"])
+def test_labs_that_inject_no_faults_refuse_them_naming_lab_and_fault(tmp_path, lab):
+    text = _error(tmp_path, "  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 0.5}]\n"
+                            "  outage-3s: [{kind: radio_outage, at_s: 4, duration_s: 3}]\n"
+                            "  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}]", lab)
+    assert f"faults.outage-0.5s[0].kind: lab {lab} cannot inject radio_outage" in text, text
+    assert f"faults.s1-cut-2s[0].kind: lab {lab} cannot inject s1_cut" in text
+
+
+def test_the_player_ends_every_fault_it_started_even_when_stopped_early():
+    calls = []
+    faults = [FaultSpec(kind="s1_cut", at_s=0.0, duration_s=30), FaultSpec(kind="radio_outage", at_s=20,
+                                                                            duration_s=1)]
+    player = FaultPlayer(faults, lambda i, active: calls.append((i, active)) or {"ok": True}, time.time()).start()
+    time.sleep(0.2)
+    log = player.finish()
+    assert calls == [(0, True), (0, False)]  # the second never started, the first was ended at finish
+    assert [(row["fault"], row["action"]) for row in log] == [(0, "start"), (0, "end")]
+
+
+def _events(rows: list[tuple[str, int, dict]]) -> list[dict]:
+    return [{"event": name, "tti": tti, "ue": 0, **extra} for name, tti, extra in rows]
+
+
+def test_recovery_figures_come_from_the_cells_events_and_bytes_not_the_plan():
+    # a 10 Mbit/s flow on TTIs 0..5999 (run time = tti / 1000): the link lost at 2.005, back at 2.507 (the plan
+    # said 2.0..2.5), RLF at 2.210, re-established at 2.660, full rate again from 2.8
+    t = np.arange(6000) / 1000.0
+    rate = np.where((t >= 2.005) & (t < 2.8), 0.0, 1250.0)  # bytes per TTI = 10 Mbit/s
+    rate[(t >= 2.66) & (t < 2.8)] = 600.0
+    drops = np.where((t >= 2.66) & (t < 2.661), 50_000.0, 0.0)
+    events = _events([("attenuation", 2005, {"attenuation_db": 95.0}), ("t310_start", 2010, {}),
+                      ("rlf", 2210, {}), ("attenuation", 2507, {"attenuation_db": 20.0}),
+                      ("reest_start", 2510, {}), ("reest_complete", 2660, {})])
+    played = [{"fault": 0, "action": "start", "asked_s": 2.0, "applied_s": 2.001},
+              {"fault": 0, "action": "end", "asked_s": 2.5, "applied_s": 2.502}]
+    (row,) = recovery_metrics([FaultSpec(kind="radio_outage", at_s=2.0, duration_s=0.5)], played, events,
+                              (t, rate), (t, drops), lambda tti: tti / 1000.0, 6.0, 95.0)
+    assert row["times_from"] == "cell"
+    assert (row["start_s"], row["end_s"]) == (2.005, 2.507)
+    assert row["rlf_s"] == 2.21 and row["reattach_s"] == 2.66 and row["reattach_by"] == "reest"
+    assert row["reattach_after_end_s"] == pytest.approx(0.153)
+    assert row["pre_fault_bps"] == pytest.approx(10e6)
+    assert row["throughput_back_s"] == pytest.approx(2.8)
+    assert row["recovery_s"] == pytest.approx(2.8 - 2.507)
+    assert row["lost_bytes"] == 50_000
+    assert row["longest_stall_s"] == pytest.approx(2.66 - 2.005, abs=0.002)
+    assert not_recovered([row], {"rrc_state": {"0": "connected"}, "s1_up": True}) is None
+
+
+def test_a_fault_the_lab_did_not_recover_from_is_named_with_its_state():
+    events = _events([("attenuation", 1000, {"attenuation_db": 95.0}), ("rlf", 1210, {}),
+                      ("attenuation", 1500, {"attenuation_db": 20.0})])
+    (row,) = recovery_metrics([FaultSpec(kind="radio_outage", at_s=1.0, duration_s=0.5)], [], events, None, None,
+                              lambda tti: tti / 1000.0, 3.0, 95.0)
+    why = not_recovered([row], {"rrc_state": {"0": "search"}})
+    assert "radio link failure at 1.21 s and no re-attach" in why and "UE 0 ended the run in RRC state search" in why
+
+
+def test_the_example_campaign_validates():
+    path = Path(__file__).resolve().parents[2] / "runs" / "faults.yaml"
+    campaign = load_campaign(path)
+    assert set(campaign.factors["faults"]) == {"none", "outage-0.5s", "outage-3s", "s1-cut-2s"}
+
+
+def test_radio_outages_and_a_schedule_would_both_drive_the_attenuator(tmp_path):
+    path = tmp_path / "c.yaml"
+    walk = Path(__file__).resolve().parents[2] / "runs" / "schedules" / "pedestrian.yaml"
+    path.write_text(BASE.format(faults=GOOD, lab="virtual") + f"schedules: {{walk: {{file: {walk}}}}}\n"
+                    "fixed: {schedule: walk}\n")
+    with pytest.raises((InputError, InputErrors)) as info:
+        load_campaign(path)
+    assert "fixed.schedule: a schedule and the radio_outage faults of plan 'outage-0.5s' would both drive" in str(
+        info.value), str(info.value)
