@@ -29,6 +29,7 @@ from jinja2 import Environment, select_autoescape
 
 from cellab import plots
 from cellab.metrics import scalar_metrics
+from cellab.report_faults import fault_section
 from cellab.report_figures import FigureSet
 from cellab.report_model import (SCHEME_FACTORS, Run, Section, Table, ValueOrder, clean_metrics, samples,
                                  scheme_label, setting)
@@ -192,8 +193,8 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         comparison, entries = comparison_section(done, campaign_factors, order)
         lead = [sr, comparison] if sr_question(campaign) else [comparison, sr]
         conditions = conditions_section(campaign, done, [p.params for p in folder.plan], order)
-        plotted = [throughput_delay_section(done, facets, colors, figures), cdf_section(done, facets, colors, figures),
-                   network_section(done, order, figures)]
+        plotted = [fault_section(done, runs, order), throughput_delay_section(done, facets, colors, figures),
+                   cdf_section(done, facets, colors, figures), network_section(done, order, figures)]
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
         answers = [s for s in lead if s is not None]  # the campaign's question first, then its conditions

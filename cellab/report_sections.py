@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from cellab import plots
+from cellab.report_faults import fault_marks
 from cellab.report_figures import FigureSet
 from cellab.report_timeline import MAX_LINE_POINTS, timeline_data, timeline_limits
 from cellab.report_model import Run, Section, Table, ValueOrder, is_number, samples, setting
@@ -244,7 +245,7 @@ def _network_samples(runs: list[Run], metric: str, scale: float, per_run: bool) 
 # --- timelines ------------------------------------------------------------------------------------
 def timeline_section(runs: list[Run], figures: FigureSet, max_inline: int = MAX_INLINE_TIMELINES) -> Section | None:
     section = Section("timelines", "Timelines per run")
-    datas = {r.run_id: timeline_data(r.metrics.get("timeline")) for r in runs}
+    datas = {r.run_id: timeline_data(r.metrics.get("timeline"), faults=fault_marks(r)) for r in runs}
     limits = timeline_limits([d for d in datas.values() if d is not None])
     saved, without = 0, []
     for r in runs:
@@ -264,6 +265,10 @@ def timeline_section(runs: list[Run], figures: FigureSet, max_inline: int = MAX_
             section.links.append((f"report/{name}.png", f"{title} (PNG)"))
     if not saved:
         return None
+    if any(d is not None and d.faults for d in datas.values()):
+        section.notes.append("Faults: shaded from their start to their end as the lab recorded them; dashed green: "
+                             "the UE re-attached (the cell's event); dotted: throughput back to 90 % of its "
+                             "pre-fault level.")
     section.notes.append("Every timeline on the same axes (time, rates and RTT from zero): runs compare at a glance. "
                          "Throughput and capacity in Mbit/s, RTT in ms; long series are thinned to "
                          f"{MAX_LINE_POINTS} points keeping each interval's extremes.")

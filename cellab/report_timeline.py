@@ -21,6 +21,7 @@ from PIL import Image
 from cellab.plots import BPS_PER_MBIT, PNG_COMPRESS, plt, svg_bytes, value_range
 
 MAX_LINE_POINTS = 2000  # longer series are thinned (keeping extremes): a 720-pixel-wide plot shows no more
+MAX_FAULT_MARKS = 4  # faults marked per timeline (a shaded span, the re-attach and the throughput-back lines)
 CQI_RANGE = (0.0, 15.5)
 
 Series = tuple[np.ndarray, np.ndarray]
@@ -82,6 +83,8 @@ class TimelineData:
     per_ue: dict[str, Series] = field(default_factory=dict)
     cqi: dict[str, Series] = field(default_factory=dict)
     rtt: Series | None = None
+    #: (start, end, re-attach or None, throughput back or None) per fault, s from the workload's start
+    faults: tuple[tuple[float, float, float | None, float | None], ...] = ()
 
     @property
     def layout(self) -> tuple:
@@ -94,7 +97,8 @@ class TimelineData:
             *self.per_ue.values(), *self.cqi.values()]
 
 
-def timeline_data(series: object, max_points: int = MAX_LINE_POINTS) -> TimelineData | None:
+def timeline_data(series: object, max_points: int = MAX_LINE_POINTS,
+                  faults: list[tuple[float, float, float | None, float | None]] | None = None) -> TimelineData | None:
     """The series a timeline shows (each only when present), thinned to max_points; None when none is."""
     if not isinstance(series, dict):
         return None
@@ -108,7 +112,7 @@ def timeline_data(series: object, max_points: int = MAX_LINE_POINTS) -> Timeline
                         per_ue={k.split(".", 1)[1]: s for k in names if k.startswith("throughput_bps.")
                                 and (s := get(k))},
                         cqi={k.split(".", 1)[1]: s for k in names if k.startswith("cqi.") and (s := get(k))},
-                        rtt=get("rtt_ms"))
+                        rtt=get("rtt_ms"), faults=tuple((faults or [])[:MAX_FAULT_MARKS]))
     return data if data.all_series() else None
 
 
@@ -177,6 +181,13 @@ class TimelineFigure:
             line("cqi", f"cqi.{name}", drawstyle="steps-post", linewidth=0.8, label=name, color=f"C{i % 10}")
         if has_rtt:
             line("rtt", "rtt", color="tab:red", linewidth=0.9)
+        # fault marks, invisible until a run has faults: its span shaded, re-attach dashed, throughput back dotted
+        self.marks: list[list[tuple[object, object, object]]] = []
+        for _ in range(MAX_FAULT_MARKS):
+            self.marks.append([(ax.axvspan(0, 0, color="tab:orange", alpha=0.2, linewidth=0, visible=False),
+                                ax.axvline(0, color="tab:green", linestyle="--", linewidth=0.9, visible=False),
+                                ax.axvline(0, color="tab:olive", linestyle=":", linewidth=1.1, visible=False))
+                               for ax in self.axes.values()])
         ranges = {"atten": limits.atten_db, "rate": limits.rate_mbit, "cqi": CQI_RANGE, "rtt": limits.rtt_ms}
         for row, ax in self.axes.items():
             ax.set_ylim(*ranges[row])
@@ -210,7 +221,28 @@ class TimelineFigure:
             self.lines[f"cqi.{name}"].set_data(*s)
         if data.rtt is not None:
             self.lines["rtt"].set_data(*data.rtt)
+        for i, per_axis in enumerate(self.marks):
+            fault = data.faults[i] if i < len(data.faults) else None
+            for span, reattach, back in per_axis:
+                span.set_visible(fault is not None)
+                reattach.set_visible(fault is not None and fault[2] is not None)
+                back.set_visible(fault is not None and fault[3] is not None)
+                if fault is None:
+                    continue
+                start, end = fault[0], max(fault[1], fault[0])
+                if hasattr(span, "set_width"):  # a Rectangle (matplotlib >= 3.9), else a Polygon
+                    span.set_x(start)
+                    span.set_width(end - start)
+                else:
+                    span.set_xy([[start, 0], [start, 1], [end, 1], [end, 0], [start, 0]])
+                if fault[2] is not None:
+                    reattach.set_xdata([fault[2], fault[2]])
+                if fault[3] is not None:
+                    back.set_xdata([fault[3], fault[3]])
         self.title.set_text(title)
+
+    def mark_artists(self) -> list[object]:
+        return [artist for per_axis in self.marks for trio in per_axis for artist in trio]
 
     def close(self) -> None:
         plt.close(self.fig)
@@ -226,7 +258,7 @@ class TimelineRenderer:
         self.full = TimelineFigure(layout, limits)
         self.overlay = TimelineFigure(layout, limits, overlay=True)
         self.dpi = dpi
-        moving = [*self.full.lines.values(), self.full.title]
+        moving = [*self.full.lines.values(), *self.full.mark_artists(), self.full.title]
         for artist in moving:
             artist.set_animated(True)  # left out of the background, drawn per run
         self.full.fig.set_dpi(dpi)
@@ -240,8 +272,9 @@ class TimelineRenderer:
     def render(self, title: str, data: TimelineData) -> tuple[bytes, bytes]:
         self.full.set_data(title, data)
         self.canvas.restore_region(self.background)
-        for line in self.full.lines.values():
-            line.axes.draw_artist(line)
+        for artist in [*self.full.mark_artists(), *self.full.lines.values()]:
+            if artist.get_visible():
+                artist.axes.draw_artist(artist)
         self.full.title.axes.draw_artist(self.full.title)
         png = io.BytesIO()
         Image.fromarray(np.asarray(self.canvas.buffer_rgba())).save(png, format="png", compress_level=PNG_COMPRESS,
