@@ -236,8 +236,8 @@ def open5gs_document(sub: Subscriber) -> dict[str, Any]:
             "uplink": {"value": sub.ambr_uplink_kbps, "unit": AMBR_UNIT_KBPS}}
     session: dict[str, Any] = {"name": sub.apn, "type": 3, "qos": {"index": sub.qci, "arp": _qos_arp()},
                                "ambr": ambr, "pcc_rule": []}
-    if sub.static_ip:
-        session["ue"] = {"addr": sub.static_ip}
+    if sub.static_ip:  # lib/dbi/subscription.c reads session.ue.ipv4 (OGS_IPV4_STRING)
+        session["ue"] = {"ipv4": sub.static_ip}
     return {
         "schema_version": 1, "imsi": sub.imsi, "msisdn": [], "imeisv": [], "mme_host": [], "mm_realm": [],
         "purge_flag": [],
@@ -317,7 +317,8 @@ def _document_fields(doc: dict[str, Any]) -> dict[str, Any]:
     else:
         session = ((doc.get("slice") or [{}])[0].get("session") or [{}])[0]
         apn, qci = session.get("name", "internet"), (session.get("qos") or {}).get("index", 9)
-        ip = (session.get("ue") or {}).get("addr")
+        ue = session.get("ue") or {}
+        ip = ue.get("ipv4") or ue.get("addr")  # "addr": what cellab wrote before it followed Open5GS
         ambr = doc.get("ambr") or {}
         dl = _kbps(ambr.get("downlink")) or 1_000_000
         ul = _kbps(ambr.get("uplink")) or 1_000_000

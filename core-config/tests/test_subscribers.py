@@ -62,7 +62,7 @@ def test_round_trip(ferretdb, tmp_path, flavour):
     if flavour == "open5gs":
         session = docs[1]["slice"][0]["session"][0]
         assert docs[0]["schema_version"] == 1 and session["name"] == "internet"
-        assert session["qos"]["index"] == 9 and session["ue"]["addr"] == "10.45.0.9"
+        assert session["qos"]["index"] == 9 and session["ue"]["ipv4"] == "10.45.0.9"
         assert docs[0]["ambr"]["downlink"] == {"value": 1_000_000, "unit": 1}
     else:
         pdn = docs[1]["pdn"][0]
