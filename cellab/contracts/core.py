@@ -58,6 +58,8 @@ class CoreStatus(Model):
     ok: bool = Field(description="every started daemon runs and listens where it should")
     problems: list[str] = Field(default_factory=list)
     findings: list[LogFinding] = Field(default_factory=list)
+    version: str = Field("", description="what the daemons say they are, e.g. 'Open5GS v2.7.7', 'srsEPC 23.04.0' "
+                                         "('' until one has said it)")
 
 
 class CoreSelfCheckParams(Model):
