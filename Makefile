@@ -78,10 +78,12 @@ venv: $(VENV)/.installed
 build: $(BUILD_TARGETS)
 
 # The suite runs on two pytest-xdist workers (TEST_WORKERS=0: serial): unit tests two at a time, lab and srsRAN
-# tests alone (conftest.py: two lab tests side by side stall each other's virtual cell on 2 cores).
+# tests alone (conftest.py: two lab tests side by side stall each other's virtual cell on 2 cores). The
+# extended tests (marker `extended`: whole sweeps of the papers' claims, long real-stack scenarios) run in
+# `make bench BENCH=extended`.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 # both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "report": "cellab.report_bench",
     "scale": "cellab.scale_bench",
     "sr": "cellab.ran.sr_bench",
+    "extended": "cellab.extended_bench",
 }
 
 

@@ -52,6 +52,7 @@ retry: {max_attempts: 2, backoff_s: 1}
 """
 
 
+@pytest.mark.extended  # 50 s of shoot-out: the claims' own tests run in make test (test_c2tcp, test_exll, ...)
 def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_path):
     rows = summaries(run_campaign(tmp_path, SHOOTOUT, netns_prefix))
     assert len(rows) == 3  # one SR period (every period is scored in ue-agents' test_probe_live and make demo)
@@ -75,6 +76,7 @@ def test_sr_scored_and_delay_schemes_beat_cubic(require_root, netns_prefix, tmp_
         assert rate["c2tcp"] >= 0.7 * rate["cubic"], rate
 
 
+@pytest.mark.extended  # 30 s; the comparison's statistics and report are tested on stored results (test_report*)
 def test_lab_vs_commercial_with_drive_replay(require_root, netns_prefix, tmp_path):
     commercial = SHARED_TRACES / "TMobile-LTE-short.down"
     if not commercial.exists():

@@ -181,6 +181,7 @@ PCRF_QUERY_ERROR = "Cannot find IMSI("  # the PCRF's Gx lookup of IMSI+APN found
 SHIM_ACCEPT_ERROR = "accept failed(95"  # EOPNOTSUPP from accept() on a shimmed socket
 
 
+@pytest.mark.extended  # 30 s of srsRAN for the legacy core; make test attaches through srsEPC (test_srsepc.py)
 @pytest.mark.timeout(900)  # the srsRAN lock may be held by another stack for minutes
 def test_srsue_attaches_through_nextepc_mme(core_netns, tmp_path):
     """The whole NextEPC core on our configuration with the bundle's srsenb and srsue over ZMQ, all in the

@@ -16,7 +16,8 @@ TBS_ITBS26 = {6: 4392, 25: 18336, 50: 36696, 100: 75376}
 SRSRAN_MBPS = {6: 3.1, 25: 16.2}
 
 
-@pytest.mark.parametrize("n_prb", [6, 25, 50, 100])
+@pytest.mark.parametrize("n_prb", [pytest.param(6, marks=pytest.mark.extended), 25,
+                                   pytest.param(50, marks=pytest.mark.extended), 100])
 def test_saturating_download_respects_tbs_table(vlab, n_prb, tmp_path):
     lab = vlab(n_prb=n_prb, core_delay_ms=5.0)
     topo = lab.topology()

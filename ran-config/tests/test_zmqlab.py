@@ -164,6 +164,7 @@ def _killer(out: Path, prefix: str, victims: dict[int, str], killed: dict[int, i
 
 
 @pytest.mark.root
+@pytest.mark.extended  # two minutes of srsRAN; make test brings the lab up in test_sr_receptions_zmq.py
 @pytest.mark.timeout(LOCK_WAIT_S + 600)  # the srsRAN lock may be held by another stack for minutes; the run ~150 s
 def test_two_ues_carry_traffic_and_broker_or_srsenb_killed_fail_that_run_only(bundle, tmp_path):
     """One bring-up, five runs: 1 both UEs' iperf3 at once (RRC ground truth, the noise floor at 10 dB, both UEs

@@ -30,6 +30,7 @@ def lab(require_root, netns_prefix):
         lab.down()
 
 
+@pytest.mark.extended  # a paper-claim experiment (22 s of flows); the fading test runs C2TCP on the radio model
 def test_c2tcp_does_not_collapse_on_the_sr_uplink(lab, on_time, host_clean, tmp_path):
     topo = lab.topology()
 

@@ -78,6 +78,7 @@ def _one_flow(trace: Path, cc: str, logs: Path) -> tuple[float, float, dict]:
     return run.throughput_bps / 1e6, statistics.mean(delays or [0]), timing
 
 
+@pytest.mark.extended  # a paper-claim experiment (19 s of flows); C2TCP's own behaviour is in test_c2tcp*.py
 def test_c2tcp_does_not_starve_where_the_path_is_slower_than_target(require_root, host_clean, tmp_path):
     trace = gappy_trace(tmp_path / "gappy.down")
     with experiment.loaded(["c2tcp"]):

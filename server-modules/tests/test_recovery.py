@@ -4,7 +4,6 @@ sending new data during recovery instead of waiting on the receiver window (kern
 
 from __future__ import annotations
 
-import statistics
 
 import pytest
 from cellab.server import experiment, flowclient, modules
@@ -37,7 +36,7 @@ def burst_loss_flow(topo, sender, cc):
     return rec
 
 
-@pytest.mark.parametrize("variant", ["cubic_barr", "cubic_qarr"])
+@pytest.mark.parametrize("variant", ["cubic_barr", pytest.param("cubic_qarr", marks=pytest.mark.extended)])
 def test_variant_keeps_sending_during_recovery(variant, path, host_clean, tmp_path):
     ue, srv = path.ues[0], path.server
     with experiment.loaded([variant]), experiment.loaded(["burst_drop"], netns=ue.netns, dev="lte0"), \
@@ -85,9 +84,11 @@ def test_send_buffer_grows_three_times_cwnd(require_root, netns_prefix, host_cle
     """.sndbuf_expand = 3 (paper Thm 11): the send buffer follows 3 x cwnd instead of the kernel's 2."""
     with experiment.wired_path(netns_prefix, rate_mbit=50, buffer_bytes=200_000) as topo, \
             experiment.loaded(["cubic_barr"]), experiment.sender_in(topo, tmp_path / "logs") as sender:
-        # One snapshot of tb over the sampled max cwnd can miss a cwnd peak; the median of three pairs cannot.
+        # The send buffer only grows, to expand x the largest cwnd; a sampler that misses a cwnd peak (a busy
+        # host: CI saw 30174 bytes per packet where the peak was missed, 6661 where it was not) can only make
+        # tb/cwnd larger. So the least of three flows is each one's estimate.
         pairs = [(_sndbuf_per_cwnd(topo, sender, "cubic"), _sndbuf_per_cwnd(topo, sender, "cubic_barr"))
                  for _ in range(3)]
     print("sndbuf per cwnd (cubic, cubic_barr):", [(round(c), round(b)) for c, b in pairs])
-    ratio = statistics.median(b / c for c, b in pairs)
+    ratio = min(b for _, b in pairs) / min(c for c, _ in pairs)
     assert 1.3 <= ratio <= 1.7, pairs
