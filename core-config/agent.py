@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -33,7 +34,7 @@ from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check
 from cellab.errors import CellabError, from_validation_error
 from cellab.proc import ManagedProcess
 
-from .daemons import Daemon, classify, clean, daemons_for, start_error_line, listening
+from .daemons import Daemon, classify, clean, daemons_for, listening, start_error_line, version_of
 from .profile import CoreProfile, flavour_problems
 from .render import render
 
@@ -42,6 +43,28 @@ LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings
 PORT_WAIT_S = 5.0
 DB_CONNECT_TIMEOUT_S = 2.0
 DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
+DB_START_S = 15.0  # a db_local FerretDB listening
+# Open5GS installed elsewhere than the packages (bin/, lib/, etc/ of one folder, e.g. the shared bundle)
+OPEN5GS_DIR_ENV = "CELLAB_OPEN5GS_DIR"
+OPEN5GS_BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "open5gs"
+# the MME's one-to-one SCTP over the srsRAN shim's wire format (the bundle's lib/), on kernels without SCTP
+OPEN5GS_SCTP_SHIM = "lib/sctp1to1shim.so"
+UPF_TUN = "ogstun"  # the UPF's default session device (Open5GS does not address it on Linux)
+
+
+def open5gs_prefix() -> Path | None:
+    """Where Open5GS is when it is not installed by the packages: $CELLAB_OPEN5GS_DIR, else the shared bundle
+    (../shared/tools/open5gs) unless open5gs-mmed is on PATH; None: the packages' programs and /etc files."""
+    named = os.environ.get(OPEN5GS_DIR_ENV)
+    if named:
+        return Path(named).resolve()
+    if shutil.which("open5gs-mmed"):
+        return None
+    return OPEN5GS_BUNDLE if (OPEN5GS_BUNDLE / "bin" / "open5gs-mmed").is_file() else None
+
+
+def kernel_has_sctp() -> bool:
+    return Path("/proc/net/sctp").exists()
 
 
 @implements(CORE_CONTRACT)
@@ -66,6 +89,10 @@ class CoreAgent(Agent):
         self._errors: dict[str, str] = {}
         self._reported: set[str] = set()
         self._secrets: Path | None = None
+        self._subscribers: list[Any] = []  # Open5GS/NextEPC: provisioned at start (in memory only: K, OPc)
+        self._o5_prefix: Path | None = None
+        self._tun_made = False
+        self._version = ""
 
     # ----- operations ---------------------------------------------------------------------------
     @operation
@@ -90,13 +117,14 @@ class CoreAgent(Agent):
         problems = flavour_problems(profile, flavour)
         if problems:
             raise OperationFailed(f"profile_yaml: flavour {flavour}: " + "; ".join(problems), field="params.flavour")
-        csv_text = None
+        csv_text, subscribers = None, []
         if params.subscribers_csv:
             # parsed from the text itself: K and OPc never touch the artifacts, not even for a moment
             try:
                 # for srsEPC's user_db.csv, which has no APN column (epc.conf names its one APN)
-                csv_text = srsepc_csv(parse_subscribers(params.subscribers_csv, "subscribers_csv", profile=profile,
-                                                        check_apn=flavour != "srsepc"))
+                subscribers = parse_subscribers(params.subscribers_csv, "subscribers_csv", profile=profile,
+                                                check_apn=flavour != "srsepc")
+                csv_text = srsepc_csv(subscribers) if flavour == "srsepc" else None
             except CellabError as exc:
                 raise OperationFailed(f"subscribers_csv: {exc}".replace("\n", "; "),
                                       field="params.subscribers_csv") from None
@@ -106,14 +134,18 @@ class CoreAgent(Agent):
         profile = profile.model_copy(update={"log_dir": str(logs.resolve())})
         # srsEPC's user_db.csv holds K and OPc: it lives in a private folder, never among the artifacts
         user_db = self._secrets_dir() / f"user_db-{run_dir.name}.csv" if flavour == "srsepc" else None
+        o5_prefix = self._open5gs_prefix() if flavour == "open5gs" else None
         try:
-            files = render(profile, flavour, config_dir, subscribers_csv=csv_text, user_db=user_db)
+            files = render(profile, flavour, config_dir, subscribers_csv=csv_text, user_db=user_db,
+                           open5gs_prefix=o5_prefix)
         except CellabError as exc:  # a value the files cannot carry (the artifact folder's own path, say)
             raise OperationFailed(str(exc), field="params.profile_yaml") from None
         with self._lock:
             self._flavour, self._profile, self._run_dir = flavour, profile, run_dir
             self._daemons = daemons_for(flavour, profile)
             self._procs, self._errors, self._reported = {}, {}, set()
+            self._subscribers = subscribers if flavour != "srsepc" else []
+            self._o5_prefix, self._version = o5_prefix, ""
         return ConfigureResult(flavour=flavour, run_dir=str(run_dir.relative_to(self.artifact_dir)),
                                files=[str(f.relative_to(run_dir)) for f in files],
                                daemons=[d.name for d in self._daemons])
@@ -130,7 +162,13 @@ class CoreAgent(Agent):
             raise OperationFailed(f"unknown daemons {unknown}", field="params.daemons", allowed=list(known))
         for daemon in self._daemons:
             if daemon.name in wanted and not (daemon.name in self._procs and self._procs[daemon.name].running()):
+                if self._subscribers and daemon.name != "db":
+                    self._provision()  # before the HSS reads them
+                if daemon.name == "upf":
+                    self._ensure_tun()
                 self._launch(daemon)
+                if daemon.name == "db":
+                    self._wait_db(daemon)
         deadline = time.monotonic() + params.settle_s
         while time.monotonic() < deadline:
             if any(not self._procs[n].running() for n in wanted):
@@ -152,6 +190,7 @@ class CoreAgent(Agent):
             proc = self._procs.get(name)
             if proc is not None:
                 proc.stop(grace_s=5.0)
+        self._remove_tun()
         return self._status()
 
     @operation(concurrent=True)
@@ -208,6 +247,7 @@ class CoreAgent(Agent):
     def safe_state(self) -> None:
         for proc in self._procs.values():
             proc.stop(grace_s=3.0)
+        self._remove_tun()
 
     def stop(self) -> None:
         """The agent's end: daemons stopped, the private folder of subscriber files removed."""
@@ -229,7 +269,17 @@ class CoreAgent(Agent):
         run_dir.mkdir()
         return run_dir
 
+    def _open5gs_prefix(self) -> Path | None:
+        if any(p.startswith("open5gs-") for p in self.programs):
+            return None  # programs named one by one: the packages' layout
+        return open5gs_prefix()
+
     def _program(self, daemon: Daemon) -> str:
+        if self._o5_prefix is not None and daemon.program.startswith("open5gs-"):
+            path = self._o5_prefix / "bin" / daemon.program
+            if not os.access(path, os.X_OK):
+                raise OperationFailed(f"{daemon.name}: program {path} is not installed")
+            return str(path)
         if daemon.program in self.programs:
             path = self.programs[daemon.program]
             if not os.access(path, os.X_OK):
@@ -245,12 +295,77 @@ class CoreAgent(Agent):
     def _launch(self, daemon: Daemon) -> None:
         assert self._run_dir is not None
         config_dir = self._run_dir / "config"
-        argv = daemon.argv(self._program(daemon), config_dir.resolve())
-        if self.env:  # `env` is argv too: no shell
-            argv = ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv]
+        data_dir = self._secrets_dir() / f"{daemon.name}-{self._run_dir.name}"  # mode 0700 folder: K, OPc
+        argv = daemon.argv(self._program(daemon), config_dir.resolve(), data_dir)
+        env = self._env_for(daemon)
+        if env:  # `env` is argv too: no shell
+            argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
         log = self._run_dir / "logs" / f"{daemon.name}.out"
         self._procs[daemon.name] = ManagedProcess(argv, log, netns=self.netns)
         self._errors.pop(daemon.name, None)
+
+    def _env_for(self, daemon: Daemon) -> dict[str, str]:
+        """The agent's environment for the daemons; for Open5GS the SCTP shim is the MME's own (one-to-one
+        sockets: the bundle's sctp1to1shim.so, which speaks the srsRAN shim's wire format), and no other
+        Open5GS daemon gets one (their Diameter runs over TCP)."""
+        if self._flavour != "open5gs" or self._o5_prefix is None or kernel_has_sctp():
+            return dict(self.env)
+        env = {k: v for k, v in self.env.items() if k != "LD_PRELOAD"}
+        if daemon.name == "mme":
+            env["LD_PRELOAD"] = str(self._o5_prefix / OPEN5GS_SCTP_SHIM)
+        return env
+
+    def _wait_db(self, daemon: Daemon) -> None:
+        """The run's FerretDB listening, or the start fails with its own line."""
+        proc = self._procs[daemon.name]
+        deadline = time.monotonic() + DB_START_S
+        while time.monotonic() < deadline:
+            if not proc.running():
+                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
+                raise OperationFailed(f"db exited at start (code {proc.proc.poll()}): {self._errors[daemon.name]}")
+            if all(listening(daemon.ports, proc.proc.pid).values()):
+                return
+            time.sleep(0.1)
+        raise OperationFailed(f"db: FerretDB did not listen on {', '.join(listening(daemon.ports).keys())} within "
+                              f"{DB_START_S:.0f} s")
+
+    def _provision(self) -> None:
+        """The run's subscribers into the profile's database, in Open5GS's (or NextEPC's) schema, once."""
+        from .provision import provision_in
+
+        assert self._profile is not None and self._flavour is not None
+        try:
+            provision_in(self.netns, self._profile.db_uri, self._flavour, self._subscribers)
+        except CellabError as exc:
+            raise OperationFailed(f"subscribers: {exc}") from None
+        self._subscribers = []
+
+    def _ip(self, *argv: str) -> subprocess.CompletedProcess:
+        from cellab.labs.netns import in_netns
+
+        full = ["ip", *argv]
+        return subprocess.run(in_netns(self.netns, full) if self.netns else full, capture_output=True, text=True,
+                              timeout=10, check=False)
+
+    def _ensure_tun(self) -> None:
+        """Open5GS's UPF opens its session device but does not address it on Linux: ogstun made (when absent)
+        with the UE subnet's gateway, and up."""
+        assert self._profile is not None
+        if self._ip("link", "show", UPF_TUN).returncode != 0:
+            made = self._ip("tuntap", "add", "name", UPF_TUN, "mode", "tun")
+            if made.returncode != 0:
+                raise OperationFailed(f"upf: cannot create TUN {UPF_TUN}: {made.stderr.strip()[:300]}")
+            self._tun_made = True
+        for step in (("addr", "replace", f"{self._profile.gateway}/{self._profile.ue_prefix_len}", "dev", UPF_TUN),
+                     ("link", "set", UPF_TUN, "up")):
+            done = self._ip(*step)
+            if done.returncode != 0:
+                raise OperationFailed(f"upf: ip {' '.join(step)}: {done.stderr.strip()[:300]}")
+
+    def _remove_tun(self) -> None:
+        if self._tun_made:
+            self._ip("link", "del", UPF_TUN)
+            self._tun_made = False
 
     def _alive(self) -> dict[str, bool]:
         return {name: proc.running() for name, proc in self._procs.items()}
@@ -309,7 +424,19 @@ class CoreAgent(Agent):
         started = [s for s in states if s.pid is not None]
         ok = bool(started) and all(s.running for s in started) and not problems
         return CoreStatus(flavour=self._flavour, run_dir=str(self._run_dir.relative_to(self.artifact_dir)),
-                          daemons=states, ok=ok, problems=problems, findings=findings)
+                          daemons=states, ok=ok, problems=problems, findings=findings, version=self._daemon_version())
+
+    def _daemon_version(self) -> str:
+        """What the daemons say they are (their first lines), once one has said it."""
+        if not self._version and self._flavour is not None:
+            for daemon in self._daemons:
+                proc = self._procs.get(daemon.name)
+                if daemon.name != "db" and proc is not None and proc.log_path.exists():
+                    text = "\n".join(clean(line) for line in _head(proc.log_path, 8192).splitlines())
+                    self._version = version_of(text, self._flavour)
+                    if self._version:
+                        break
+        return self._version
 
     def _report(self, daemon: str, kind: str, line: str) -> None:
         key = f"{daemon}:{kind}:{line}"

@@ -18,8 +18,11 @@ class Daemon:
     config: str  # rendered file, relative to the run's config folder
     flag: str  # how the program is told its configuration ("" = positional)
     ports: tuple[tuple[str, str, int], ...] = field(default_factory=tuple)  # (proto, addr, port)
+    args: tuple[str, ...] = ()  # with no config: the arguments ("{data}" = a private folder of the run's)
 
-    def argv(self, program_path: str, config_dir: Path) -> list[str]:
+    def argv(self, program_path: str, config_dir: Path, data_dir: Path | None = None) -> list[str]:
+        if not self.config:
+            return [program_path, *(a.replace("{data}", str(data_dir)) for a in self.args)]
         conf = str(config_dir / self.config)
         return [program_path, self.flag, conf] if self.flag else [program_path, conf]
 
@@ -27,8 +30,26 @@ class Daemon:
 DIAMETER_PORT, GTPC_PORT, GTPU_PORT = 3868, 2123, 2152
 
 
+def local_db(p: CoreProfile) -> list[Daemon]:
+    """db_local: the run's own FerretDB (MongoDB wire on SQLite) at db_uri's loopback port, first of all; its
+    data (K, OPc) in a private folder of the agent's, never among the artifacts."""
+    from .profile import local_db_port
+
+    port = local_db_port(p.db_uri) if p.db_local else None
+    if port is None:
+        return []
+    return [Daemon("db", "cellab-ferretdb", "", "", (("tcp", "127.0.0.1", port),),
+                   ("--listen-addr", f"127.0.0.1:{port}", "--data-dir", "{data}", "--log-level", "warn"))]
+
+
 def daemons_for(flavour: str, p: CoreProfile) -> list[Daemon]:
-    """In start order: the HSS and PCRF first (the MME and PGW dial them)."""
+    """In start order: the database (db_local), the HSS and PCRF first (the MME and PGW dial them)."""
+    if flavour == "srsepc":
+        return [Daemon("epc", "srsepc", "epc.conf", "", (("udp", p.gtpu_addr, GTPU_PORT),))]
+    return local_db(p) + _daemons(flavour, p)
+
+
+def _daemons(flavour: str, p: CoreProfile) -> list[Daemon]:
     if flavour == "nextepc":
         return [
             Daemon("hss", "nextepc-hssd", "hss.conf", "-f", (("tcp", r.NX_HSS, DIAMETER_PORT),)),
@@ -49,8 +70,6 @@ def daemons_for(flavour: str, p: CoreProfile) -> list[Daemon]:
             Daemon("smf", "open5gs-smfd", "smf.yaml", "-c", (("udp", r.O5_SMF, GTPC_PORT),)),
             Daemon("mme", "open5gs-mmed", "mme.yaml", "-c", (("udp", r.O5_MME, GTPC_PORT),)),
         ]
-    if flavour == "srsepc":
-        return [Daemon("epc", "srsepc", "epc.conf", "", (("udp", p.gtpu_addr, GTPU_PORT),))]
     raise ValueError(f"unknown flavour {flavour!r}")
 
 
@@ -60,11 +79,31 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"User not found", re.I)),
     ("s1_setup_failure", re.compile(r"S1[ _-]?Setup[ _-]?Fail|S1SetupFailure", re.I)),
     ("sqn_error", re.compile(r"Cannot increment SQN|SQN.*(fail|error)|synch(roni[sz]ation)? failure", re.I)),
-    ("db_error", re.compile(r"mongoc|Failed to connect to server|DB .*(fail|error)|database.*(fail|error)", re.I)),
+    # not merely a line naming a mongoc source file (Open5GS's INFO "MongoDB URI: ... ogs-mongoc.c")
+    ("db_error", re.compile(r"mongoc\w*\W.*(error|fail|refused|timed? ?out)|Failed to connect to server|"
+                            r"DB .*(fail|error)|database.*(fail|error)", re.I)),
     ("attach_ok", re.compile(r"Attach (Accept|Complete)|Network attach successful", re.I)),
     ("error", re.compile(r"\b(ERROR|ERRR|FATL|FATAL|CRIT)\b|\[error\]|: error:|invalid option|unrecognized option|"
                          r"No such file|Permission denied|cannot |can't |failed", re.I)),
 )
+
+# a daemon's version, from the first lines it writes: Open5GS/NextEPC "Open5GS daemon v2.7.7", srsEPC "Built in
+# Release mode using 23.04.0."
+VERSION_LINES = (re.compile(r"\b(Open5GS|NextEPC) daemon (v[0-9][0-9A-Za-z.+~-]*)"),
+                 re.compile(r"Built in \w+ mode using (?:commit \w+ on branch \S+|([0-9][0-9A-Za-z.+~-]*?))\.?$",
+                            re.M))
+
+
+def version_of(text: str, flavour: str) -> str:
+    """'Open5GS v2.7.7', 'srsEPC 23.04.0', ... or '' when the output does not say."""
+    match = VERSION_LINES[0].search(text)
+    if match:
+        return f"{match.group(1)} {match.group(2)}"
+    match = VERSION_LINES[1].search(text)
+    if match and match.group(1) and flavour == "srsepc":
+        return f"srsEPC {match.group(1)}"
+    return ""
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -91,6 +91,9 @@ class CoreProfile(Model):
     db_uri: str = Field("mongodb://127.0.0.1:27017/open5gs", max_length=512, description=DB_URI_FORM)
     log_dir: str = Field("/var/log/cellab-core", max_length=256, description="where the daemons write their logs: "
                          + LOG_DIR_FORM)
+    db_local: bool = Field(False, description="Open5GS/NextEPC: the core agent runs its own FerretDB "
+                           "(cellab-ferretdb) at db_uri (one loopback host:port) for each run, data in the run "
+                           "folder, and provisions the run's subscribers into it")
 
     @field_validator("tacs")
     @classmethod
@@ -151,6 +154,13 @@ class CoreProfile(Model):
         return self
 
     @model_validator(mode="after")
+    def _local_db_on_loopback(self) -> CoreProfile:
+        if self.db_local and local_db_port(self.db_uri) is None:
+            raise ValueError(f"db_local: the core agent starts FerretDB on this host, so db_uri must name one "
+                             f"loopback host (127.0.0.1 or localhost) without credentials, not {self.db_uri}")
+        return self
+
+    @model_validator(mode="after")
     def _fits_its_flavour(self) -> CoreProfile:
         problems = flavour_problems(self, self.flavour)
         if problems:
@@ -178,6 +188,15 @@ def check_db_uri(value: str) -> str:
         if port is not None and not 1 <= int(port) <= 65535:
             raise ValueError(f"port {port} is outside 1..65535")
     return value
+
+
+_LOCAL_DB = re.compile(r"mongodb://(?:127\.0\.0\.1|localhost)(?::(?P<port>[0-9]{1,5}))?(?:/.*)?")
+
+
+def local_db_port(db_uri: str) -> int | None:
+    """The port of a db_uri naming one loopback host without credentials (a FerretDB the agent may start)."""
+    match = _LOCAL_DB.fullmatch(db_uri)
+    return int(match.group("port") or 27017) if match else None
 
 
 def check_log_dir(value: str) -> str:

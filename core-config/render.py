@@ -61,11 +61,13 @@ def _db_uri(p: CoreProfile, database: str) -> str:
     return f"{head}://{host}/{name or database}{q}{query}"
 
 
-def open5gs_27(p: CoreProfile) -> dict[str, dict]:
+def open5gs_27(p: CoreProfile, fd_dir: str = f"{OPEN5GS_ETC}/freeDiameter") -> dict[str, dict]:
+    """fd_dir: where the daemons' freeDiameter confs are (the packages' /etc/open5gs/freeDiameter, or the ones
+    `open5gs_fd_conf` renders beside the YAML for an Open5GS installed elsewhere)."""
     def srv(addr: str, **extra: Any) -> dict[str, Any]:
         return {"server": [{"address": addr, **extra}]}
 
-    fd = f"{OPEN5GS_ETC}/freeDiameter"
+    fd = fd_dir
     session = [{"subnet": p.ue_subnet, "gateway": p.gateway}]
     mme = {
         "logger": _logger_27(p, "mme"), "global": {"max": {"ue": 1024}},
@@ -200,6 +202,29 @@ def freediameter_conf(daemon: str, realm: str = "localdomain") -> str:
     return "\n".join(lines) + "\n"
 
 
+# Open5GS's Diameter peers (EPC): identity, listen address, its peer. Both sides name each other, as Open5GS's
+# own confs do: freeDiameter refuses a CER from a peer it does not know (measured: the MME's CER to an HSS
+# without its ConnectPeer failed "fd_p_ce_msgrcv ... Invalid argument", AIR "No remaining suitable candidate")
+_O5_FD = {"mme": (O5_MME, "hss"), "hss": (O5_HSS, "mme"), "smf": (O5_SMF, "pcrf"), "pcrf": (O5_PCRF, "smf")}
+_O5_FD_DICTS = ("dict_rfc5777", "dict_mip6i", "dict_nasreq", "dict_nas_mipv6", "dict_dcca", "dict_dcca_3gpp")
+
+
+def open5gs_fd_conf(daemon: str, prefix: Path, realm: str = "localdomain") -> str:
+    """The freeDiameter conf of one Open5GS daemon installed under `prefix` (bin/, lib/freeDiameter/*.fdx,
+    etc/open5gs/tls/): its TLS files and extensions by absolute path, Diameter over TCP (`No_SCTP`: on a
+    kernel without SCTP freeDiameter aborts at start otherwise)."""
+    file = f"freeDiameter/{daemon}.conf"
+    tls, ext = prefix / "etc" / "open5gs" / "tls", prefix / "lib" / "freeDiameter"
+    for key, value in (("Realm", realm), ("TLS_Cred", str(tls)), ("LoadExtension", str(ext))):
+        _check_fd(file, key, value)
+    listen, peer = _O5_FD[daemon]
+    lines = [f'Identity = "{daemon}.{realm}";', f'Realm = "{realm}";', f'ListenOn = "{listen}";', "No_SCTP;",
+             f'TLS_Cred = "{tls}/{daemon}.crt", "{tls}/{daemon}.key";', f'TLS_CA = "{tls}/ca.crt";', "NoRelay;"]
+    lines += [f'LoadExtension = "{ext}/{d}.fdx";' for d in _O5_FD_DICTS]
+    lines.append(f'ConnectPeer = "{peer}.{realm}" {{ ConnectTo = "{_O5_FD[peer][0]}"; No_TLS; }};')
+    return "\n".join(lines) + "\n"
+
+
 def srsepc_conf(p: CoreProfile, user_db: Path | None = None) -> str:
     """user_db: name it, and the log (in the profile's log_dir), by absolute path (srsEPC opens them
     relative to its working folder otherwise)."""
@@ -271,10 +296,12 @@ def _dump_yaml(data: dict, file: str = "") -> str:
 
 
 def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str | None = None,
-           user_db: Path | None = None) -> list[Path]:
+           user_db: Path | None = None, open5gs_prefix: Path | None = None) -> list[Path]:
     """Write `flavour`'s files into `out`; returns their paths. srsEPC gets a user_db.csv (empty of
     subscribers unless `subscribers_csv` is given: `cellab core subscribers export` writes one) in `out`,
-    or at `user_db` (an absolute path, mode 0600: it holds K and OPc), which epc.conf then names."""
+    or at `user_db` (an absolute path, mode 0600: it holds K and OPc), which epc.conf then names.
+    open5gs_prefix (flavour open5gs): an Open5GS installed there rather than by the packages (e.g. the
+    shared bundle): its freeDiameter confs are rendered into `out/freeDiameter/` and the YAML names them."""
     out = Path(out)
     problems = flavour_problems(profile, flavour)
     if problems:
@@ -282,7 +309,13 @@ def render(profile: CoreProfile, flavour: str, out: Path, subscribers_csv: str |
     _check_value("core profile", "name", profile.name, INI_SPECIAL)  # it is in each file's first comment line
     texts: dict[str, str] = {}
     header = f"# rendered by cellab from core profile {profile.name} ({flavour})\n"
-    if flavour == "open5gs":
+    if flavour == "open5gs" and open5gs_prefix is not None:
+        fd_dir = out.resolve() / "freeDiameter"
+        _check_value("mme.yaml", "mme.freeDiameter", str(fd_dir))
+        texts = {name: header + _dump_yaml(data, name) for name, data in open5gs_27(profile, str(fd_dir)).items()}
+        for daemon in _O5_FD:
+            texts[f"freeDiameter/{daemon}.conf"] = open5gs_fd_conf(daemon, Path(open5gs_prefix).resolve())
+    elif flavour == "open5gs":
         texts = {name: header + _dump_yaml(data, name) for name, data in open5gs_27(profile).items()}
     elif flavour == "open5gs-2.6":
         texts = {name: header + _dump_yaml(data, name) for name, data in open5gs_26(profile).items()}

@@ -1,0 +1,126 @@
+"""Open5GS 2.7.7 (the shared bundle ../shared/tools/open5gs, unmodified) run by the core agent on OUR rendered
+files inside a network namespace: the run's own FerretDB (db_local), the subscribers provisioned in Open5GS's
+schema, the UPF's TUN, the MME on the bundle's one-to-one SCTP shim; then the srsRAN bundle's zmq-example
+srsenb (its own SCTP shim: same wire format) and srsue whose IMSI is NOT provisioned: the agent's status names
+that IMSI with the HSS's / MME's own line, and the UE does not attach. (Two UEs attaching through Open5GS and
+carrying traffic: ran-config/tests/test_zmqlab_open5gs.py.) Holds /tmp/cellab-srsran.lock."""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cellab.bus.testing import lab_bus
+from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
+from cellab.epc.agent import OPEN5GS_BUNDLE, UPF_TUN, CoreAgent
+from cellab.proc import ManagedProcess, stop_all
+
+from .conftest import EXAMPLES, srsran_lock
+
+SRSRAN = Path(__file__).resolve().parents[3] / "shared/tools/srsran"
+ATTACH_WAIT_S = 45
+UNKNOWN_FOR_THE_HSS = "001010000000777"  # the one subscriber provisioned; the UE's own IMSI is not
+
+
+def _usim(ue_conf: Path) -> dict[str, str]:
+    ini = configparser.ConfigParser(inline_comment_prefixes=("#", ";"), strict=False)
+    ini.read(ue_conf)
+    return {k: ini["usim"][k].strip() for k in ("imsi", "k", "opc")}
+
+
+def _wait(check, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.cpu_heavy  # a whole EPC and srsRAN stack: alone on the host
+@pytest.mark.timeout(900)  # the srsRAN lock may be held by another stack for minutes
+def test_unprovisioned_imsi_is_named_with_open5gs_own_line(require_root, netns_prefix, tmp_path):
+    if not (OPEN5GS_BUNDLE / "bin/open5gs-mmed").is_file():
+        pytest.skip(f"the Open5GS bundle is absent ({OPEN5GS_BUNDLE})")
+    if not (SRSRAN / "bin/srsenb").is_file():
+        pytest.skip(f"the srsRAN bundle is absent ({SRSRAN})")
+    from cellab.paths import find_program
+
+    try:
+        find_program("cellab-ferretdb")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    for name in ("enb.conf", "ue.conf", "rr.conf", "sib.conf", "rb.conf"):
+        shutil.copy(SRSRAN / "etc/zmq-example" / name, ran / name)
+    usim = _usim(ran / "ue.conf")
+    subscribers = ("name,imsi,k,opc,amf,apn,qci\n"
+                   f"other,{UNKNOWN_FOR_THE_HSS},{usim['k']},{usim['opc']},8000,srsapn,9\n")
+    ns, ue_ns = f"{netns_prefix}o5", f"{netns_prefix}o5ue"
+    shim = str(SRSRAN / "lib/sctpshim.so")
+    procs: list[ManagedProcess] = []
+    with srsran_lock():
+        for name in (ns, ue_ns):
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        # as the srsran-zmq lab starts it: the srsRAN shim in the agent's environment (for srsEPC); the agent
+        # gives Open5GS's MME its own one-to-one shim instead and the other daemons none
+        kwargs = {"core1": {"netns": ns, "env": {"LD_PRELOAD": shim}}}
+        try:
+            with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs=kwargs) as (ctl, agents):
+                core = CoreClient(ctl, "core1", timeout_s=30)
+                conf = core.configure(ConfigureParams(
+                    profile_yaml=(EXAMPLES / "srsran-zmq-open5gs.yaml").read_text(), subscribers_csv=subscribers))
+                run_dir = agents["core1"].artifact_dir / conf.run_dir
+                assert conf.daemons == ["db", "hss", "pcrf", "sgwc", "sgwu", "upf", "smf", "mme"], conf.daemons
+                assert "config/freeDiameter/mme.conf" in conf.files
+                try:
+                    t0 = time.monotonic()
+                    status = core.start(StartParams(settle_s=3))
+                    start_s = time.monotonic() - t0
+                    assert status.ok, status.problems
+                    assert status.version == "Open5GS v2.7.7", status.version
+                    ports = {d.name: d.ports for d in status.daemons}
+                    assert all(ports["hss"].values()) and all(ports["mme"].values()), ports
+                    tun = subprocess.run(["ip", "-n", ns, "-4", "addr", "show", UPF_TUN], capture_output=True,
+                                         text=True, check=False).stdout
+                    assert "172.16.0.1/24" in tun, tun
+                    procs.append(ManagedProcess(
+                        ["env", f"LD_PRELOAD={shim}", str(SRSRAN / "bin/srsenb"), str(ran / "enb.conf"),
+                         f"--enb_files.sib_config={ran / 'sib.conf'}", f"--enb_files.rr_config={ran / 'rr.conf'}",
+                         f"--enb_files.rb_config={ran / 'rb.conf'}", f"--log.filename={ran / 'enb.log'}"],
+                        ran / "enb.out", netns=ns, cwd=ran))
+                    mme_log = run_dir / "logs/mme.log"
+                    assert _wait(lambda: "eNB-S1 accepted" in mme_log.read_text(errors="replace"), 20), \
+                        (ran / "enb.out").read_text(errors="replace")[-600:]
+                    procs.append(ManagedProcess([str(SRSRAN / "bin/srsue"), str(ran / "ue.conf"),
+                                                 f"--gw.netns={ue_ns}", f"--log.filename={ran / 'ue.log'}"],
+                                                ran / "ue.out", netns=ns, cwd=ran))
+                    found = _wait(lambda: any(f.kind == "imsi_unknown" for f in core.status().findings),
+                                  ATTACH_WAIT_S)
+                    status = core.status()
+                    assert found, (status, (ran / "ue.out").read_text(errors="replace")[-600:])
+                    unknown = [f for f in status.findings if f.kind == "imsi_unknown"]
+                    assert all(f.daemon in ("hss", "mme") for f in unknown), unknown
+                    assert any(usim["imsi"] in f.line for f in unknown), unknown  # the IMSI, in Open5GS's words
+                    assert not status.ok and any(usim["imsi"] in p for p in status.problems), status.problems
+                    assert "Network attach successful" not in (ran / "ue.out").read_text(errors="replace")
+                    print(f"Open5GS started in {start_s:.1f} s; findings: {[f.line for f in unknown]}")
+                finally:
+                    stop_all(procs, grace_s=5)
+                    core.stop()
+            gone = subprocess.run(["ip", "-n", ns, "link", "show", UPF_TUN], capture_output=True, check=False)
+            assert gone.returncode != 0, "the agent left its TUN behind"
+            for artifact in run_dir.rglob("*"):  # K and OPc are in the database only, outside the artifacts
+                if artifact.is_file():
+                    text = artifact.read_text(errors="replace").lower()
+                    assert usim["k"].lower() not in text and usim["opc"].lower() not in text, artifact
+        finally:
+            for name in (ue_ns, ns):
+                subprocess.run(["ip", "netns", "del", name], check=False)
