@@ -54,6 +54,10 @@ from .zmq_broker import BrokerProcess, ue_ports
 BUNDLE_BIN = PROJECT_ROOT.parent / "shared" / "tools" / "srsran" / "bin"
 ENB_PROFILE = Path(__file__).resolve().parent / "examples" / "zmq-25prb.yaml"
 CORE_PROFILE = PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq.yaml"
+# the EPC behind srsenb: the core room's profile per core (same PLMN, TAC, S1 addresses, APN and UE pool)
+CORE_PROFILES = {"srsepc": CORE_PROFILE, "open5gs": PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq-open5gs.yaml"}
+CORE_ENV = "CELLAB_ZMQ_CORE"  # the lab's core when a run does not name one (`make demo-srsran CORE=...`)
+DEFAULT_CORE = "srsepc"
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
 SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
@@ -76,6 +80,10 @@ class ZmqLabParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    core: Literal["open5gs", "srsepc"] | None = Field(
+        None, description=f"the EPC: Open5GS 2.7 (MME, SGW-C/U, SMF, UPF, HSS, PCRF on FerretDB) or srsEPC; "
+                          f"default ${CORE_ENV}, else {DEFAULT_CORE}. A change restarts the stack")
+
     n_prb: Literal[6, 15, 25, 50] = 25
     sr_period_ms: Literal[5, 10, 20, 40, 80] = 20
     cqi_period_ms: Literal[2, 5, 10, 20, 40, 80, 160, 32, 64, 128] = 40
@@ -94,6 +102,15 @@ class ZmqLabParams(BaseModel):
 
 
 RESTART_FIELDS = ("n_prb", "sr_period_ms", "cqi_period_ms")  # srsenb reads them only at start
+
+
+def default_core() -> str:
+    """$CELLAB_ZMQ_CORE, else DEFAULT_CORE; a value that is no core is refused naming the variable."""
+    value = os.environ.get(CORE_ENV) or DEFAULT_CORE
+    if value not in CORE_PROFILES:
+        raise InputError(f"${CORE_ENV}", "core", f"{value!r} is not a core of the srsran-zmq lab",
+                         sorted(CORE_PROFILES))
+    return value
 
 
 def srsran_bin_dir() -> Path:
@@ -145,6 +162,9 @@ class SrsranZmqLab(EmbeddedLab):
         self._configured_at_s = 0.0
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
         self._ues_started = False  # since up(): a later restart also restarts srsEPC
+        self.core_flavour: str | None = None  # the EPC running (srsepc | open5gs)
+        self.core_version = ""  # what its daemons say they are
+        self.subscribers_text: str | None = None  # None: every UE's row (subscribers_csv); tests may leave one out
         self.last_attach_s: float | None = None  # configure → attached, of the last (re)attach
         self.last_configure: dict[str, Any] = {}
         self.lock_wait_s = 0.0  # how long up() waited for another srsRAN stack to finish
@@ -208,12 +228,24 @@ class SrsranZmqLab(EmbeddedLab):
 
     def bind(self, controller: Any, agents: dict[str, str]) -> None:
         super().bind(controller, agents)
+        self._start_core(default_core())
+
+    def _start_core(self, flavour: str) -> None:
+        """The core agent renders the core's profile, provisions every UE's subscriber row (srsEPC: user_db.csv;
+        Open5GS: its FerretDB, in Open5GS's schema) and starts the daemons."""
         core = self._core()
-        core.configure(CoreConfigureParams(profile_yaml=CORE_PROFILE.read_text(), flavour="srsepc",
-                                           subscribers_csv=subscribers_csv(self.n_ues)))
-        status = core.start()
+        core.stop()  # whatever ran before (configure refuses while daemons run)
+        self.core_flavour, self.core_version = None, ""
+        try:
+            core.configure(CoreConfigureParams(
+                profile_yaml=CORE_PROFILES[flavour].read_text(), flavour=flavour,
+                subscribers_csv=self.subscribers_text or subscribers_csv(self.n_ues)))
+            status = core.start()
+        except CellabError as exc:
+            raise CellabError(f"srsran-zmq lab: {flavour} did not start: {exc}") from None
         if not status.ok:
-            raise CellabError("srsran-zmq lab: srsEPC did not start: " + "; ".join(status.problems))
+            raise CellabError(f"srsran-zmq lab: {flavour} did not start: " + "; ".join(status.problems))
+        self.core_flavour, self.core_version = flavour, status.version
 
     def _enb(self) -> EnbClient:
         return EnbClient(self.controller, self._agent("enb"), REQUEST_TIMEOUT_S)
@@ -237,6 +269,9 @@ class SrsranZmqLab(EmbeddedLab):
         enb = self._enb()
         status = enb.status()
         reasons = self._restart_reasons(p, status.state)
+        core = p.core or default_core()
+        if core != self.core_flavour:
+            reasons.append(f"core {self.core_flavour} -> {core}")
         steps_s: dict[str, float] = {}  # where a restart's time goes
         if reasons:
             if status.state in ("running", "starting"):
@@ -244,7 +279,10 @@ class SrsranZmqLab(EmbeddedLab):
             steps_s["enb_stop"] = time.monotonic() - started
             self._stop_radio()
             steps_s["radio_stop"] = time.monotonic() - started - sum(steps_s.values())
-            if self._applied is not None or self._ues_started:
+            if core != self.core_flavour:
+                self._start_core(core)
+                steps_s["core_restart"] = time.monotonic() - started - sum(steps_s.values())
+            elif self._applied is not None or self._ues_started:
                 self._restart_core()
                 steps_s["core_restart"] = time.monotonic() - started - sum(steps_s.values())
         result = enb.configure(ConfigureParams(
@@ -269,13 +307,15 @@ class SrsranZmqLab(EmbeddedLab):
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
 
     def _restart_core(self) -> None:
-        """srsEPC afresh: it keeps the old UEs' contexts of a stopped eNB, and their first attach to the new one
-        is released (RRC Connection Release, ~5 s lost per restart, measured)."""
+        """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
+        attach to the new one is released (RRC Connection Release, ~5 s lost per restart, measured); Open5GS's
+        MME is not told that the shim's S1 peer went away."""
         core = self._core()
         core.stop()
         status = core.start()
         if not status.ok:
-            raise CellabError("srsran-zmq lab: srsEPC did not restart: " + "; ".join(status.problems))
+            raise CellabError(f"srsran-zmq lab: {self.core_flavour} did not restart: " + "; ".join(status.problems))
+        self.core_version = status.version or self.core_version
 
     def _enb_profile_yaml(self, n_prb: int) -> str:
         """The eNB profile with its ZMQ stream at the cell's own rate (see the module doc)."""
@@ -325,7 +365,8 @@ class SrsranZmqLab(EmbeddedLab):
             try:
                 ip = ue.wait_attached(max(1.0, ATTACH_TIMEOUT_S - (time.monotonic() - t0)))
             except SrsueError as exc:
-                raise CellabError(f"srsran-zmq lab: UE {ue.index}: {exc}{self._enb_problem()}") from None
+                raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {ue_usim(ue.index)['imsi']}): {exc}"
+                                  f"{self._enb_problem()}{self._core_problem()}") from None
             if ip != ue_addr(ue.index):
                 raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
                                   f"{ue_addr(ue.index)}")
@@ -366,6 +407,17 @@ class SrsranZmqLab(EmbeddedLab):
             return ""
         return f" (srsenb {st.state}: {st.error_line or f'exit code {st.exit_code}'})"
 
+    def _core_problem(self) -> str:
+        """The core's own reason a UE did not attach (its daemons' lines: unknown IMSI, S1 setup failure, ...)."""
+        try:
+            st = self._core().status()
+        except CellabError:
+            return ""
+        return f"; {self.core_flavour} says: " + " | ".join(st.problems[:4]) if st.problems else ""
+
+    def core_record(self) -> dict[str, str]:
+        return {"flavour": self.core_flavour or "", "version": self.core_version}
+
     def fault(self) -> str | None:
         """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited), if
         anything: the runner names it when a run fails. The broker first: srsenb and srsue stall without it."""
@@ -399,6 +451,7 @@ class SrsranZmqLab(EmbeddedLab):
                 f"ue{ue.index}": RNTI_RE.findall(ue.console_text())[-1:] for ue in self._ues})
         except Exception:  # noqa: BLE001 (none logged yet)
             self._effective = {}
+        truth["core"] = self.core_record()  # the record names the EPC each run went through
         if self._effective:  # beside the configured period
             truth["effective"] = {n: {k: v for k, v in e.items() if k != "sr_ttis"} for n, e in self._effective.items()}
             truth["sr_effective_ms"] = self._effective.get("ue0", {}).get("period_ms")
@@ -414,7 +467,8 @@ class SrsranZmqLab(EmbeddedLab):
         if self._broker is not None and self._broker.log.exists():
             out["zmq-broker"] = Path(shutil.copyfile(self._broker.log, run_dir / "zmq_broker.log"))
         statuses = {"enb": self._enb().status().model_dump(mode="json"),
-                    "core": self._core().status().model_dump(mode="json"), "configure": self.last_configure,
+                    "core": self._core().status().model_dump(mode="json") | {"core": self.core_record()},
+                    "configure": self.last_configure,
                     "lab": {"lock_wait_s": self.lock_wait_s},
                     "broker": {"running": bool(self._broker and self._broker.running()),
                                "rates": self._broker.rates()[-5:] if self._broker else []}}
