@@ -94,12 +94,15 @@ demo: setup
 
 # the SR validation on the real srsRAN 4G stack over ZMQ (lab srsran-zmq): the bundle in ../shared/tools/srsran
 # (or CELLAB_SRSRAN_BIN); it skips, saying why, when neither is there
+# CORE=open5gs|srsepc: the lab's EPC (Open5GS 2.7 from ../shared/tools/open5gs or CELLAB_OPEN5GS_DIR; default:
+# the lab's own, ran-config/README.md); each run's record names it and its version
 SRSRAN_BIN ?= $(if $(CELLAB_SRSRAN_BIN),$(CELLAB_SRSRAN_BIN),$(abspath $(ROOT)/../shared/tools/srsran/bin))
+CORE ?=
 demo-srsran: setup
 	@if [ ! -x "$(SRSRAN_BIN)/srsenb" ]; then \
 		echo "demo-srsran: skipped: no srsRAN 4G in $(SRSRAN_BIN) (set CELLAB_SRSRAN_BIN to a folder with srsenb, srsue, srsepc)"; \
 		exit 0; fi; \
-	CELLAB_SRSRAN_BIN=$(SRSRAN_BIN) $(VENV)/bin/cellab run runs/demo-srsran/sr-validation.yaml
+	CELLAB_SRSRAN_BIN=$(SRSRAN_BIN) $(if $(CORE),CELLAB_ZMQ_CORE=$(CORE)) $(VENV)/bin/cellab run runs/demo-srsran/sr-validation.yaml
 
 bench: setup
 	$(PY) -m cellab.bench $(BENCH)

@@ -57,7 +57,8 @@ CORE_PROFILE = PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq.yaml"
 # the EPC behind srsenb: the core room's profile per core (same PLMN, TAC, S1 addresses, APN and UE pool)
 CORE_PROFILES = {"srsepc": CORE_PROFILE, "open5gs": PROJECT_ROOT / "core-config" / "examples" / "srsran-zmq-open5gs.yaml"}
 CORE_ENV = "CELLAB_ZMQ_CORE"  # the lab's core when a run does not name one (`make demo-srsran CORE=...`)
-DEFAULT_CORE = "srsepc"
+OPEN5GS_BUNDLE = PROJECT_ROOT.parent / "shared" / "tools" / "open5gs"  # as the core agent finds it
+OPEN5GS_DIR_ENV = "CELLAB_OPEN5GS_DIR"
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
 SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
@@ -82,7 +83,9 @@ class ZmqLabParams(BaseModel):
 
     core: Literal["open5gs", "srsepc"] | None = Field(
         None, description=f"the EPC: Open5GS 2.7 (MME, SGW-C/U, SMF, UPF, HSS, PCRF on FerretDB) or srsEPC; "
-                          f"default ${CORE_ENV}, else {DEFAULT_CORE}. A change restarts the stack")
+                          f"default ${CORE_ENV}, else open5gs when installed (${OPEN5GS_DIR_ENV}, "
+                          f"../shared/tools/open5gs or PATH, and cellab-ferretdb built), else srsepc. A change "
+                          f"restarts the stack")
 
     n_prb: Literal[6, 15, 25, 50] = 25
     sr_period_ms: Literal[5, 10, 20, 40, 80] = 20
@@ -104,9 +107,24 @@ class ZmqLabParams(BaseModel):
 RESTART_FIELDS = ("n_prb", "sr_period_ms", "cqi_period_ms")  # srsenb reads them only at start
 
 
+def open5gs_installed() -> bool:
+    """Open5GS's MME where the core agent looks for it, and the FerretDB its profile runs (db_local)."""
+    from cellab.paths import find_program
+
+    named = os.environ.get(OPEN5GS_DIR_ENV)
+    mme = (Path(named) / "bin" / "open5gs-mmed").is_file() if named else (
+        (OPEN5GS_BUNDLE / "bin" / "open5gs-mmed").is_file() or shutil.which("open5gs-mmed") is not None)
+    try:
+        find_program("cellab-ferretdb")
+    except CellabError:
+        return False
+    return mme
+
+
 def default_core() -> str:
-    """$CELLAB_ZMQ_CORE, else DEFAULT_CORE; a value that is no core is refused naming the variable."""
-    value = os.environ.get(CORE_ENV) or DEFAULT_CORE
+    """$CELLAB_ZMQ_CORE, else Open5GS when it is installed, else srsEPC (the srsRAN bundle's); a value that is no
+    core is refused naming the variable."""
+    value = os.environ.get(CORE_ENV) or ("open5gs" if open5gs_installed() else "srsepc")
     if value not in CORE_PROFILES:
         raise InputError(f"${CORE_ENV}", "core", f"{value!r} is not a core of the srsran-zmq lab",
                          sorted(CORE_PROFILES))

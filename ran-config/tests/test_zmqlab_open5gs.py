@@ -17,8 +17,31 @@ from pathlib import Path
 import pytest
 from cellab.ran.srsue_proc import ue_usim
 from cellab.ran.uhd_args import SAMPLE_RATE_HZ
+from cellab.ran.zmqlab import CORE_ENV, default_core, validate_params
+
+from cellab.errors import CellabError
 
 OPEN5GS = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "open5gs"
+
+
+# ---- without srsRAN ------------------------------------------------------------------------------
+def test_core_is_a_run_parameter_and_a_bad_one_names_the_allowed(monkeypatch):
+    assert validate_params({"core": "srsepc"}).core == "srsepc" and validate_params({}).core is None
+    with pytest.raises(CellabError) as err:
+        validate_params({"core": "nextepc"}, "camp.yaml")
+    assert "camp.yaml" in str(err.value) and "core" in str(err.value) and "open5gs" in str(err.value)
+    monkeypatch.setenv(CORE_ENV, "srsepc")
+    assert default_core() == "srsepc"
+    monkeypatch.setenv(CORE_ENV, "open5gs-2.6")
+    with pytest.raises(CellabError) as err:
+        default_core()
+    assert CORE_ENV in str(err.value) and "open5gs, srsepc" in str(err.value), str(err.value)
+
+
+def test_without_open5gs_the_default_core_is_srsepc(monkeypatch, tmp_path):
+    monkeypatch.delenv(CORE_ENV, raising=False)
+    monkeypatch.setenv("CELLAB_OPEN5GS_DIR", str(tmp_path))  # no bin/open5gs-mmed there
+    assert default_core() == "srsepc"
 
 
 def _runs(folder: Path) -> list[tuple[str, str, str]]:
