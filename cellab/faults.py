@@ -6,7 +6,7 @@ fault at its time into the workload, for its duration, through whoever owns the 
 |---|---|---|
 | `radio_outage` | the UE's attenuator channel | the attenuator agent sets the channel to the attenuator's maximum, then back |
 | `s1_cut` | the S1 path (eNB ↔ core) | the lab's typed `inject_fault` (virtual: the cell's `set_s1` op) |
-| `sgi_cut` | the SGi path (core ↔ server) | the lab's `inject_fault` |
+| `sgi_cut` | the SGi path (core ↔ server) | the lab's `inject_fault` (virtual: the cell's `set_sgi` op) |
 | `core_daemon` | the core (`daemon`: mme, sgw, upf, hss, srsepc) | the lab's `inject_fault` (killed, restarted at the end) |
 | `enb_restart` | the eNB | the lab's `inject_fault` |
 | `ue_pause` | the UE's host | the lab's `inject_fault` (stopped, continued at the end) |
@@ -206,12 +206,13 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
             elif start is not None and ev.get("attenuation_db", max_db) < max_db - 0.5:
                 end = t
                 break
-    elif fault.kind == "s1_cut":
+    elif fault.kind in ("s1_cut", "sgi_cut"):
+        path = fault.kind.split("_")[0]
         for ev in events:
             t = t_of(ev["tti"])
-            if ev.get("event") == "s1_down" and start is None and (since is None or t >= since):
+            if ev.get("event") == f"{path}_down" and start is None and (since is None or t >= since):
                 start = t
-            elif ev.get("event") == "s1_up" and start is not None:
+            elif ev.get("event") == f"{path}_up" and start is not None:
                 end = t
                 break
     if start is not None:
@@ -296,8 +297,9 @@ def not_recovered(rows: list[dict[str, Any]], final_state: dict[str, Any]) -> st
     for ue, state in final_state.get("rrc_state", {}).items():
         if state != "connected":
             problems.append(f"UE {ue} ended the run in RRC state {state}")
-    if final_state.get("s1_up") is False:
-        problems.append("the S1 path was still down at the end")
+    for path in ("s1", "sgi"):
+        if final_state.get(f"{path}_up") is False:
+            problems.append(f"the {path.upper() if path == 's1' else 'SGi'} path was still down at the end")
     return "; ".join(problems) or None
 
 

@@ -152,6 +152,8 @@ struct cell {
     int paused, stop;
     int s1_down; /* the S1 path is cut (control op set_s1): packets between the eNB and the core are lost */
     uint64_t s1_cuts;
+    int sgi_down; /* the SGi path is cut (control op set_sgi): packets between the core and the server are lost */
+    uint64_t sgi_cuts, sgi_drop_pkts, sgi_drop_bytes;
     struct fifo dl_delay, ul_delay;
     /* counters */
     uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;

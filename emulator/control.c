@@ -44,7 +44,7 @@ json_t *stats_json(struct cell *c)
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
         json_object_set_new(o, "dl_queue_new_pkts", json_integer((json_int_t)u->dl_new_pkts));
         json_object_set_new(o, "ul_drop_pkts", json_integer((json_int_t)u->ul_drop_pkts));
-        if (c->p.rlf || c->s1_cuts) /* only then: the stats of other runs stay as they were (test_replay.py) */
+        if (c->p.rlf || c->s1_cuts || c->sgi_cuts) /* only then: other runs' stats stay as they were (test_replay) */
             rrc_stats(c, u, o);
         json_array_append_new(ues, o);
     }
@@ -63,9 +63,13 @@ json_t *stats_json(struct cell *c)
                      "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
                      (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
                      ues);
-    if (c->p.rlf || c->s1_cuts) {
+    if (c->p.rlf || c->s1_cuts || c->sgi_cuts) {
         json_object_set_new(out, "s1_up", json_boolean(!c->s1_down));
         json_object_set_new(out, "s1_cuts", json_integer((json_int_t)c->s1_cuts));
+        json_object_set_new(out, "sgi_up", json_boolean(!c->sgi_down));
+        json_object_set_new(out, "sgi_cuts", json_integer((json_int_t)c->sgi_cuts));
+        json_object_set_new(out, "sgi_drop_pkts", json_integer((json_int_t)c->sgi_drop_pkts));
+        json_object_set_new(out, "sgi_drop_bytes", json_integer((json_int_t)c->sgi_drop_bytes));
     }
     return out;
 }
@@ -130,7 +134,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     char err[160];
     int k = 0;
     if (!op) {
-        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1)");
+        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi)");
     } else if (!strcmp(op, "set_attenuation")) {
         json_t *v = json_object_get(req, "attenuation_db");
         if (!(rep = ue_from_request(c, req, &k, err, sizeof(err)))) {
@@ -159,18 +163,20 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
         c->paused = !strcmp(op, "pause");
         rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "paused", c->paused, "tti", (json_int_t)c->tti);
-    } else if (!strcmp(op, "set_s1")) {
+    } else if (!strcmp(op, "set_s1") || !strcmp(op, "set_sgi")) {
+        int s1 = !strcmp(op, "set_s1"), *down_now = s1 ? &c->s1_down : &c->sgi_down;
         json_t *up = json_object_get(req, "up");
         if (!json_is_boolean(up)) {
-            rep = err_reply("up: must be true or false (the S1 path between the eNB and the core)");
+            rep = err_reply(s1 ? "up: must be true or false (the S1 path between the eNB and the core)"
+                               : "up: must be true or false (the SGi path between the core and the server)");
         } else {
             int down = !json_is_true(up);
-            if (down != c->s1_down) {
-                c->s1_down = down;
-                c->s1_cuts += down;
-                cell_event(c, down ? "s1_down" : "s1_up", -1, NULL);
+            if (down != *down_now) {
+                *down_now = down;
+                *(s1 ? &c->s1_cuts : &c->sgi_cuts) += (uint64_t)down;
+                cell_event(c, s1 ? (down ? "s1_down" : "s1_up") : (down ? "sgi_down" : "sgi_up"), -1, NULL);
             }
-            rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "s1_up", !c->s1_down, "tti", (json_int_t)c->tti);
+            rep = json_pack("{s:b,s:b,s:I}", "ok", 1, s1 ? "s1_up" : "sgi_up", !*down_now, "tti", (json_int_t)c->tti);
         }
     } else if (!strcmp(op, "stalls")) {
         json_t *since = json_object_get(req, "since_ns");
@@ -183,7 +189,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
             fflush(c->tti_log);
         rep = stats_json(c);
     } else {
-        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1)",
+        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi)",
                  op);
         rep = err_reply(err);
     }

@@ -64,6 +64,11 @@ void read_srv(struct cell *c)
             c->no_route_pkts++;
             continue;
         }
+        if (c->sgi_down) { /* the SGi path is cut: lost between the server and the core */
+            c->sgi_drop_pkts++;
+            c->sgi_drop_bytes += (uint64_t)n;
+            continue;
+        }
         if (c->dl_delay.bytes + (uint64_t)n > CELL_DELAY_LINE_MAX_BYTES) {
             c->delay_drop_pkts++;
             continue;

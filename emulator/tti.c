@@ -19,6 +19,12 @@ void run_tti(struct cell *c, uint64_t t)
     /* uplink packets leaving the core toward the server */
     while (c->ul_delay.head && c->ul_delay.head->release_tti <= t) {
         struct pkt *p = fifo_pop(&c->ul_delay);
+        if (c->sgi_down) { /* the SGi path is cut: lost between the core and the server */
+            c->sgi_drop_pkts++;
+            c->sgi_drop_bytes += p->len;
+            free(p);
+            continue;
+        }
         tun_write(c, c->srv_fd, p);
         free(p);
     }

@@ -48,8 +48,9 @@ class VirtualLab(EmbeddedLab):
     params_model = CellParams
     cell_attenuator = True
     #: radio_outage: the attenuator agent drives the UE's channel to its maximum (the cell's RLF model runs);
-    #: s1_cut: the cell's set_s1 op (packets between the eNB and the core lost both ways)
-    fault_kinds = frozenset({"radio_outage", "s1_cut"})
+    #: s1_cut / sgi_cut: the cell's set_s1 / set_sgi op (packets between the eNB and the core, or between the
+    #: core and the server, lost both ways)
+    fault_kinds = frozenset({"radio_outage", "s1_cut", "sgi_cut"})
     parameters = frozenset(CellParams.model_fields)
     #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
     cell_keeps_lease = False
@@ -192,19 +193,21 @@ class VirtualLab(EmbeddedLab):
                 "sr_config_index": int(ue["i_sr"]), "source": "config"}
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """s1_cut: the cell's `set_s1` op (up false at the start, true at the end); the reply has the cell's TTI."""
-        if getattr(step, "kind", None) != "s1_cut":
+        """s1_cut / sgi_cut: the cell's `set_s1` / `set_sgi` op (up false at the start, true at the end); the reply
+        has the cell's TTI."""
+        ops = {"s1_cut": "set_s1", "sgi_cut": "set_sgi"}
+        if getattr(step, "kind", None) not in ops:
             raise CellabError(f"the virtual lab injects {getattr(step, 'kind', step)} faults through their owner "
-                              "(radio_outage: the attenuator agent); its own: s1_cut")
+                              "(radio_outage: the attenuator agent); its own: s1_cut, sgi_cut")
         with self.control(2000) as ctl:
-            return ctl.request("set_s1", up=not step.active)
+            return ctl.request(ops[step.kind], up=not step.active)
 
     def fault_state(self) -> dict[str, Any]:
         """Each UE's RRC state (with the RLF model on) and the S1 path, from the cell."""
         with self.control(1000) as ctl:
             stats = ctl.stats()
         return {"rrc_state": {str(u["ue"]): u["rrc_state"] for u in stats["ues"] if "rrc_state" in u},
-                **({"s1_up": stats["s1_up"]} if "s1_up" in stats else {})}
+                **{k: stats[k] for k in ("s1_up", "sgi_up") if k in stats}}
 
     def clock_mark(self) -> dict[str, float]:
         """The cell's TTI now, with the wall clock at the middle of the request (≤ 1 ms apart on this host)."""

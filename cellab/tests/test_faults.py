@@ -61,7 +61,7 @@ def test_faults_are_a_factor_none_and_each_plan_in_one_matrix(tmp_path):
     ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 2}, {kind: radio_outage, at_s: 5, duration_s: 1}]",
      "faults.outage-0.5s[1].at_s", "overlaps faults.outage-0.5s[0] on the radio of UE 0 (4..6 s)"),
     ("  outage-0.5s: [{kind: enb_restart, at_s: 4, duration_s: 1}]",
-     "faults.outage-0.5s[0].kind", "lab virtual cannot inject enb_restart (allowed: radio_outage, s1_cut)"),
+     "faults.outage-0.5s[0].kind", "lab virtual cannot inject enb_restart (allowed: radio_outage, s1_cut, sgi_cut)"),
     ("  outage-0.5s: [{kind: core_daemon, daemon: mme, at_s: 4, duration_s: 1}]",
      "faults.outage-0.5s[0].kind", "lab virtual cannot inject core_daemon"),
     ("  outage-0.5s: [{kind: fire, at_s: 4, duration_s: 1}]", "faults.outage-0.5s[0].kind", "radio_outage"),

@@ -7,12 +7,13 @@ here is in TTIs from the cell's own events, so a host stall between two control 
 
 from __future__ import annotations
 
-import json
+import subprocess
 import time
 
-import numpy as np
+import pytest
 
 from cellab.emulator.ttilog import read_ttilog
+from cellab.labs.cellctl import CellControlError
 from cellab.faults import read_cell_events
 
 T310, REEST, CONNECT = 200, 150, 300
@@ -105,21 +106,29 @@ def test_after_the_context_release_the_ue_connects_anew(vlab, on_time):
     assert lab.ue_stats()[0]["connect_count"] == 1
 
 
-def test_s1_cut_loses_the_packets_between_enb_and_core(vlab):
-    lab = vlab(attenuation_db=IN_DB)
+def _ping(lab, count: int) -> int:
+    """Pings from the server to UE 0 (0.2 s apart); how many came back."""
+    out = subprocess.run(["ip", "netns", "exec", lab.srv_ns, "ping", "-n", "-q", "-c", str(count), "-i", "0.2",
+                          "-W", "1", "10.200.1.1"], capture_output=True, text=True, timeout=30).stdout
+    return int(out.split(" received")[0].rsplit(" ", 1)[-1]) if " received" in out else 0
+
+
+@pytest.mark.parametrize("path", ["s1", "sgi"])
+def test_a_cut_path_loses_what_crosses_it_and_the_ue_stays_connected(vlab, path):
+    lab = vlab(attenuation_db=IN_DB, core_delay_ms=5)
+    assert _ping(lab, 2) == 2
     with lab.control() as ctl:
-        assert ctl.request("set_s1", up=False)["s1_up"] is False
-        ctl.request("set_s1", up=False)  # no change, no second event
+        assert ctl.request(f"set_{path}", up=False)[f"{path}_up"] is False
+        ctl.request(f"set_{path}", up=False)  # no change, no second event
+        assert _ping(lab, 3) == 0
         stats = ctl.stats()
-        assert stats["s1_up"] is False and stats["s1_cuts"] == 1
-        assert ctl.request("set_s1", up=True)["s1_up"] is True
-        try:
-            ctl.request("set_s1", up="down")
-        except Exception as exc:  # noqa: BLE001 - the cell's refusal names the field
-            assert "up: must be true or false" in str(exc)
-        else:
-            raise AssertionError("set_s1 with a string was accepted")
-    names = [e["event"] for e in _events(lab) if e["event"].startswith("s1_")]
-    assert names == ["s1_down", "s1_up"]
-    assert json.loads(json.dumps(lab.ue_stats()[0]))["s1_drop_pkts"] == 0  # nothing was sent meanwhile
-    assert np.isfinite(lab.ue_stats()[0]["rsrp_dbm"])
+        assert stats[f"{path}_up"] is False and stats[f"{path}_cuts"] == 1
+        assert ctl.request(f"set_{path}", up=True)[f"{path}_up"] is True
+        with pytest.raises(CellControlError, match="up: must be true or false"):
+            ctl.request(f"set_{path}", up="down")
+    assert _ping(lab, 2) == 2
+    stats = lab.status()["cell"]
+    dropped = stats["ues"][0]["s1_drop_pkts"] if path == "s1" else stats["sgi_drop_pkts"]
+    assert dropped >= 3  # the echo requests (S1: at the eNB's end of the core; SGi: as they left the server)
+    names = [e["event"] for e in _events(lab) if e["event"].startswith(path + "_")]
+    assert names == [f"{path}_down", f"{path}_up"]
