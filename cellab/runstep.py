@@ -373,7 +373,7 @@ def _fault_recovery(session: LabSession, campaign: Campaign, faults: list[FaultS
     write_json(run_dir / "faults.json", {"plan": [f.model_dump() for f in faults], "played": played,
                                          "recovery": rows, "final_state": state})
     reasons = [*(player.errors if player else [])]
-    why = not_recovered(rows, state)
+    why = not_recovered(rows, state, campaign.workload.duration_s)
     if why:
         reasons.append(why)
     return ("the lab did not recover from the run's faults: " + "; ".join(reasons)

@@ -145,6 +145,11 @@ def test_a_fault_the_lab_did_not_recover_from_is_named_with_its_state():
                               lambda tti: tti / 1000.0, 3.0, 95.0)
     why = not_recovered([row], {"rrc_state": {"0": "search"}})
     assert "radio link failure at 1.21 s and no re-attach" in why and "UE 0 ended the run in RRC state search" in why
+    # back only after the workload's end: not within the run, whatever the state at collection time
+    late = dict(row, reattach_s=3.3, reattach_by="connect")
+    why = not_recovered([late], {"rrc_state": {"0": "connected"}, "s1_up": True}, 3.0)
+    assert "re-attached only at 3.30 s, after the workload's end (3 s)" in why
+    assert not_recovered([late], {"rrc_state": {"0": "connected"}}, 4.0) is None
 
 
 def test_the_example_campaign_validates():
