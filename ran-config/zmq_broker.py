@@ -23,27 +23,30 @@ def ue_ports(index: int) -> tuple[int, int]:
     return UE_PORT_BASE + 2 * index, UE_PORT_BASE + 2 * index + 1
 
 
-def broker_argv(binary: Path, n_ues: int) -> list[str]:
+def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None) -> list[str]:
+    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..0; per-UE attenuation)."""
     local = "tcp://127.0.0.1:{}".format
     argv = [str(binary), "--enb-tx", local(ENB_TX_PORT), "--enb-rx", local(ENB_RX_PORT),
             "--stats-s", str(STATS_PERIOD_S)]
     for i in range(n_ues):
         rx, tx = ue_ports(i)
-        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}"]
+        gain = dl_gains_db[i] if dl_gains_db else 0.0
+        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}" + (f",dl_gain_db={gain:g}" if gain else "")]
     return argv
 
 
 class BrokerProcess:
     """One broker in the stack's namespace (where srsenb's and the UEs' ZMQ ports are)."""
 
-    def __init__(self, work_dir: Path, n_ues: int, *, netns: str | None):
+    def __init__(self, work_dir: Path, n_ues: int, *, netns: str | None, dl_gains_db: list[float] | None = None):
         self.work_dir, self.n_ues, self.netns = work_dir, n_ues, netns
+        self.dl_gains_db = list(dl_gains_db) if dl_gains_db else [0.0] * n_ues
         self.log = work_dir / "zmq_broker.log"
         self.proc: ManagedProcess | None = None
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues)
+        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db)
         self.proc = ManagedProcess(argv, self.log, netns=self.netns)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

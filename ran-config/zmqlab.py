@@ -175,6 +175,8 @@ class SrsranZmqLab(EmbeddedLab):
         self._ues: list[SrsueProcess] = []
         self._broker: BrokerProcess | None = None  # between srsenb and every srsue
         self._applied: ZmqLabParams | None = None
+        self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
+        self._ue_extra_db: list[float] = [0.0] * ues  # each UE's own beyond it: the broker's dl_gain_db (at start)
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
@@ -287,6 +289,12 @@ class SrsranZmqLab(EmbeddedLab):
         enb = self._enb()
         status = enb.status()
         reasons = self._restart_reasons(p, status.state)
+        per_ue = self.ue_attenuations(p, params.get("ues"))
+        common = min(per_ue)
+        extra = [round(a - common, 3) for a in per_ue]
+        if extra != self._ue_extra_db:  # the broker takes its per-UE gains at start
+            reasons.append(f"per-UE attenuation beyond {common:g} dB {self._ue_extra_db} -> {extra}")
+            self._ue_extra_db = extra
         core = p.core or default_core()
         if core != self.core_flavour:
             reasons.append(f"core {self.core_flavour} -> {core}")
@@ -310,8 +318,9 @@ class SrsranZmqLab(EmbeddedLab):
         if result.restarted and not reasons:  # it died between status and configure
             reasons = result.restart_reasons
             self._stop_radio()
-        if reasons or self._applied is None or p.attenuation_db != self._applied.attenuation_db:
-            enb.cell_gain(CELL_ID, -p.attenuation_db)
+        if reasons or self._applied is None or common != self._cell_att_db:
+            enb.cell_gain(CELL_ID, -common)
+            self._cell_att_db = common
         if reasons:
             self._applied = None  # until the UEs are attached again
             self._start_ues(p.n_prb)
@@ -322,7 +331,26 @@ class SrsranZmqLab(EmbeddedLab):
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
                                "attach_s": self.last_attach_s if reasons else None,
+                               "ue_attenuation_db": per_ue, "cell_gain_db": -common,
+                               "broker_dl_gain_db": [-x for x in extra],
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
+
+    def ue_attenuations(self, p: ZmqLabParams, ues: Any) -> list[float]:
+        """Each UE's attenuation: its own `attenuation_db` in the run's `ues` list, else the run's. Applied as
+        the eNB's cell_gain (the least of them; no restart to change) and, for a UE above it, its copy of the
+        downlink scaled down by the broker (dl_gain_db, read at the broker's start: a new difference restarts
+        the radio). Both against srsue's fixed noise floor: RSRP and SNR drop dB for dB."""
+        values = [p.attenuation_db] * self.n_ues
+        if isinstance(ues, list):
+            for i, spec in enumerate(ues[:self.n_ues]):
+                own = spec.get("attenuation_db") if isinstance(spec, dict) else getattr(spec, "attenuation_db", None)
+                if own is None:
+                    continue
+                if isinstance(own, bool) or not isinstance(own, (int, float)) or not 0 <= own <= MAX_ATTENUATION_DB:
+                    raise InputError("run parameters", f"ues[{i}].attenuation_db", f"{own!r} is not an attenuation "
+                                     "this lab can apply", [f"0..{MAX_ATTENUATION_DB:g} dB"])
+                values[i] = float(own)
+        return values
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
@@ -369,7 +397,8 @@ class SrsranZmqLab(EmbeddedLab):
         self._ues_started = True
         t0 = time.monotonic()
         settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
-        self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns)
+        self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns,
+                                     dl_gains_db=[-x for x in self._ue_extra_db])
         self._broker.start()
         binary = find_srsue(self.bin_dir)
         for i in range(self.n_ues):
