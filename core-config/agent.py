@@ -275,8 +275,10 @@ class CoreAgent(Agent):
         return open5gs_prefix()
 
     def _program(self, daemon: Daemon) -> str:
-        if self._o5_prefix is not None and daemon.program.startswith("open5gs-"):
-            path = self._o5_prefix / "bin" / daemon.program
+        # configured: the run's Open5GS; else (self_check) where configure would find it
+        prefix = self._o5_prefix if self._run_dir is not None else self._open5gs_prefix()
+        if prefix is not None and daemon.program.startswith("open5gs-"):
+            path = prefix / "bin" / daemon.program
             if not os.access(path, os.X_OK):
                 raise OperationFailed(f"{daemon.name}: program {path} is not installed")
             return str(path)

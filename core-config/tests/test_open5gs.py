@@ -42,6 +42,58 @@ def _wait(check, timeout_s: float) -> bool:
     return False
 
 
+# ---- without Open5GS -----------------------------------------------------------------------------
+def test_render_for_an_open5gs_outside_the_packages(tmp_path):
+    from cellab.epc.profile import load_profile
+    from cellab.epc.render import render
+
+    prefix = tmp_path / "o5"
+    profile = load_profile(EXAMPLES / "srsran-zmq-open5gs.yaml")
+    files = {f.relative_to(tmp_path / "out").as_posix() for f in render(profile, "open5gs", tmp_path / "out",
+                                                                         open5gs_prefix=prefix)}
+    assert {f"freeDiameter/{d}.conf" for d in ("mme", "hss", "smf", "pcrf")} <= files
+    mme_yaml = (tmp_path / "out/mme.yaml").read_text()
+    assert f"freeDiameter: {(tmp_path / 'out/freeDiameter/mme.conf').resolve()}" in mme_yaml
+    for daemon, peer in (("mme", "hss"), ("hss", "mme"), ("smf", "pcrf"), ("pcrf", "smf")):
+        conf = (tmp_path / f"out/freeDiameter/{daemon}.conf").read_text()
+        assert "No_SCTP;" in conf and f'ConnectPeer = "{peer}.localdomain"' in conf, conf
+        assert f'LoadExtension = "{prefix}/lib/freeDiameter/dict_dcca_3gpp.fdx";' in conf, conf
+
+
+def test_db_local_needs_one_loopback_host():
+    from pydantic import ValidationError
+
+    from cellab.epc.profile import CoreProfile
+
+    base = {"name": "x", "plmn": {"mcc": "001", "mnc": "01"}, "tacs": [7], "db_local": True}
+    assert CoreProfile.model_validate(base | {"db_uri": "mongodb://localhost:27018/open5gs"}).db_local
+    with pytest.raises(ValidationError) as err:
+        CoreProfile.model_validate(base | {"db_uri": "mongodb://10.0.0.5:27017/open5gs"})
+    assert "db_local" in str(err.value) and "loopback" in str(err.value)
+
+
+def test_the_mme_gets_open5gs_own_shim_and_the_others_none(tmp_path, monkeypatch):
+    from cellab.epc import agent as agent_mod
+    from cellab.epc.daemons import Daemon, classify, version_of
+
+    monkeypatch.setattr(agent_mod, "kernel_has_sctp", lambda: False)
+    core = CoreAgent.__new__(CoreAgent)
+    core.env, core._flavour, core._o5_prefix = {"LD_PRELOAD": "/srsran/lib/sctpshim.so", "X": "1"}, "open5gs", tmp_path
+    mme, hss = Daemon("mme", "open5gs-mmed", "mme.yaml", "-c"), Daemon("hss", "open5gs-hssd", "hss.yaml", "-c")
+    assert core._env_for(mme) == {"X": "1", "LD_PRELOAD": str(tmp_path / "lib/sctp1to1shim.so")}
+    assert core._env_for(hss) == {"X": "1"}
+    core._flavour = "srsepc"
+    assert core._env_for(Daemon("epc", "srsepc", "epc.conf", ""))["LD_PRELOAD"] == "/srsran/lib/sctpshim.so"
+    assert version_of("11/26 05:00:48.1: [app] INFO: Open5GS daemon v2.7.7 (../src/main.c:1)", "open5gs") == \
+        "Open5GS v2.7.7"
+    assert version_of("Built in Release mode using 23.04.0.", "srsepc") == "srsEPC 23.04.0"
+    info = "[dbi] INFO: MongoDB URI: 'mongodb://127.0.0.1:27017/open5gs' (../src/lib/dbi/ogs-mongoc.c:130)"
+    assert classify(info) is None  # naming ogs-mongoc.c is no database error
+    assert classify("[dbi] WARNING: Failed to connect to server [mongodb://127.0.0.1:27017/open5gs]") == "db_error"
+    assert classify("[dbi] INFO: [imsi-001010123456780] Cannot find IMSI in DB (subscription.c:63)") == \
+        "imsi_unknown"
+
+
 @pytest.mark.cpu_heavy  # a whole EPC and srsRAN stack: alone on the host
 @pytest.mark.timeout(900)  # the srsRAN lock may be held by another stack for minutes
 def test_unprovisioned_imsi_is_named_with_open5gs_own_line(require_root, netns_prefix, tmp_path):
