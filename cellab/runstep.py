@@ -324,7 +324,10 @@ def _run_workloads(session: LabSession, campaign: Campaign, ues: list[RunUE], ru
 
 def _run_faults(campaign: Campaign, run: PlannedRun, ues: list[RunUE]) -> list[FaultSpec]:
     """The run's fault plan (the `faults` parameter names one of the campaign's), checked against its UEs."""
-    faults = campaign.faults.get(run.params.get("faults", NO_FAULT), [])
+    name = run.params.get("faults", NO_FAULT)
+    if name != NO_FAULT and name not in campaign.faults:  # validation refuses this; a hand-made plan could not
+        raise CellabError(f"run {run.run_id}: fault plan {name!r} is not in the campaign's faults")
+    faults = campaign.faults.get(name, [])
     for fault in faults:
         if fault.kind in ("radio_outage", "ue_pause") and fault.ue >= len(ues):
             raise CellabError(f"fault {fault.kind} on UE {fault.ue}: run {run.run_id} has {len(ues)} UE(s)")
