@@ -76,7 +76,8 @@ def on_time():
 # more than 5 ms late (the worst 45 ms) and the BPF congestion controls, host-wide registrations, were loaded
 # and unloaded under each other's flows. So a test that needs root (namespaces, BPF: the lab tests) or runs
 # srsRAN holds this lock exclusively, and every other test holds it shared: unit tests run two at a time, a lab
-# test runs alone.
+# test runs alone. Lab tests that keep no clock and load no module (marker `shares_cpu`: wired labs, checking
+# what a campaign, a cluster or an inventory does) run beside others: their instances never collide.
 CPU_LOCK = "/tmp/cellab-pytest-cpu.lock"
 #: fixtures that bring up srsRAN processes (the bundle, its lock, a core namespace with srsue)
 SRSRAN_FIXTURES = {"bundle", "srsran_ready", "srsran_lock", "srsenb_bin", "core_netns"}
@@ -85,6 +86,8 @@ SRSRAN_FILES = {"test_srsepc.py", "test_inventory_on_the_cell.py"}  # take the s
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cpu_heavy: runs alone on the host when tests run in parallel")
+    config.addinivalue_line("markers", "shares_cpu: a root test that checks function on labs that keep no clock "
+                            "(wired: the kernel's tbf shapes it), with no BPF module: runs beside other tests")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -104,7 +107,8 @@ def pytest_runtest_protocol(item, nextitem):
     import fcntl
 
     exclusive = (item.get_closest_marker("cpu_heavy") is not None
-                 or "require_root" in getattr(item, "fixturenames", ()))
+                 or ("require_root" in getattr(item, "fixturenames", ())
+                     and item.get_closest_marker("shares_cpu") is None))
     with open(CPU_LOCK, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

@@ -21,6 +21,8 @@ import pytest
 
 from cellab.labs import instances
 
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+
 VENV_BIN = Path(sys.executable).parent
 CAMPAIGN = """
     name: cluster

@@ -8,6 +8,8 @@ import pytest
 
 from cellab.testing import free_port, run_cellab
 
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+
 
 @pytest.fixture
 def campaign(tmp_path):

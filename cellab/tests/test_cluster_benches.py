@@ -22,6 +22,8 @@ from cellab.labs.wired import WiredLab
 from cellab.testing import free_port, start_agent, write_lab
 from cellab.tests.test_cluster import VENV_BIN, _spawn
 
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+
 WORKLOAD = "workload: {tool: iperf3, duration_s: 4}\ntimeouts: {run_s: 90, request_s: 20}\n"
 
 

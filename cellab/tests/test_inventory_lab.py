@@ -15,7 +15,9 @@ import pytest
 from cellab.campaign import load_campaign
 from cellab.errors import InputErrors
 from cellab.labs.wired import WiredLab
-from cellab.testing import free_port, start_agent, write_lab
+from cellab.testing import free_port, start_agent, stop_agents, write_lab
+
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 
 
 def test_campaign_runs_on_agents_listed_in_an_inventory(require_root, netns_prefix, tmp_path):
@@ -51,9 +53,7 @@ def test_campaign_runs_on_agents_listed_in_an_inventory(require_root, netns_pref
         # as run: the inventory path is stored absolute, so --resume works from the result folder
         assert str(tmp_path / "lab.yaml") in (folder / "campaign.yaml").read_text()
     finally:
-        for proc in agents:
-            proc.terminate()
-            proc.wait(10)
+        stop_agents(dict(enumerate(agents)))  # SIGTERM, a kill past the grace (a busy host)
         lab.down()
 
 
@@ -66,7 +66,7 @@ def test_an_inventory_without_an_enb_rejects_radio_parameters(tmp_path):
     said = " ".join(result.stderr.split())
     assert "factors.n_prb: unknown parameter 'n_prb'" in said, said
     assert "a run parameter of lab srsran-zmq, virtual" in said  # where it would belong
-    assert "(allowed: cc, module_params, receiver, schedule, ues)" in said
+    assert "(allowed: cc, faults, module_params, receiver, schedule, ues)" in said
 
 
 def test_an_inventory_with_an_enb_takes_radio_parameters_with_the_enbs_allowed_values(tmp_path):

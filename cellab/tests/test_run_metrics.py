@@ -12,6 +12,8 @@ from cellab.metrics import (attenuation_timeline, probe_metrics, sender_metrics)
 from cellab.testing import write_probe_summary as write_summary
 from cellab.traces import sample_commercial_trace, sample_drive_log, trace_from_probe_log, write_mahimahi
 
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+
 T0 = 1_700_000_000.0
 
 

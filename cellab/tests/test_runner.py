@@ -37,6 +37,7 @@ def campaign(tmp_path: Path, name="t", repeat=1, duration=2, attempts=1) -> Path
     return path
 
 
+@pytest.mark.shares_cpu  # the wired lab
 def test_campaign_runs_and_reports(require_root, netns_prefix, tmp_path):
     out = tmp_path / "out"
     result = run_cellab("run", str(campaign(tmp_path)), "--out", str(out), "--prefix", netns_prefix)
@@ -58,6 +59,7 @@ def test_campaign_runs_and_reports(require_root, netns_prefix, tmp_path):
     assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
 
 
+@pytest.mark.shares_cpu  # the wired lab
 def test_kill_9_controller_then_resume(require_root, netns_prefix, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(campaign(tmp_path, repeat=2)), "--out", str(out),
@@ -130,6 +132,7 @@ def run_disturbed(campaign_path: Path, out: Path, prefix: str, disturb) -> tuple
     return proc, output
 
 
+@pytest.mark.shares_cpu  # the wired lab
 def test_agent_killed_mid_run_is_reported_and_the_retry_succeeds(require_root, netns_prefix, tmp_path):
     def kill_ue_agent() -> None:
         marker = f"--netns {netns_prefix}-ue0"

@@ -15,6 +15,8 @@ from cellab.stopping import after_run, interval
 from cellab.store import ResultStore
 from cellab.testing import only_folder, run_cellab
 
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+
 RULE = """
     name: seq
     lab: wired

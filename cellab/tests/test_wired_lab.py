@@ -6,9 +6,12 @@ import json
 import subprocess
 import time
 
+import pytest
 from pyroute2 import netns
 
 from cellab.labs.wired import WiredLab
+
+pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 
 
 def ns_with(prefix):
