@@ -69,6 +69,7 @@ MAX_ATTENUATION_DB = 25.0
 REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
 UE_STOP_GRACE_S = 0.5
+CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
 
 
 def ue_addr(index: int) -> str:
@@ -408,21 +409,48 @@ class SrsranZmqLab(EmbeddedLab):
             ue.console.unlink(missing_ok=True)
             ue.start()
             self._ues.append(ue)
-        for ue in self._ues:
-            try:
-                ip = ue.wait_attached(max(1.0, ATTACH_TIMEOUT_S - (time.monotonic() - t0)))
-            except SrsueError as exc:
-                raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {ue_usim(ue.index)['imsi']}): {exc}"
-                                  f"{self._enb_problem()}{self._core_problem()}") from None
-            if ip != ue_addr(ue.index):
-                raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
-                                  f"{ue_addr(ue.index)}")
+        self._wait_attached(t0)
         self._wait_enb_rnti(t0)
         for i in range(self.n_ues):
             subprocess.run(netns.in_netns(self.ue_ns_of(i), ["ip", "route", "replace", "default", "dev", TUN_NAME]),
                            check=True, capture_output=True)
             self._check_path(i)
         self.last_attach_s = time.monotonic() - t0
+
+    def _wait_attached(self, t0: float) -> None:
+        """Every UE attached with its own IP; a UE the core refused (its own unknown-IMSI line naming the UE's IMSI)
+        fails at once, naming the IMSI and the core's line, instead of after ATTACH_TIMEOUT_S."""
+        pending = list(self._ues)
+        next_core_check = time.monotonic() + CORE_CHECK_S
+        while pending:
+            for ue in list(pending):
+                imsi = ue_usim(ue.index)["imsi"]
+                try:
+                    ip = ue.wait_attached(0.2)
+                except SrsueError as exc:
+                    if ue.running() and time.monotonic() - t0 < ATTACH_TIMEOUT_S:
+                        continue
+                    raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {imsi}): {exc}"
+                                      f"{self._enb_problem()}{self._core_problem()}") from None
+                if ip != ue_addr(ue.index):
+                    raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
+                                      f"{ue_addr(ue.index)}")
+                pending.remove(ue)
+            if pending and time.monotonic() >= next_core_check:
+                next_core_check = time.monotonic() + CORE_CHECK_S
+                for ue in pending:
+                    refused = self._core_refusal(ue_usim(ue.index)["imsi"])
+                    if refused:
+                        raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {ue_usim(ue.index)['imsi']}) was "
+                                          f"refused by {self.core_flavour}: {refused}")
+
+    def _core_refusal(self, imsi: str) -> str:
+        """The core's own lines saying it does not know this IMSI, if any."""
+        try:
+            st = self._core().status()
+        except CellabError:
+            return ""
+        return " | ".join(f"{f.daemon}: {f.line}" for f in st.findings if f.kind == "imsi_unknown" and imsi in f.line)
 
     def _wait_enb_rnti(self, t0: float) -> None:
         enb = self._enb()

@@ -96,3 +96,40 @@ def test_two_ues_attach_through_open5gs_and_carry_traffic(bundle, tmp_path):
     assert all(r > (2.0 if speed >= 0.9 else 0.25) for r in rates.values()), (rates, f"stack speed {speed:.2f}")
     print(f"open5gs: attach of 2 UEs {lab['configure']['attach_s']:.1f} s, Mbit/s {rates} at stack speed "
           f"{speed:.2f}, cellab run {took_s:.0f} s")
+
+
+@pytest.mark.root
+@pytest.mark.timeout(900 + 300)
+def test_a_ue_open5gs_does_not_know_fails_naming_its_imsi_and_the_hss_line(bundle, monkeypatch):
+    """The lab's session up on Open5GS with 2 UEs provisioned, then UE 1's subscriber removed from the core's
+    database (`cellab core subscribers remove`, in the core's namespace): configure fails at once (not after the
+    attach timeout) naming UE 1's IMSI and the HSS's own line."""
+    if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
+        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
+    from cellab.labs.netns import in_netns
+    from cellab.paths import find_program
+    from cellab.session import LabSession
+
+    try:
+        find_program("cellab-ferretdb")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
+    monkeypatch.setenv("CELLAB_SRSRAN_BIN", str(bundle))
+    monkeypatch.setenv(CORE_ENV, "open5gs")
+    imsi = ue_usim(1)["imsi"]
+    with LabSession("srsran-zmq", prefix="zqn", ue_count=2, purpose="test") as session:
+        lab = session.lab
+        assert lab.core_flavour == "open5gs" and lab.core_version == "Open5GS v2.7.7"
+        removed = subprocess.run(in_netns(lab.core_ns, [
+            sys.executable, "-m", "cellab", "core", "subscribers", "remove", imsi, "--db",
+            "mongodb://127.0.0.1:27017/open5gs", "--flavour", "open5gs"]), capture_output=True, text=True, timeout=60)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        t0 = time.monotonic()
+        with pytest.raises(CellabError) as err:
+            lab.configure({"n_prb": 25, "sr_period_ms": 20})
+        took_s = time.monotonic() - t0
+    text = str(err.value)
+    assert f"UE 1 (IMSI {imsi})" in text and "hss:" in text and "Cannot find IMSI in DB" in text, text
+    assert ue_usim(0)["imsi"] not in text, text  # UE 0 is known: not blamed
+    assert took_s < 45, f"{took_s:.0f} s: the refusal should end the wait, not the attach timeout"
+    print(f"refused in {took_s:.1f} s: {text}")
