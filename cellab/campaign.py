@@ -180,6 +180,13 @@ class Retry(Strict):
     late_tti_ms: float = Field(
         5.0, description="how late a TTI must run to count against max_late_tti_fraction; one of "
                          + ", ".join(f"{t:g}" for t in LATE_TTI_THRESHOLDS_MS) + " (the cell counts those)")
+    # srsRAN over ZMQ is clocked by its own samples, not the wall: on a busy host it runs in slow motion (issue 31:
+    # 12.8 Mbit/s instead of 16.4 at 25 PRB, idle RTT 52.8 ms instead of 37-43), and every rate and timer with it
+    min_stack_speed: float | None = Field(
+        0.9, gt=0, le=1,
+        description="srsran-zmq: a run whose srsRAN stack moved fewer radio samples than this share of real time's "
+                    "during the run (the ZMQ broker's rate against the cell's sample rate) measured the host, not "
+                    "the stack: it is invalid (and retried); null: keep every run")
     after_worker_loss: bool = Field(
         False, description="distributed runs (--slots, --cluster): run again, on another worker, a run whose worker "
                            "died while it ran (off: such a run fails naming the worker; hardware is not driven twice "
@@ -202,6 +209,20 @@ class Retry(Strict):
         limit, ttis = self.max_late_tti_fraction, int(timing.get("ttis", 0))
         return limit is not None and ttis > 0 and (
             int(timing.get("resyncs", 0)) > 0 or self.late_ttis(timing) > limit * ttis)
+
+    def stack_too_slow(self, timing: Mapping[str, Any]) -> bool:
+        speed = timing.get("stack_speed")
+        return self.min_stack_speed is not None and isinstance(speed, (int, float)) and speed < self.min_stack_speed
+
+    def invalid_reason(self, timing: Mapping[str, Any]) -> str | None:
+        """Why a run with this lab timing (a lab's timing_faults()) measured the host, or None."""
+        if self.host_stalled(timing):
+            return f"the host stalled the virtual cell: {self.stall_text(timing)}"
+        if self.stack_too_slow(timing):
+            return (f"the srsRAN stack ran at {timing['stack_speed']:.0%} of real time "
+                    f"({timing.get('stack_msps', 0):.2f} of {timing.get('nominal_msps', 0):.2f} Msps through the "
+                    f"broker; retry.min_stack_speed {self.min_stack_speed})")
+        return None
 
     def stall_text(self, timing: Mapping[str, Any]) -> str:
         return (f"{self.late_ttis(timing)} of {timing.get('ttis', 0)} TTIs more than {self.late_tti_ms:g} ms late "

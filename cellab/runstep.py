@@ -391,10 +391,11 @@ def _lab_fault(session: LabSession) -> str | None:
 
 
 def _check_timing(campaign: Campaign, timing: dict[str, Any]) -> None:
-    """Fail a run the host stalled: its delays and rates are of the host's scheduler, not of the model."""
-    if timing and campaign.retry.host_stalled(timing):
-        raise LabTimingError(f"the host stalled the virtual cell: {campaign.retry.stall_text(timing)}; "
-                             "the run measured the host, not the model")
+    """Fail a run the host stalled (the virtual cell late, the srsRAN stack in slow motion): its delays and rates
+    are of the host's scheduler, not of the model or the stack."""
+    why = campaign.retry.invalid_reason(timing) if timing else None
+    if why:
+        raise LabTimingError(f"{why}; the run measured the host, not the lab")
 
 
 def _set_attenuation(session: LabSession, campaign: Campaign, run: PlannedRun, ues: list[RunUE]) -> dict[int, float]:
