@@ -49,6 +49,8 @@ OPEN5GS_DIR_ENV = "CELLAB_OPEN5GS_DIR"
 OPEN5GS_BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "open5gs"
 # the MME's one-to-one SCTP over the srsRAN shim's wire format (the bundle's lib/), on kernels without SCTP
 OPEN5GS_SCTP_SHIM = "lib/sctp1to1shim.so"
+# an Open5GS line continuing the one before it: more indentation after its level
+_CONTINUATION = re.compile(r"\]\s+(?:INFO|WARNING|ERROR|FATAL|DEBUG|TRACE):\s{2,}(?P<rest>\S.*)$")
 UPF_TUN = "ogstun"  # the UPF's default session device (Open5GS does not address it on Linux)
 
 
@@ -390,12 +392,15 @@ class CoreAgent(Agent):
         for daemon in self._daemons:
             seen: set[str] = set()
             for path in self._logs(daemon.name):
-                for raw in _tail(path).splitlines():
-                    line = clean(raw)
+                lines = [clean(raw) for raw in _tail(path).splitlines()]
+                for i, line in enumerate(lines):
                     kind = classify(line)
                     if kind and kind != "error" and line not in seen:
                         seen.add(line)
-                        findings.append(LogFinding(daemon=daemon.name, kind=kind, line=line[:400]))
+                        # Open5GS says whose it is on the next line ("[emm] WARNING:     IMSI[0010...]")
+                        more = _CONTINUATION.search(lines[i + 1]) if i + 1 < len(lines) else None
+                        shown = f"{line} | {more.group('rest')}" if more else line
+                        findings.append(LogFinding(daemon=daemon.name, kind=kind, line=shown[:400]))
         return findings[-MAX_FINDINGS:]
 
     def _status(self) -> CoreStatus:
@@ -422,7 +427,7 @@ class CoreAgent(Agent):
             problems += [f"{daemon.name} does not listen on {where}" for where, ok in ports.items() if not ok]
         findings = self._findings()
         problems += [f"{f.daemon}: {f.kind}: {f.line}" for f in findings if f.kind in
-                     ("imsi_unknown", "s1_setup_failure", "sqn_error", "db_error")]
+                     ("imsi_unknown", "s1_setup_failure", "sqn_error", "auth_failure", "db_error")]
         started = [s for s in states if s.pid is not None]
         ok = bool(started) and all(s.running for s in started) and not problems
         return CoreStatus(flavour=self._flavour, run_dir=str(self._run_dir.relative_to(self.artifact_dir)),

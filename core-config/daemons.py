@@ -80,6 +80,9 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("s1_setup_failure", re.compile(r"S1[ _-]?Setup[ _-]?Fail|S1SetupFailure", re.I)),
     ("sqn_error", re.compile(r"Cannot increment SQN|SQN.*(fail|error)|synch(roni[sz]ation)? failure", re.I)),
     # not merely a line naming a mongoc source file (Open5GS's INFO "MongoDB URI: ... ogs-mongoc.c")
+    # the UE's answer to a challenge it cannot verify (K/OPc differ from the HSS's): Open5GS's MME logs
+    # "Authentication failure(MAC failure)" and rejects (after sqn_error: a SYNCH failure is a stale SQN)
+    ("auth_failure", re.compile(r"Authentication failure|MAC failure|Authentication reject", re.I)),
     ("db_error", re.compile(r"mongoc\w*\W.*(error|fail|refused|timed? ?out)|Failed to connect to server|"
                             r"DB .*(fail|error)|database.*(fail|error)", re.I)),
     ("attach_ok", re.compile(r"Attach (Accept|Complete)|Network attach successful", re.I)),

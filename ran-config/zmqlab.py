@@ -418,7 +418,8 @@ class SrsranZmqLab(EmbeddedLab):
         self.last_attach_s = time.monotonic() - t0
 
     def _wait_attached(self, t0: float) -> None:
-        """Every UE attached with its own IP; a UE the core refused (its own unknown-IMSI line naming the UE's IMSI)
+        """Every UE attached with its own IP; a UE the core refused (its own line naming the UE's IMSI: unknown, or
+        its authentication failed)
         fails at once, naming the IMSI and the core's line, instead of after ATTACH_TIMEOUT_S."""
         pending = list(self._ues)
         next_core_check = time.monotonic() + CORE_CHECK_S
@@ -430,7 +431,9 @@ class SrsranZmqLab(EmbeddedLab):
                 except SrsueError as exc:
                     if ue.running() and time.monotonic() - t0 < ATTACH_TIMEOUT_S:
                         continue
-                    raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {imsi}): {exc}"
+                    why = str(exc) if not ue.running() else (  # the slice's own timeout is not the lab's
+                        f"srsue did not attach within {ATTACH_TIMEOUT_S:g} s: {str(exc).split(': ', 1)[-1]}")
+                    raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {imsi}): {why}"
                                       f"{self._enb_problem()}{self._core_problem()}") from None
                 if ip != ue_addr(ue.index):
                     raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
@@ -445,12 +448,13 @@ class SrsranZmqLab(EmbeddedLab):
                                           f"refused by {self.core_flavour}: {refused}")
 
     def _core_refusal(self, imsi: str) -> str:
-        """The core's own lines saying it does not know this IMSI, if any."""
+        """The core's own lines refusing this IMSI (unknown to its HSS, or its authentication failed), if any."""
         try:
             st = self._core().status()
         except CellabError:
             return ""
-        return " | ".join(f"{f.daemon}: {f.line}" for f in st.findings if f.kind == "imsi_unknown" and imsi in f.line)
+        return " | ".join(f"{f.daemon}: {f.line}" for f in st.findings
+                          if f.kind in ("imsi_unknown", "auth_failure") and imsi in f.line)
 
     def _wait_enb_rnti(self, t0: float) -> None:
         enb = self._enb()

@@ -47,7 +47,7 @@ class DaemonState(Model):
 
 class LogFinding(Model):
     daemon: str
-    kind: Literal["imsi_unknown", "s1_setup_failure", "sqn_error", "db_error", "attach_ok", "error"]
+    kind: Literal["imsi_unknown", "s1_setup_failure", "sqn_error", "auth_failure", "db_error", "attach_ok", "error"]
     line: str
 
 
