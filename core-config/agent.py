@@ -51,6 +51,7 @@ OPEN5GS_BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "tools"
 OPEN5GS_SCTP_SHIM = "lib/sctp1to1shim.so"
 # an Open5GS line continuing the one before it: more indentation after its level
 _CONTINUATION = re.compile(r"\]\s+(?:INFO|WARNING|ERROR|FATAL|DEBUG|TRACE):\s{2,}(?P<rest>\S.*)$")
+_STAMP = re.compile(r"^\d\d/\d\d \d\d:\d\d:\d\d\.\d+: ")
 UPF_TUN = "ogstun"  # the UPF's default session device (Open5GS does not address it on Linux)
 
 
@@ -395,8 +396,9 @@ class CoreAgent(Agent):
                 lines = [clean(raw) for raw in _tail(path).splitlines()]
                 for i, line in enumerate(lines):
                     kind = classify(line)
-                    if kind and kind != "error" and line not in seen:
-                        seen.add(line)
+                    key = _STAMP.sub("", line)  # Open5GS writes each line to its log and stdout, ms apart
+                    if kind and kind != "error" and key not in seen:
+                        seen.add(key)
                         # Open5GS says whose it is on the next line ("[emm] WARNING:     IMSI[0010...]")
                         more = _CONTINUATION.search(lines[i + 1]) if i + 1 < len(lines) else None
                         shown = f"{line} | {more.group('rest')}" if more else line
