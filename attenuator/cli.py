@@ -99,7 +99,7 @@ def replay_cmd(
 
     from cellab.errors import from_validation_error
 
-    from cellab.store import write_atomic
+    from cellab.safepath import write_output
 
     from .calibration import load_calibration
     from .mobility import DriveLogFormat, ReplayOptions, load_drive_log, replay
@@ -112,10 +112,7 @@ def replay_cmd(
         raise from_validation_error("command line", exc) from None
     cal = load_calibration(calibration)
     result = replay(load_drive_log(drive_log, fmt), cal, options)
-    try:
-        write_atomic(out, to_csv(result.schedule))
-    except OSError as exc:
-        raise InputError(out, "--out", f"cannot write: {exc.strerror}", ["a file in a writable folder"]) from None
+    write_output(out, to_csv(result.schedule), "--out")
     console.print_json(result.report.model_dump_json())
 
 

@@ -87,10 +87,9 @@ def schema_cmd(
     if out is None:
         sys.stdout.write(text)
         return
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
-    console.print(f"wrote {out}")
+    from cellab.safepath import write_output
+
+    console.print(f"wrote {write_output(out, text, '--out')}")
 
 
 @app.command("plan")
@@ -300,7 +299,9 @@ def trace_samples_cmd(folder: Path = typer.Argument(Path("runs/data"), help="whe
     """Write the synthetic sample drive log and commercial trace the example campaigns use."""
     from cellab.traces import write_samples
 
-    for kind, path in write_samples(folder).items():
+    from cellab.safepath import output_dir
+
+    for kind, path in write_samples(output_dir(folder, "FOLDER")).items():
         console.print(f"{kind}: {path}")
 
 

@@ -167,4 +167,46 @@ def write_file(folder: str | Path, name: str, data: str | bytes, *, durable: boo
         return out.write(name, data, durable=durable)
 
 
-__all__ = ["SafeDir", "UnsafePathError", "check_name", "write_file"]
+def _named_path(path: str | Path, field: str) -> Path:
+    text = str(path)
+    if not text or "\0" in text:
+        raise UnsafePathError(f"{field}: {text[:80]!r} is not a path (empty, or holding a NUL byte)")
+    if any(len(part.encode()) > 255 for part in Path(text).parts) or len(text.encode()) > 4095:
+        raise UnsafePathError(f"{field}: {text[:80]!r}... is longer than a path may be (255 bytes a name, "
+                              "4095 in all)")
+    return Path(text)
+
+
+def output_dir(path: str | Path, field: str) -> Path:
+    """A folder a command writes into, named by the person (`--out DIR`): made with its parents when missing;
+    a file, special file or a link loop there, or a folder that cannot be made, is an error naming the field."""
+    folder = _named_path(path, field)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UnsafePathError(f"{field}: {folder} exists and is not a folder") from None
+    except OSError as exc:
+        raise UnsafePathError(f"{field}: cannot make the folder {folder}: {exc.strerror}") from None
+    with SafeDir.open(folder):  # refuses what is not a folder we can open
+        pass
+    return folder
+
+
+def write_output(path: str | Path, data: str | bytes, field: str, *, mode: int = 0o644) -> Path:
+    """One file a command writes where the person said (`--out FILE`): its folder made when missing, the file
+    written then renamed into place; a link, a folder or a special file (a FIFO) at the name is refused,
+    never written through. Errors name the field."""
+    target = _named_path(path, field)
+    name = target.name
+    if name in ("", ".", ".."):
+        raise UnsafePathError(f"{field}: {target} names a folder, not a file")
+    with SafeDir.open(output_dir(target.parent, field)) as folder:
+        try:
+            return folder.write(name, data, mode=mode)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{field}: {exc}") from None
+        except OSError as exc:
+            raise UnsafePathError(f"{field}: cannot write {target}: {exc.strerror}") from None
+
+
+__all__ = ["SafeDir", "UnsafePathError", "check_name", "output_dir", "write_file", "write_output"]

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cellab.errors import InputError
 from cellab.inputs import check_imsi
+from cellab.safepath import output_dir, write_output
 
 from . import ferret
 from .profile import FLAVOURS, CoreProfile, load_profile
@@ -50,7 +51,7 @@ def render(profile: Path = typer.Argument(..., help="core profile YAML"),
     if subscribers is not None:
         # user_db.csv has no APN column (epc.conf names srsEPC's one APN): PLMN and UE pool are checked
         csv_text = srsepc_csv(load_subscribers(subscribers, profile=prof, check_apn=False))
-    for path in do_render(prof, chosen, out, subscribers_csv=csv_text):
+    for path in do_render(prof, chosen, output_dir(out, "--out"), subscribers_csv=csv_text):
         console.print(f"wrote {path}")
 
 
@@ -164,11 +165,7 @@ def subscribers_export(out: Path = typer.Argument(..., help="srsEPC user_db.csv 
     prof = load_profile(profile) if profile else None
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
         subs = store.list()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.touch(mode=0o600)
-    tmp.write_text(srsepc_csv(subs))
-    tmp.replace(out)
+    write_output(out, srsepc_csv(subs), "OUT", mode=0o600)
     console.print(f"wrote {len(subs)} subscribers to {out}")
 
 

@@ -51,8 +51,10 @@ def render_cmd(profile: Path = typer.Argument(..., help="eNB profile (YAML)"),
     from cellab.ran.profile import load_profile
     from cellab.ran.render import render
 
+    from cellab.safepath import output_dir
+
     try:
-        paths = render(load_profile(profile), out, profile.name)
+        paths = render(load_profile(profile), output_dir(out, "--out"), profile.name)
     except CellabError as exc:
         raise _fail(exc) from None
     for path in paths:

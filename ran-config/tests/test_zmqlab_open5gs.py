@@ -99,6 +99,7 @@ def test_two_ues_attach_through_open5gs_and_carry_traffic(bundle, tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.extended  # srsRAN again; make test names an unknown IMSI through Open5GS in core-config's test_open5gs
 @pytest.mark.timeout(900 + 300)
 def test_a_ue_open5gs_does_not_know_fails_naming_its_imsi_and_the_hss_line(bundle, monkeypatch):
     """The lab's session up on Open5GS with 2 UEs provisioned, then UE 1's subscriber removed from the core's

@@ -35,6 +35,7 @@ def test_each_ue_gets_its_own_attenuation_or_the_runs(tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.extended  # a minute of srsRAN with two UEs; the per-UE split itself is checked above without it
 @pytest.mark.timeout(900 + 300)  # the srsRAN lock may be held by another stack for minutes; the run ~50 s
 def test_two_ues_at_different_attenuations_see_their_own_signal(bundle, tmp_path):
     out, camp = tmp_path / "out", tmp_path / "camp.yaml"
