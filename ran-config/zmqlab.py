@@ -181,6 +181,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
+        self._broker_lines_at = 0  # the broker's stats lines before the run (timing_faults reads those after)
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
         self._ues_started = False  # since up(): a later restart also restarts srsEPC
         self.core_flavour: str | None = None  # the EPC running (srsepc | open5gs)
@@ -329,12 +330,28 @@ class SrsranZmqLab(EmbeddedLab):
         self._applied = p
         self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
         self._configured_at_s = time.time()
+        self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
                                "attach_s": self.last_attach_s if reasons else None,
                                "ue_attenuation_db": per_ue, "cell_gain_db": -common,
                                "broker_dl_gain_db": [-x for x in extra],
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
+
+    def timing_faults(self) -> dict[str, Any]:
+        """How fast the stack ran since configure: srsenb's downlink samples through the broker against the cell's
+        sample rate (1.0 = real time; over ZMQ srsRAN is clocked by its samples, so a busy host slows everything
+        down instead of dropping TTIs). {} before a configure or the broker's first stats line after it."""
+        if self._broker is None or self._applied is None:
+            return {}
+        msps = [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
+                if isinstance(r.get("dl_msps"), (int, float))]
+        if not msps:
+            return {}
+        nominal = SAMPLE_RATE_HZ[self._applied.n_prb] / 1e6
+        mean = sum(msps) / len(msps)
+        return {"stack_speed": round(mean / nominal, 3), "stack_msps": round(mean, 3), "nominal_msps": nominal,
+                "stack_speed_min": round(min(msps) / nominal, 3), "stack_samples": len(msps)}
 
     def ue_attenuations(self, p: ZmqLabParams, ues: Any) -> list[float]:
         """Each UE's attenuation: its own `attenuation_db` in the run's `ues` list, else the run's. Applied as

@@ -27,7 +27,7 @@ def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path):
     camp.write_text("name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\nfactors: {sr_period_ms: [10, 40]}\n"
                     "fixed: {n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll}\n"
                     "workload: {tool: probe, duration_s: 2, sr_probes: 20}\n"
-                    "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0}\n")
+                    "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n")
     env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "120"}
     proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqs",
                            "--no-report"], capture_output=True, text=True, timeout=900, env=env)

@@ -174,7 +174,7 @@ def test_two_ues_carry_traffic_and_broker_or_srsenb_killed_fail_that_run_only(bu
     camp.write_text("name: zmq-2ue\nlab: srsran-zmq\nrepeat: 5\n"
                     "fixed: {n_prb: 25, cc: cubic, ues: 2, sr_period_ms: 40, attenuation_db: 10, rlc_queue: srsenb}\n"
                     "workload: {tool: iperf3, duration_s: 3}\n"
-                    "timeouts: {run_s: 120, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0}\n")
+                    "timeouts: {run_s: 120, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n")
     killed: dict[int, int] = {}
     stop = threading.Event()
     thread = threading.Thread(target=_killer, args=(out, prefix, {2: "cellab-zmq-broker", 4: "srsenb"}, killed,
