@@ -1,5 +1,6 @@
 """Faults as a factor of a campaign on the virtual lab (issue 28's Show, short): a 0.6 s radio outage and a
-0.5 s S1 cut inside 3 s Cubic downloads. The recovery figures come from the cell's own events and TTI log
+0.5 s S1 cut inside 5 s Cubic downloads (after the
+outage TCP waits for its backed-off retransmission timer: CI saw no recovery to 90 % within 3 s). The recovery figures come from the cell's own events and TTI log
 (not from the plan): the outage's radio link failure T310 after the cell lost the link and the re-attach
 reest_ms after it came back; the S1 cut without either; the report's recovery table and the fault marks on
 the timelines. Root: namespaces, the attenuator bridge."""
@@ -22,7 +23,7 @@ CAMPAIGN = textwrap.dedent("""
       outage: [{kind: radio_outage, at_s: 1.0, duration_s: 0.6}]
       s1-cut: [{kind: s1_cut, at_s: 1.0, duration_s: 0.5}]
     fixed: {n_prb: 25, core_delay_ms: 10, attenuation_db: 20}
-    workload: {tool: probe, duration_s: 3}
+    workload: {tool: probe, duration_s: 5}
     measurements: [throughput, rtt, pcap]
     timeouts: {run_s: 60, request_s: 20}
     retry: {max_attempts: 3, backoff_s: 1}
