@@ -151,7 +151,7 @@ def smooth(samples: list[Sample], window_s: float) -> list[Sample]:
 
 
 class ReplayOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a NaN bound ended in a traceback
     channel: int = Field(1, ge=1)
     min_db: float
     max_db: float
