@@ -80,15 +80,16 @@ def _offers(workers: dict[str, Any]) -> dict[str, dict[str, int]]:
     return {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
 
 
-def _all_served(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> bool:
+def _unserved(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> list[tuple]:
+    """(run id, its needs) of each run no connected worker can serve."""
     offers = _offers(workers).values()
-    return all(_served(needs[run.run_id], offers) for run in runs)
+    return [(run.run_id, needs[run.run_id]) for run in runs if not _served(needs[run.run_id], offers)]
 
 
 def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> None:
     """Every run can go to some connected worker; else refuse before the first, naming the requirement."""
     offers = _offers(workers)
-    missing = [(run.run_id, needs[run.run_id]) for run in runs if not _served(needs[run.run_id], offers.values())]
+    missing = _unserved(runs, needs, workers)
     if missing:
         run_id, wanted = missing[0]
         shown = ", ".join(f"{name}: {sorted(offer) or 'nothing'}" for name, offer in sorted(offers.items()))
@@ -171,7 +172,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     text = store.campaign_path().read_text()
     token = uuid.uuid4().hex[:12]
     needs = {run.run_id: lab_resources(run.params.get("lab", campaign.lab), campaign.requires) for run in todo}
-    _check_servable(todo, needs, _wait_for_workers(client, wait_s, lambda workers: _all_served(todo, needs, workers)))
+    _check_servable(todo, needs, _wait_for_workers(client, wait_s, lambda workers: not _unserved(todo, needs, workers)))
     by_key: dict[str, PlannedRun] = {}
     futures = []
     def submit(run: PlannedRun) -> Any:

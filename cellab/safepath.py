@@ -180,6 +180,11 @@ def _named_path(path: str | Path, field: str) -> Path:
 def output_dir(path: str | Path, field: str) -> Path:
     """A folder a command writes into, named by the person (`--out DIR`): made with its parents when missing;
     a file, special file or a link loop there, or a folder that cannot be made, is an error naming the field."""
+    with _open_output_dir(path, field) as folder:
+        return folder.path
+
+
+def _open_output_dir(path: str | Path, field: str) -> SafeDir:
     folder = _named_path(path, field)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -187,9 +192,7 @@ def output_dir(path: str | Path, field: str) -> Path:
         raise UnsafePathError(f"{field}: {folder} exists and is not a folder") from None
     except OSError as exc:
         raise UnsafePathError(f"{field}: cannot make the folder {folder}: {exc.strerror}") from None
-    with SafeDir.open(folder):  # refuses what is not a folder we can open
-        pass
-    return folder
+    return SafeDir.open(folder)  # refuses what is not a folder we can open
 
 
 def write_output(path: str | Path, data: str | bytes, field: str, *, mode: int = 0o644) -> Path:
@@ -200,7 +203,7 @@ def write_output(path: str | Path, data: str | bytes, field: str, *, mode: int =
     name = target.name
     if name in ("", ".", ".."):
         raise UnsafePathError(f"{field}: {target} names a folder, not a file")
-    with SafeDir.open(output_dir(target.parent, field)) as folder:
+    with _open_output_dir(target.parent, field) as folder:
         try:
             return folder.write(name, data, mode=mode)
         except UnsafePathError as exc:

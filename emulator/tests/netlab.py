@@ -167,9 +167,8 @@ def pings_the_cell_kept(lab, count: int, min_gap_s: float, max_gap_s: float, nee
         spoiled += int(hit.sum())
         if len(kept) >= need:
             return np.array(kept[:need]), spoiled
-        print(f"the host may have delayed {int(hit.sum())} of {len(rtt_ms)} pings ({len(stalls)} TTIs over {late_ms} ms "
-              f"late); "
-              f"{len(kept)} of {need} kept so far")
+        print(f"the host may have delayed {int(hit.sum())} of {len(rtt_ms)} pings ({len(stalls)} TTIs over "
+              f"{late_ms} ms late); {len(kept)} of {need} kept so far")
     raise AssertionError(f"the host delayed too many pings: {len(kept)} of the {need} needed kept after {tries} "
                          f"rounds ({spoiled} spoiled by TTIs over {late_ms} ms late)")
 
