@@ -155,7 +155,7 @@ class ReplayOptions(BaseModel):
     channel: int = Field(1, ge=1)
     min_db: float
     max_db: float
-    step_db: float = Field(gt=0)
+    step_db: float = Field(ge=0.01)  # no box steps finer; a denormal step overflowed the quantizer
     smoothing_s: float = Field(0.0, ge=0)
     drop_repeats: bool = True  # consecutive equal values need no device write
 
