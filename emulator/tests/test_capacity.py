@@ -84,14 +84,19 @@ def test_attenuation_step_lowers_then_restores_within_two_cqi_periods(vlab, tmp_
 def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, on_time, tmp_path):
     queue_bytes = 150_000
     # SCHED_FIFO cell: the saturating download and its pinger share the 2 cores with it, and the test is of the model
-    lab = vlab(n_prb=25, rlc_queue=queue_bytes, core_delay_ms=5.0, realtime=True)
+    # SR every 5 ms: the idle echo request waits for an SR occasion that the loaded one, riding its flow's uplink
+    # grants, skips (at the default 20 ms that wait, ~10 ms, came off the measured rise)
+    lab = vlab(n_prb=25, rlc_queue=queue_bytes, core_delay_ms=5.0, realtime=True, sr_period_ms=5)
     topo = lab.topology()
     idle = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=10, interval_s=0.05)
-    loaded: dict[str, np.ndarray] = {}
+    loaded: dict[str, object] = {}
 
     def pinger() -> None:
         time.sleep(2.0)  # Cubic has filled the queue by now
-        loaded["rtt"] = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=20, interval_s=0.05)
+        with lab.control() as ctl:
+            first_tti = ctl.stats()["tti"]
+            loaded["rtt"] = ping_rtts_ms(topo.ues[0].netns, topo.server.address, count=20, interval_s=0.05)
+            loaded["ttis"] = (first_tti, ctl.stats()["tti"])
 
     def loaded_download() -> dict:
         t = threading.Thread(target=pinger)
@@ -100,11 +105,18 @@ def test_bufferbloat_rtt_rises_to_queue_over_rate(vlab, on_time, tmp_path):
         t.join()
         return result
 
-    result = on_time(lab, loaded_download)
-    rate_bps = result["end"]["sum_received"]["bits_per_second"]
+    on_time(lab, loaded_download)
     rec = read_ttilog(lab.collect(tmp_path)["cell_tti_log"]).ue(0)
     assert rec["dl_queue_bytes"].max() >= 0.9 * queue_bytes  # Cubic filled it
     assert rec["dl_drop_bytes"].sum() > 0  # and overflowed it: drop-tail at the limit
-    expected_ms = queue_bytes * 8 / rate_bps * 1000
+    # the model: a packet waits behind the bytes queued when it arrives, drained at the rate the cell delivers.
+    # Cubic's backoffs after each drop leave the queue below its limit for part of the time (CI saw 48 % of the
+    # limit's delay), so the expectation is the queue the cell held while the pings crossed it.
+    first_tti, last_tti = loaded["ttis"]
+    window = rec[(rec["tti"] >= first_tti) & (rec["tti"] < last_tti)]
+    assert len(window) >= 900, len(window)
+    rate_bps = window["dl_delivered_bytes"].astype(np.int64).sum() * 8 / (len(window) / 1000)
+    expected_ms = float(np.median(window["dl_queue_bytes"])) * 8 / rate_bps * 1000
+    assert expected_ms >= 0.3 * queue_bytes * 8 / rate_bps * 1000  # the queue stayed deep: this is bufferbloat
     rise_ms = float(np.median(loaded["rtt"])) - float(np.median(idle))
-    assert 0.5 * expected_ms <= rise_ms <= 1.3 * expected_ms, (rise_ms, expected_ms)
+    assert 0.85 * expected_ms <= rise_ms <= 1.15 * expected_ms, (rise_ms, expected_ms)
