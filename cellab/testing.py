@@ -133,3 +133,15 @@ def cellab_in_process(capsys, *args: str) -> tuple[int, str, str]:
         sys.argv = argv
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def pid_in_netns(netns: str, comm: str) -> int | None:
+    """The first process named `comm` in network namespace `netns`, or None."""
+    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == comm[:15]:  # the kernel keeps 15 chars
+                return int(pid)
+        except OSError:
+            continue
+    return None

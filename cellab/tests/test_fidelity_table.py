@@ -55,13 +55,15 @@ def test_missing_values_are_not_measured_with_the_reason():
 def test_rows_per_case_and_two_ue_shares():
     real = {"dl-cubic-25prb": CaseValues({"throughput_mbps": 16.3, "load_rtt_avg_ms": 163.0}),
             "idle-25prb-sr20": CaseValues(error="run failed: srsenb crashed"),
+            "snr-10db": CaseValues(error="run invalid: the srsRAN stack ran at 31% of real time"),
             "two-ue-25prb": fidelity.two_ue_values({"ue0": {"throughput_bps": 8e6, "rtt_mean_ms": 150.0},
                                                     "ue1": {"throughput_bps": 8e6, "rtt_mean_ms": 160.0}})}
     virtual = {"dl-cubic-25prb": CaseValues({"throughput_mbps": 17.4, "load_rtt_avg_ms": 494.0}),
                "idle-25prb-sr20": CaseValues({"idle_rtt_avg_ms": 27.7}),
                "two-ue-25prb": fidelity.two_ue_values({"ue0": {"throughput_bps": 12e6, "rtt_mean_ms": 150.0},
                                                        "ue1": {"throughput_bps": 4e6, "rtt_mean_ms": 150.0}})}
-    rows = fidelity_rows(["idle-25prb-sr20", "dl-cubic-25prb", "two-ue-25prb", "snr-20db"], real, virtual,
+    virtual["snr-10db"] = CaseValues({"cqi": 12.0, "mcs": 20.0})
+    rows = fidelity_rows(["idle-25prb-sr20", "dl-cubic-25prb", "two-ue-25prb", "snr-20db", "snr-10db"], real, virtual,
                          deviations=())
     by = {(r.case, r.metric): r for r in rows}
     assert by[("idle-25prb-sr20", "idle RTT avg (ms)")].verdict == \
@@ -72,8 +74,11 @@ def test_rows_per_case_and_two_ue_shares():
     assert (share0.real, share0.virtual, share0.verdict) == (0.5, 0.75, "FAIL")
     assert by[("two-ue-25prb ue1", "RTT under load avg (ms)")].verdict == "PASS"
     assert by[("snr-20db", "DL CQI")].verdict == "not measured: no run on srsran-zmq"
+    # a real side that lost real time is not measured (not a virtual-cell failure), with the measured reason
+    starved = by[("snr-10db", "DL CQI")]
+    assert starved.verdict == "not measured: srsran-zmq: run invalid: the srsRAN stack ran at 31% of real time"
     text = fidelity.format_table(rows)
-    assert "3 pass, 3 fail, 0 known deviation(s), 3 not measured" in text
+    assert "3 pass, 3 fail, 0 known deviation(s), 5 not measured" in text
 
 
 def test_shares_need_traffic():

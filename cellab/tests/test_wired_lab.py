@@ -10,6 +10,7 @@ import pytest
 from pyroute2 import netns
 
 from cellab.labs.wired import WiredLab
+from cellab.testing import pid_in_netns
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 
@@ -44,6 +45,9 @@ def test_up_shapes_traffic_and_down_cleans(require_root, netns_prefix):
 def test_up_removes_leftovers_of_a_crash(require_root, netns_prefix):
     netns.create(f"{netns_prefix}-srv")  # as if a crashed run left it behind, with a process inside
     sleeper = subprocess.Popen(["ip", "netns", "exec", f"{netns_prefix}-srv", "sleep", "600"])
+    deadline = time.monotonic() + 10  # inside the namespace before up() looks (CI's busy host was slower)
+    while pid_in_netns(f"{netns_prefix}-srv", "sleep") != sleeper.pid and time.monotonic() < deadline:
+        time.sleep(0.02)
     lab = WiredLab(netns_prefix)
     try:
         lab.up()

@@ -26,6 +26,7 @@ from cellab.ran.uhd_args import SAMPLE_RATE_HZ
 from cellab.ran.zmqlab import SrsranZmqLab, ZmqLabParams, srsran_bin_dir, subscribers_csv, validate_params
 
 from cellab.errors import CellabError
+from cellab.testing import pid_in_netns
 
 BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
 LOCK_WAIT_S = 900.0
@@ -137,26 +138,15 @@ def _no_leftovers(prefix: str) -> None:
     assert not left, f"namespaces left behind: {left}"
 
 
-def _pid_in(netns: str, comm: str) -> int | None:
-    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == comm[:15]:  # the kernel keeps 15 chars
-                return int(pid)
-        except OSError:
-            continue
-    return None
-
-
 def _killer(out: Path, prefix: str, victims: dict[int, str], killed: dict[int, int], stop: threading.Event) -> None:
     """Run n (1-based) of `victims`: once its folder exists and iperf3 runs in UE 0's namespace, 1 s into the
     workload, SIGKILL the named process of the stack's namespace."""
     while not stop.is_set() and len(killed) < len(victims):
         runs = sorted((p for p in out.glob("*/runs/*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
         n = len(runs)
-        if n in victims and n not in killed and _pid_in(f"{prefix}-ue0", "iperf3"):
+        if n in victims and n not in killed and pid_in_netns(f"{prefix}-ue0", "iperf3"):
             time.sleep(1.0)
-            pid = _pid_in(f"{prefix}-core", victims[n])
+            pid = pid_in_netns(f"{prefix}-core", victims[n])
             if pid:
                 os.kill(pid, signal.SIGKILL)
                 killed[n] = pid
