@@ -22,10 +22,13 @@ LOCK_WAIT_S = 900.0
 
 @pytest.mark.root
 @pytest.mark.timeout(LOCK_WAIT_S + 600)
-def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path):
+# one srsRAN bring-up each (a new SR period restarts the stack): 10 ms, the period srsue over ZMQ answered at
+# twice the period in issue 29, in make test; 40 ms in make bench BENCH=extended
+@pytest.mark.parametrize("period_ms", [10, pytest.param(40, marks=pytest.mark.extended)])
+def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path, period_ms: int):
     out, camp = tmp_path / "out", tmp_path / "camp.yaml"
-    camp.write_text("name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\nfactors: {sr_period_ms: [10, 40]}\n"
-                    "fixed: {n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll}\n"
+    camp.write_text(f"name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\n"
+                    f"fixed: {{n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll, sr_period_ms: {period_ms}}}\n"
                     "workload: {tool: probe, duration_s: 2, sr_probes: 20}\n"
                     "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n")
     env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "120"}
@@ -35,7 +38,7 @@ def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path):
     [folder] = sorted(out.iterdir())
     with sqlite3.connect(folder / "results.sqlite") as db:
         runs = list(db.execute("SELECT run_id, status, error FROM runs ORDER BY idx"))
-    assert [status for _, status, _ in runs] == ["ok", "ok"], (runs, log)
+    assert [status for _, status, _ in runs] == ["ok"], (runs, log)
     seen = {}
     for run_id, _, _ in runs:
         run_dir = folder / "runs" / run_id
@@ -54,7 +57,7 @@ def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path):
         assert metrics["sr_outcome"] != "wrong" or not metrics.get("sr_ambiguous"), metrics
         seen[period] = (eff["period_ms"], eff["receptions"], eff["unused"], eff["spacing_ms"], eff.get("tti_per_s"),
                         metrics.get("sr_estimate_ms"), metrics.get("sr_candidates_ms"))
-    assert sorted(seen) == [10, 40], seen
+    assert sorted(seen) == [period_ms], seen
     for period, row in seen.items():
         print(f"SR {period} ms: effective {row[0]} ms, {row[1]} receptions, {row[2]} unused, spacing {row[3]}, "
               f"{row[4]} TTI/s; estimate {row[5]} candidates {row[6]}")
