@@ -19,23 +19,24 @@ is left out and said so, and its cells print "not measured: <reason>".
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import math
 import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from jinja2 import Environment, select_autoescape
 
 from cellab.errors import CellabError
+from cellab.fidelity_judge import (KNOWN_DEVIATIONS, REAL_LAB, TOLERANCES, VIRTUAL_LAB, KnownDeviation, Row, compare,
+                                   shares)
 from cellab.store import ResultStore, write_atomic
 
-REAL_LAB, VIRTUAL_LAB = "srsran-zmq", "virtual"
+__all__ = ["KNOWN_DEVIATIONS", "TOLERANCES", "KnownDeviation", "Row", "compare", "shares"]  # the table's judge
+
 VIRTUAL_ONLY = {"core_delay_ms": 3}  # the virtual cell's fidelity setting: srsEPC's S1/SGi path delay
 SHARED = {"rlc_queue": "srsenb"}  # both labs: the eNB's RLC queue as srsenb sizes it
 IDLE_FLOW_BYTES = 20_000  # the probe workload needs a flow after its SR probes: a small one
@@ -61,116 +62,16 @@ class Grid:
     upload_n_prb: tuple[int, ...] = (25,)
     two_ues: bool = True
     max_attempts: int = 2
+    # runs per case and lab: a cell is judged on the interval of virtual/real over them (cellab.fidelity_judge)
+    repeats: int = 5
 
 
 FULL = Grid()
 QUICK = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-             snr_db=(30, 10))
+             snr_db=(30, 10), repeats=3)
 TEST = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-            snr_db=(), upload_n_prb=(), two_ues=False, max_attempts=1)
+            snr_db=(), upload_n_prb=(), two_ues=False, max_attempts=1, repeats=1)
 GRIDS = {"full": FULL, "quick": QUICK, "test": TEST}
-
-
-# ---------------------------------------------------------------- tolerances and known deviations
-@dataclass(frozen=True)
-class Tolerance:
-    kind: Literal["relative", "absolute"]
-    limit: float  # relative: |virtual/real - 1|; absolute: |virtual - real| in the metric's unit
-    unit: str = ""
-
-    def holds(self, real: float, virtual: float) -> bool:
-        if self.kind == "absolute":
-            return abs(virtual - real) <= self.limit + 1e-9
-        if real == 0:
-            return virtual == 0
-        return abs(virtual / real - 1.0) <= self.limit + 1e-9
-
-    def text(self) -> str:
-        return f"±{self.limit * 100:g} %" if self.kind == "relative" else f"±{self.limit:g} {self.unit}".rstrip()
-
-
-# metric -> (label, tolerance). CQI ±2: srsenb averages the UE's reports over its 1 s period and srsue's
-# AWGN-to-CQI mapping is not the virtual cell's BLER curve, so one step of rounding on each side is expected;
-# MCS ±4: about two CQI steps of the 36.213 mapping.
-TOLERANCES: dict[str, tuple[str, Tolerance]] = {
-    "idle_rtt_avg_ms": ("idle RTT avg (ms)", Tolerance("relative", 0.25)),
-    "throughput_mbps": ("throughput (Mbit/s)", Tolerance("relative", 0.15)),
-    "load_rtt_avg_ms": ("RTT under load avg (ms)", Tolerance("relative", 0.30)),
-    "share": ("share of the cell", Tolerance("relative", 0.15)),
-    "cqi": ("DL CQI", Tolerance("absolute", 2, "CQI steps")),
-    "mcs": ("DL MCS", Tolerance("absolute", 4, "MCS indices")),
-}
-
-
-@dataclass(frozen=True)
-class KnownDeviation:
-    case: str  # a glob over case names
-    metric: str
-    mechanism: str  # why the virtual cell differs there, written out
-
-
-# Cells that fail their tolerance for a reason understood and measured (docs/fidelity.md). A listed cell that
-# passes prints PASS: the entry only names the mechanism when the numbers disagree.
-_OLLA_OVER_ZMQ = (
-    "srsenb's outer-loop link adaptation (sched_ue_cell.cc: +0.001 CQI per ACK, -0.019 per NACK, bounded by "
-    "max_delta_dl_cqi 5) climbs to its +5 CQI bound over ZMQ: srsue's decoder on the noise-only ZMQ channel "
-    "succeeds well above the CQI its SNR estimate reports, so the MCS runs ~5 CQI steps above the reports "
-    "(measured: SNR 20 dB CQI 9.1 MCS 26.9, SNR 10 dB CQI 5.3 MCS 15.1); the virtual cell's BLER curve is the "
-    "one its CQI table is drawn from, so its own outer loop stays near 0 (MCS 18.0 and 6.1 at CQI 9.3 and 5.0). "
-    "The CQIs agree; the gap is srsue's CQI estimate over ZMQ, not measured on RF")
-KNOWN_DEVIATIONS: tuple[KnownDeviation, ...] = (
-    KnownDeviation("snr-*", "mcs", _OLLA_OVER_ZMQ),
-)
-
-
-def known_deviation(case: str, metric: str, table: tuple[KnownDeviation, ...] = KNOWN_DEVIATIONS) -> str | None:
-    for dev in table:
-        if dev.metric == metric and fnmatch.fnmatchcase(case, dev.case):
-            return dev.mechanism
-    return None
-
-
-@dataclass
-class Row:
-    case: str
-    metric: str
-    real: float | None
-    virtual: float | None
-    ratio: float | None  # virtual / real
-    tolerance: str
-    verdict: str  # PASS, FAIL, "known deviation: ...", "not measured: ..."
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == "PASS" or self.verdict.startswith("known deviation")
-
-
-def compare(case: str, metric: str, real: float | None, virtual: float | None, missing: str | None = None,
-            detail: str = "", deviations: tuple[KnownDeviation, ...] = KNOWN_DEVIATIONS) -> Row:
-    """One cell of the table. `missing`: why it was not measured (else a None value says which lab lacks it)."""
-    label, tol = TOLERANCES[metric]
-    if missing is None and (real is None or virtual is None or not math.isfinite(real) or not math.isfinite(virtual)):
-        missing = "no value on " + " and ".join(lab for lab, v in ((REAL_LAB, real), (VIRTUAL_LAB, virtual))
-                                                if v is None or not math.isfinite(v))
-    if missing is not None:
-        return Row(case, label, real, virtual, None, tol.text(), f"not measured: {missing}", detail)
-    assert real is not None and virtual is not None
-    ratio = virtual / real if real else None
-    if tol.holds(real, virtual):
-        verdict = "PASS"
-    else:
-        mechanism = known_deviation(case, metric, deviations)
-        verdict = f"known deviation: {mechanism}" if mechanism else "FAIL"
-    return Row(case, label, real, virtual, ratio, tol.text(), verdict, detail)
-
-
-def shares(throughputs: dict[str, float]) -> dict[str, float]:
-    """Each UE's throughput over the UEs' sum."""
-    total = sum(throughputs.values())
-    if total <= 0:
-        raise CellabError(f"UE throughputs {throughputs}: no traffic to share")
-    return {ue: value / total for ue, value in throughputs.items()}
 
 
 # ---------------------------------------------------------------- cases and campaigns
@@ -245,7 +146,7 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
             fixed[name] = value
         else:
             plan.omitted_params[name] = f"lab {lab} has no run parameter {name} (yet): ran with its default"
-    common = {"order": {"mode": "sequential"}, "timeouts": {"run_s": 180, "request_s": 20},
+    common = {"repeat": grid.repeats, "order": {"mode": "sequential"}, "timeouts": {"run_s": 180, "request_s": 20},
               "retry": {"max_attempts": grid.max_attempts, "backoff_s": 2}}
     idle_levels = {idle_case(n, p): {"n_prb": n, "sr_period_ms": p} for n in grid.n_prb for p in grid.sr_period_ms}
     plan.campaigns["idle"] = {"name": f"fidelity-idle-{lab}", "lab": lab, **common,
@@ -405,9 +306,10 @@ def radio_values(run_dir: Path) -> CaseValues:
     return cell_radio_values(run_dir) if (run_dir / "cell_tti.bin").is_file() else enb_radio_values(run_dir)
 
 
-def read_results(results: list[CampaignResult]) -> dict[str, CaseValues]:
-    """Case name -> what it measured, from the campaigns' result folders (results.sqlite and run folders)."""
-    cases: dict[str, CaseValues] = {}
+def read_results(results: list[CampaignResult]) -> dict[str, list[CaseValues]]:
+    """Case name -> what each of its runs measured (a run that did not finish ok: its status and error), from
+    the campaigns' result folders (results.sqlite and run folders)."""
+    cases: dict[str, list[CaseValues]] = {}
     for result in results:
         if result.folder is None:
             continue
@@ -417,22 +319,23 @@ def read_results(results: list[CampaignResult]) -> dict[str, CaseValues]:
             ue_rows.setdefault(row["run_id"], {})[row["ue"]] = row["metrics"] or {}
         for row in store.rows():
             case = row["factors"].get("case")
-            if not isinstance(case, str):
-                continue
-            if row["status"] != "ok":
-                cases[case] = CaseValues(error=f"run {row['status']}: {(row['error'] or '')[:160]}")
-                continue
-            run_dir = store.run_dir(row["run_id"])
-            metrics = row["metrics"] or {}
-            if case.startswith("idle-"):
-                cases[case] = idle_values(run_dir)
-            elif case.startswith("snr-"):
-                cases[case] = radio_values(run_dir)
-            elif case.startswith("two-ue-"):
-                cases[case] = two_ue_values(ue_rows.get(row["run_id"], {}))
-            else:
-                cases[case] = download_values(metrics)
+            if isinstance(case, str):
+                cases.setdefault(case, []).append(_run_values(store, row, case, ue_rows))
     return cases
+
+
+def _run_values(store: ResultStore, row: dict[str, Any], case: str,
+                ue_rows: dict[str, dict[str, dict[str, Any]]]) -> CaseValues:
+    if row["status"] != "ok":
+        return CaseValues(error=f"run {row['status']}: {(row['error'] or '')[:160]}")
+    run_dir = store.run_dir(row["run_id"])
+    if case.startswith("idle-"):
+        return idle_values(run_dir)
+    if case.startswith("snr-"):
+        return radio_values(run_dir)
+    if case.startswith("two-ue-"):
+        return two_ue_values(ue_rows.get(row["run_id"], {}))
+    return download_values(row["metrics"] or {})
 
 
 def two_ue_values(per_ue: dict[str, dict[str, Any]]) -> CaseValues:
@@ -464,32 +367,45 @@ def case_names(grid: Grid) -> list[str]:
     return idle + list(load_levels(grid))
 
 
-def fidelity_rows(cases: list[str], real: dict[str, CaseValues], virtual: dict[str, CaseValues],
+def fidelity_rows(cases: list[str], real: dict[str, Any], virtual: dict[str, Any],
                   missing: dict[str, str] | None = None,
                   deviations: tuple[KnownDeviation, ...] = KNOWN_DEVIATIONS) -> list[Row]:
-    """One row per case and metric: real against virtual; `missing`: case -> why a lab did not run it."""
+    """One row per case and metric: real against virtual over each lab's valid runs of the case (a CaseValues
+    or a list of them per case); `missing`: case -> why a lab did not run it. Runs that failed or were invalid
+    are left out and counted in the row's detail; a lab with none valid leaves the case not measured."""
     missing = missing or {}
     rows = []
     for case in cases:
         metrics = next(m for prefix, m in CASE_METRICS.items() if case.startswith(prefix))
-        r, v = real.get(case), virtual.get(case)
-        why = missing.get(case) or _why_missing(r, REAL_LAB) or _why_missing(v, VIRTUAL_LAB)
+        runs = {lab: _as_list(values.get(case)) for lab, values in ((REAL_LAB, real), (VIRTUAL_LAB, virtual))}
+        valid = {lab: [cv for cv in rs if not cv.error] for lab, rs in runs.items()}
+        why = missing.get(case) or _why_missing(runs[REAL_LAB], REAL_LAB) or _why_missing(runs[VIRTUAL_LAB],
+                                                                                         VIRTUAL_LAB)
+        left_out = "; ".join(f"{lab}: {len(rs) - len(valid[lab])} of {len(rs)} runs left out "
+                             f"({next(cv.error for cv in rs if cv.error)})"
+                             for lab, rs in runs.items() if 0 < len(valid[lab]) < len(rs))
         for key in metrics:
             base, _, ue = key.partition(".")
-            name = f"{case} {ue}".strip()
-            rv = None if why else r.values.get(key)  # type: ignore[union-attr]
-            vv = None if why else v.values.get(key)  # type: ignore[union-attr]
-            detail = "" if why else "; ".join(f"{lab}: {cv.detail[key]}" for lab, cv in (("real", r), ("virtual", v))
-                                              if cv is not None and key in cv.detail)
-            rows.append(compare(name, base, rv, vv, why, detail, deviations))
+            samples = {lab: [cv.values[key] for cv in cvs if key in cv.values] for lab, cvs in valid.items()}
+            detail = "" if why else "; ".join(
+                [f"{name}: {cvs[0].detail[key]}" for name, cvs in (("real", valid[REAL_LAB]),
+                                                                  ("virtual", valid[VIRTUAL_LAB]))
+                 if cvs and key in cvs[0].detail] + ([left_out] if left_out else []))
+            rows.append(compare(f"{case} {ue}".strip(), base, samples[REAL_LAB], samples[VIRTUAL_LAB], why, detail,
+                                deviations))
     return rows
 
 
-def _why_missing(values: CaseValues | None, lab: str) -> str | None:
-    if values is None:
+def _as_list(values: CaseValues | list[CaseValues] | None) -> list[CaseValues]:
+    return [] if values is None else values if isinstance(values, list) else [values]
+
+
+def _why_missing(runs: list[CaseValues], lab: str) -> str | None:
+    if not runs:
         return f"no run on {lab}"
-    if values.error:
-        return f"{lab}: {values.error}"
+    errors = [cv.error for cv in runs if cv.error]
+    if len(errors) == len(runs):
+        return f"{lab}: {errors[0]}" + (f" (and {len(errors) - 1} more run(s))" if len(errors) > 1 else "")
     return None
 
 
@@ -497,40 +413,50 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _interval_text(row: Row) -> str:
+    return "-" if row.low is None or row.high is None else f"{row.low:.2f}..{row.high:.2f}"
+
+
 def format_table(rows: list[Row]) -> str:
-    head = f"{'case':<22} {'metric':<24} {'real':>8} {'virtual':>8} {'ratio':>6} {'tolerance':>16}  verdict"
+    head = (f"{'case':<22} {'metric':<24} {'real':>8} {'virtual':>8} {'ratio':>6} {'95 % interval':>13} "
+            f"{'runs':>5} {'tolerance':>16}  verdict")
     lines = [head, "-" * len(head)]
     for row in rows:
         lines.append(f"{row.case:<22} {row.metric:<24} {_num(row.real):>8} {_num(row.virtual):>8} "
-                     f"{_num(row.ratio):>6} {row.tolerance:>16}  {row.verdict}")
+                     f"{_num(row.ratio):>6} {_interval_text(row):>13} {row.n_real:>2}/{row.n_virtual:<2} "
+                     f"{row.tolerance:>16}  {row.verdict}")
         if row.detail:
             lines.append(f"{'':<22}   {row.detail}")
-    counts = {k: sum(1 for r in rows if _verdict_kind(r) == k) for k in ("PASS", "FAIL", "known", "not")}
-    lines.append(f"{counts['PASS']} pass, {counts['FAIL']} fail, {counts['known']} known deviation(s), "
-                 f"{counts['not']} not measured")
+    counts = {k: sum(1 for r in rows if _verdict_kind(r) == k) for k in ("PASS", "FAIL", "undecided", "known", "not")}
+    lines.append(f"{counts['PASS']} pass, {counts['FAIL']} fail, {counts['undecided']} undecided, "
+                 f"{counts['known']} known deviation(s), {counts['not']} not measured")
     return "\n".join(lines)
 
 
 def _verdict_kind(row: Row) -> str:
-    return row.verdict.split()[0].rstrip(":") if row.verdict.split()[0] in ("known", "not") else row.verdict
+    first = row.verdict.split()[0].rstrip(":")
+    return first if first in ("known", "not", "undecided") else row.verdict
 
 
 _PAGE = Environment(autoescape=select_autoescape(default=True)).from_string("""<!doctype html>
 <html><head><meta charset="utf-8"><title>cellab fidelity: virtual vs srsran-zmq</title>
 <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;
 padding:3px 7px;text-align:right}td.l,th.l{text-align:left}.PASS{background:#dfd}.FAIL{background:#fdd}
-.known{background:#ffd}.not{background:#eee}</style></head><body>
+.known{background:#ffd}.not{background:#eee}.undecided{background:#fec}</style></head><body>
 <h1>Fidelity: virtual cell vs srsRAN over ZMQ</h1>
 <p>{{ conditions.grid }} grid; started {{ conditions.started }}; load average {{ conditions.load }}.
-Ratio = virtual / real. Both labs: {{ conditions.shared }}; the virtual cell also {{ conditions.virtual_only }}.
+Ratio = virtual / real of the medians over each lab's valid runs; the 95 % interval (bootstrap over the runs) is
+of the ratio, or of virtual - real for absolute tolerances; a cell passes when it lies inside the tolerance, fails
+when wholly outside, and is undecided across it. Both labs: {{ conditions.shared }}; the virtual cell also {{ conditions.virtual_only }}.
 Tolerances and known deviations: docs/fidelity.md.</p>
 <ul>{% for note in conditions.notes %}<li>{{ note }}</li>{% endfor %}</ul>
 <p>Campaign result folders (each with its report.html):
 {% for f in conditions.folders %}<br><a href="{{ f }}/report.html">{{ f }}</a>{% endfor %}</p>
 <table><tr><th class="l">case</th><th class="l">metric</th><th>real</th><th>virtual</th><th>ratio</th>
-<th>tolerance</th><th class="l">verdict</th><th class="l">detail</th></tr>
+<th>95 % interval</th><th>runs (real/virtual)</th><th>tolerance</th><th class="l">verdict</th><th class="l">detail</th></tr>
 {% for r in rows %}<tr class="{{ kind(r) }}"><td class="l">{{ r.case }}</td><td class="l">{{ r.metric }}</td>
-<td>{{ num(r.real) }}</td><td>{{ num(r.virtual) }}</td><td>{{ num(r.ratio) }}</td><td>{{ r.tolerance }}</td>
+<td>{{ num(r.real) }}</td><td>{{ num(r.virtual) }}</td><td>{{ num(r.ratio) }}</td><td>{{ interval(r) }}</td>
+<td>{{ r.n_real }}/{{ r.n_virtual }}</td><td>{{ r.tolerance }}</td>
 <td class="l">{{ r.verdict }}</td><td class="l">{{ r.detail }}</td></tr>
 {% endfor %}</table></body></html>
 """)
@@ -538,7 +464,7 @@ Tolerances and known deviations: docs/fidelity.md.</p>
 
 def write_page(out_dir: Path, rows: list[Row], conditions: dict[str, Any]) -> tuple[Path, Path]:
     """fidelity.html and fidelity.json in out_dir. conditions: grid, started, load, notes, folders."""
-    html = _PAGE.render(rows=rows, conditions=conditions, num=_num, kind=_verdict_kind)
+    html = _PAGE.render(rows=rows, conditions=conditions, num=_num, kind=_verdict_kind, interval=_interval_text)
     page, data = out_dir / "fidelity.html", out_dir / "fidelity.json"
     write_atomic(page, html)
     write_atomic(data, json.dumps({"conditions": conditions, "rows": [asdict(r) | {"ok": r.ok} for r in rows]},

@@ -78,7 +78,43 @@ def test_rows_per_case_and_two_ue_shares():
     starved = by[("snr-10db", "DL CQI")]
     assert starved.verdict == "not measured: srsran-zmq: run invalid: the srsRAN stack ran at 31% of real time"
     text = fidelity.format_table(rows)
-    assert "3 pass, 3 fail, 0 known deviation(s), 5 not measured" in text
+    assert "3 pass, 3 fail, 0 undecided, 0 known deviation(s), 5 not measured" in text
+
+
+def test_repeats_are_judged_on_the_interval_of_the_ratio():
+    real = [16.0, 16.4, 15.8, 16.2, 16.1]  # the real stack's run-to-run spread, about 10 % (issue 31)
+    inside = compare("dl", "throughput_mbps", real, [16.9, 17.0, 17.1, 16.8, 17.0], deviations=())
+    assert inside.verdict == "PASS" and inside.n_real == inside.n_virtual == 5
+    assert 0.85 <= inside.low <= inside.ratio <= inside.high <= 1.15, inside
+    outside = compare("dl", "throughput_mbps", real, [20.0, 20.5, 19.8, 20.2, 20.1], deviations=())
+    assert outside.verdict == "FAIL" and outside.low > 1.15, outside
+    # the medians' ratio (1.13) is inside +-15 %, but the runs spread past it: not a pass on one lucky number
+    across = compare("dl", "throughput_mbps", [10.0, 16.0, 12.0, 16.5, 13.0], [16.0, 14.5, 13.5, 20.0, 17.5],
+                     deviations=())
+    assert across.verdict.startswith("undecided: the 95 % interval") and not across.ok, across
+    assert across.low < 1.15 < across.high
+    # absolute tolerances: the interval of virtual - real
+    cqi = compare("snr", "cqi", [9.0, 9.2, 9.1], [12.5, 12.4, 12.6], deviations=())
+    assert cqi.verdict == "FAIL" and cqi.low > 2, cqi
+    # repeats on one side only: judged on the medians, and said so
+    one_side = compare("dl", "throughput_mbps", [16.0], [16.5, 16.7], deviations=())
+    assert one_side.verdict == "PASS" and one_side.low is None and "1 vs 2 runs" in one_side.detail
+
+
+def test_runs_that_failed_or_lost_real_time_are_left_out_and_counted():
+    ok = [CaseValues({"throughput_mbps": v, "load_rtt_avg_ms": 160.0}) for v in (16.0, 16.3, 16.1)]
+    real = {"dl-cubic-25prb": ok + [CaseValues(error="run invalid: the srsRAN stack ran at 40% of real time")],
+            "idle-25prb-sr20": [CaseValues(error="run invalid: slow"), CaseValues(error="run failed: crashed")]}
+    virtual = {"dl-cubic-25prb": [CaseValues({"throughput_mbps": v, "load_rtt_avg_ms": 170.0})
+                                  for v in (17.0, 17.1, 17.2)],
+               "idle-25prb-sr20": [CaseValues({"idle_rtt_avg_ms": 28.0})]}
+    rows = {(r.case, r.metric): r for r in fidelity_rows(["dl-cubic-25prb", "idle-25prb-sr20"], real, virtual,
+                                                         deviations=())}
+    rate = rows[("dl-cubic-25prb", "throughput (Mbit/s)")]
+    assert rate.n_real == 3 and rate.n_virtual == 3 and rate.verdict == "PASS", rate
+    assert "srsran-zmq: 1 of 4 runs left out (run invalid: the srsRAN stack ran at 40% of real time)" in rate.detail
+    idle = rows[("idle-25prb-sr20", "idle RTT avg (ms)")]
+    assert idle.verdict == "not measured: srsran-zmq: run invalid: slow (and 1 more run(s))", idle.verdict
 
 
 def test_shares_need_traffic():
