@@ -300,6 +300,8 @@ class SrsranZmqLab(EmbeddedLab):
         core = p.core or default_core()
         if core != self.core_flavour:
             reasons.append(f"core {self.core_flavour} -> {core}")
+        elif self._applied is not None and (down := self._core_down()):
+            reasons.append(down)  # the core afresh, and the UEs attached to it again
         steps_s: dict[str, float] = {}  # where a restart's time goes
         if reasons:
             if status.state in ("running", "starting"):
@@ -528,7 +530,18 @@ class SrsranZmqLab(EmbeddedLab):
         for ue in self._ues:
             if not ue.running():
                 return f"srsue {ue.index} exited during the run: {ue.error_line() or 'see its srsue_console.log'}"
-        return None
+        down = self._core_down()
+        return f"the core's {down} during the run" if down else None
+
+    def _core_down(self) -> str | None:
+        """A core daemon that is not running (its name, exit code and last error line), or None."""
+        if not self.core_flavour or self.controller is None:
+            return None
+        dead = [d for d in self._core().status().daemons if not d.running]
+        return "; ".join(f"{self.core_flavour} {d.name} exited ("
+                         + (f"killed by signal {-d.exit_code}" if d.exit_code is not None and d.exit_code < 0
+                            else f"exit code {d.exit_code}")
+                         + (f"; its last line: {d.error}" if d.error else "") + ")" for d in dead) or None
 
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The SR configuration srsENB signalled (the last RRCConnectionSetup's sr-ConfigIndex: with several UEs
