@@ -71,7 +71,7 @@ def test_ue_conf_has_a_fixed_noise_floor_and_its_metrics(tmp_path):
 
 def test_missing_binaries_name_the_paths_searched(monkeypatch, tmp_path):
     monkeypatch.setenv("CELLAB_SRSRAN_BIN", str(tmp_path))
-    monkeypatch.setattr("cellab.ran.zmqlab.BUNDLE_BIN", tmp_path / "nowhere")
+    monkeypatch.setattr("cellab.ran.zmqlab_params.BUNDLE_BIN", tmp_path / "nowhere")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(CellabError) as err:
         srsran_bin_dir()
