@@ -211,7 +211,7 @@ def render_unit(command: AgentCommand, cellab: str, user: str, env: dict[str, st
 # ------------------------------------------------------------------ checks
 def _service_user(access: Access, role: str, kind: str, user: str | None, netns: str | None, root: Path) -> str:
     chosen = user or access.default_user
-    if not NAME_RE.match(chosen) and chosen != "root":
+    if not NAME_RE.fullmatch(chosen) and chosen != "root":
         raise InputError(SOURCE, "--user", f"{chosen!r} is not a user name")
     if access.root_only and chosen != "root":
         raise InputError(SOURCE, "--user", f"the {role} agent runs as root ({access.why})", ["root"])
@@ -329,7 +329,7 @@ def install_command(
 
     if role not in DEFAULT_AGENT_KIND:
         raise InputError(SOURCE, "--role", f"{role!r} is not a known role", list(DEFAULT_AGENT_KIND))
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise InputError(SOURCE, "--name", f"{name!r} is not a valid agent name",
                          ["1-64 of letters, digits, '_', '.', '-', starting with a letter or digit"])
     kind = kind or DEFAULT_AGENT_KIND[role]

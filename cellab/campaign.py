@@ -26,24 +26,25 @@ from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.contracts.ue import SR_PROBE_MAX_S
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
 from cellab.faults import NO_FAULT, FaultSpec, check_fault_plans
-from cellab.inputs import read_yaml
+from cellab.inputs import Label, Name, name_type, read_yaml
 from cellab.records import PlannedRun, Strict
 
 BPF_CCS = CC_MODULES  # server modules, loaded per campaign
 CONGESTION_CONTROLS = KERNEL_CCS + BPF_CCS
 RECEIVER_CONTROLS = ("none", "exll", "dfcsd")
 MAX_UES = 16  # UEs of one run: the virtual cell serves up to 16
+UEName = name_type(32)
 
 
 class UESpec(Strict):
     """One UE of a run and what it runs; unset fields take the run's values."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$", description="its folder under <run>/ues/")
+    name: UEName = Field(description="its folder under <run>/ues/")
     flows: int | None = Field(None, ge=1, le=16, description="flows of the workload toward this UE")
     cc: Literal[CONGESTION_CONTROLS] | None = None  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] | None = None  # type: ignore[valid-type]
-    schedule: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
-                                 description="attenuation schedule on this UE's channel (static or a name in `schedules`)")
+    schedule: Label | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",  # the pattern for the schema
+                                   description="attenuation schedule on this UE's channel (static or a name in `schedules`)")
     attenuation_db: float | None = Field(None, allow_inf_nan=False, description="attenuation on this UE's channel")
 
 
@@ -56,11 +57,11 @@ class TransportParams(Strict):
 
     cc: Literal[CONGESTION_CONTROLS] = "cubic"  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
-    schedule: str = Field("static", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
-                          description="attenuation schedule played during the workload: static or a name in `schedules`")
-    faults: str = Field(NO_FAULT, pattern=r"^[A-Za-z0-9_.-]{1,64}$",
-                        description="faults injected during the workload: none or a plan's name in `faults` "
-                                    "(a factor compares them: none and each plan in one matrix)")
+    schedule: Label = Field("static",
+                            description="attenuation schedule played during the workload: static or a name in `schedules`")
+    faults: Label = Field(NO_FAULT,
+                          description="faults injected during the workload: none or a plan's name in `faults` "
+                                      "(a factor compares them: none and each plan in one matrix)")
     module_params: dict[Literal[BPF_CCS], dict[str, float]] = Field(  # type: ignore[valid-type]
         default_factory=dict,
         description="server-module parameters for the run, e.g. {c2tcp: {target_ms: 30}}; unnamed ones keep the "
@@ -255,17 +256,17 @@ class StopRule(Strict):
 
 
 class Campaign(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    name: Name
     description: str = ""
     lab: str = "virtual"
     repeat: int = Field(1, ge=1, le=1000, description="runs of every cell (with `until`: at least)")
     until: StopRule | None = Field(None, description="repeat a cell until its interval is narrow (or `max` runs); "
                                    "`repeat: {min, max, metric, ci_fraction}` says the same")
     order: Order = Order()
-    factors: dict[str, list[Any] | dict[str, dict[str, Any]]] = {}
+    factors: dict[Name, list[Any] | dict[Name, dict[str, Any]]] = {}  # names and level names: labels people read
     fixed: dict[str, Any] = {}
-    schedules: dict[str, ScheduleSpec] = {}
-    faults: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")], list[FaultSpec]] = Field(
+    schedules: dict[Label, ScheduleSpec] = {}
+    faults: dict[Label, list[FaultSpec]] = Field(
         {}, description="fault plans: name -> faults (kind, at_s, duration_s, ue, daemon) injected during the "
                         "workload of the runs whose `faults` parameter names the plan (cellab/faults.py)")
     workload: Workload = Workload()
@@ -541,7 +542,8 @@ def _check_value(model: type[BaseModel], source: str | Path, field: str, name: s
         model(**{name: value})
     except ValidationError as exc:
         for err in from_validation_error(source, exc).errors:
-            errors.append(InputError(source, field, err.message, err.allowed))
+            inner = err.field[len(name):] if err.field.startswith(name) else ""  # ues[0].name: which UE, which field
+            errors.append(InputError(source, field + inner, err.message, err.allowed))
 
 
 def plan(campaign: Campaign, source: str | Path = "<campaign>") -> list[PlannedRun]:

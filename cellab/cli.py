@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cellab.errors import CellabError
@@ -57,7 +58,7 @@ def validate(file: Path = typer.Argument(..., help="a campaign, lab inventory, c
 
     kind = kind_of(file)  # from its contents; a bad file is refused here, naming it
     if kind not in ("campaign", "lab inventory"):
-        console.print(f"[green]ok[/] {check_file(file, kind)}", highlight=False)
+        console.print(f"[green]ok[/] {escape(check_file(file, kind))}", highlight=False)
         return
     if kind == "lab inventory":
         inventory = load_inventory(file)
@@ -379,7 +380,8 @@ def main() -> None:
     try:
         app()
     except CellabError as exc:
-        err_console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # the message as text, not markup: a pattern it quotes ([a-z0-9]) or a hostile name is not a style tag
+        err_console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]: finished runs are stored; continue with --resume")

@@ -45,8 +45,15 @@ def _field_path(loc: tuple[object, ...]) -> str:
         if isinstance(item, int):
             parts.append(f"[{item}]")
         else:
-            parts.append(("." if parts else "") + str(item))
+            parts.append(("." if parts else "") + shown_key(item))
     return "".join(parts)
+
+
+def shown_key(key: object) -> str:
+    """A key as a field path shows it: plain ASCII as it is, anything else escaped (`'cu\\u200bbic'`), so an
+    invisible or look-alike character in a name is seen, not rendered."""
+    text = str(key)
+    return text if text.isascii() and text.isprintable() else ascii(text)
 
 
 def _allowed_from_ctx(err: dict) -> list[object] | None:
@@ -65,10 +72,10 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
     file's schema the key belongs; `model` is the validated model (default: found by the error's title among
     the files cellab reads, cellab.schema.root_models)."""
     errors = []
-    for err in exc.errors():
-        loc = tuple(err.get("loc", ()))
-        # Tagged unions and function validators add internal names to loc; drop them.
-        loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+    found = [(_clean_loc(err), err) for err in exc.errors()]
+    for loc, err in found:
+        if _other_branch(loc, err, found):
+            continue
         if err.get("type") == "extra_forbidden" and loc:
             errors.append(_unknown_key_error(source, exc.title, model, loc, prefix))
             continue
@@ -82,6 +89,24 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
             message = err.get("msg", "invalid").removeprefix("Value error, ")
         errors.append(InputError(source, field, message, allowed))
     return InputErrors(errors)
+
+
+# what pydantic puts in loc for a union member (`list[any]`, `dict[chain[...],...]`) or a validator; `[key]`
+# marks an error in a mapping's key, which the path already ends with
+_UNION_TAG = re.compile(r"^(function-[\w-]+(\[.*\])?|(list|dict|tuple|set|chain)\[.*\]|int|float|str|bool|\[key\])$")
+
+
+def _clean_loc(err: dict) -> tuple[object, ...]:
+    return tuple(p for p in err.get("loc", ()) if not (isinstance(p, str) and _UNION_TAG.match(p)))
+
+
+def _other_branch(loc: tuple[object, ...], err: dict, found: list[tuple[tuple[object, ...], dict]]) -> bool:
+    """A union member's plain type mismatch (`Input should be a valid list`) where another member of the same
+    union got further: the value is of that other kind, and its own error is the one to show."""
+    if not str(err.get("type", "")).endswith("_type"):
+        return False
+    return any(other is not err and other_loc[:len(loc)] == loc and (len(other_loc) > len(loc) or not
+               str(other.get("type", "")).endswith("_type")) for other_loc, other in found)
 
 
 def unknown_key(source: str | Path, field: str, key: str, allowed: Iterable[str], scope: str | None = None,

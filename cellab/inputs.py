@@ -24,7 +24,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
@@ -357,18 +357,48 @@ def text_problem(value: str, special: str = "", edges: bool = True) -> str | Non
     return None
 
 
-def check_name(value: str, what: str = "a name", max_len: int = 64) -> str:
-    """An identifier: ASCII letters, digits, '_', '.', '-', starting with a letter or digit (pydantic-style:
-    raises ValueError; wrap it for an InputError)."""
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # what the schema shows; name_problem is the check
+
+
+def name_problem(value: object, max_len: int = 64, lead_alnum: bool = True) -> str | None:
+    """Why `value` is not a name (an identifier people read and other programs get: levels, UEs, agents,
+    keys, attenuators, inventory entries), or None. Every character outside NAME_FORM is named by its code
+    point: a zero-width, bidirectional-control or Cyrillic look-alike letter would otherwise pass for Latin."""
     if not isinstance(value, str):
-        raise ValueError(f"{what} must be text")
-    problem = text_problem(value, special=" ")
+        return f"must be text, not {type(value).__name__}"
+    for ch in value:
+        if not (ch.isascii() and (ch.isalnum() or ch in "_.-")):
+            return f"has {describe_char(ch)}"
+    if not 1 <= len(value) <= max_len:
+        return f"must be 1..{max_len} characters long"
+    if lead_alnum and not value[0].isalnum():
+        return "must start with a letter or digit"
+    return None
+
+
+def check_name(value: object, what: str = "name", max_len: int = 64, lead_alnum: bool = True) -> str:
+    """A name (name_problem), pydantic-style: raises ValueError; wrap it for an InputError."""
+    problem = name_problem(value, max_len, lead_alnum)
     if problem:
-        raise ValueError(f"{what} {problem}: use {NAME_FORM}")
-    if not 1 <= len(value) <= max_len or not value[0].isalnum() or any(
-            not (c.isalnum() or c in "_.-") for c in value):
-        raise ValueError(f"{what} must be 1..{max_len} of {NAME_FORM}")
-    return value
+        form = NAME_FORM if lead_alnum else "ASCII letters, digits, '_', '.', '-'"
+        raise ValueError(f"{what} {problem} (allowed: {form}, 1..{max_len} characters)")
+    return value  # type: ignore[return-value]
+
+
+def name_type(max_len: int = 64, lead_alnum: bool = True) -> Any:
+    """The pydantic type of a name: checked by check_name before anything else (its message names a bad
+    character); the pattern stays for the schema (`cellab schema`)."""
+    from pydantic import BeforeValidator, Field
+
+    pattern = f"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{max_len - 1}}}$" if lead_alnum else f"^[A-Za-z0-9_.-]{{1,{max_len}}}$"
+    return Annotated[str, BeforeValidator(lambda v: check_name(v, "name", max_len, lead_alnum)),
+                     Field(pattern=pattern)]
+
+
+#: a name: a level, UE, agent, host, device, campaign or inventory (64 characters, a letter or digit first)
+Name = name_type()
+#: a label that may start with '_', '.' or '-' (schedules and fault plans, as campaigns have named them)
+Label = name_type(lead_alnum=False)
 
 
 def check_digits(value: str, lengths: tuple[int, ...], what: str) -> str:

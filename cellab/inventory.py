@@ -15,10 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
-from cellab.inputs import read_text, read_yaml
+from cellab.inputs import Name, read_text, read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 class Strict(BaseModel):
@@ -34,7 +33,7 @@ class ControllerEntry(Strict):
 
 
 class HostEntry(Strict):
-    name: str = Field(pattern=NAME, description="the name agents refer to (agents[].host)")
+    name: Name = Field(description="the name agents refer to (agents[].host)")
     address: str = Field(description="the host's address on the lab network (an IP, or a name cellab does not "
                                      "resolve); a loopback address means a one-host lab")
     addresses: list[str] = Field([], description="the host's other addresses that devices name (a second "
@@ -42,14 +41,14 @@ class HostEntry(Strict):
 
 
 class AgentEntry(Strict):
-    name: str = Field(pattern=NAME, description="the agent's routing identity (`cellab agent --name`)")
+    name: Name = Field(description="the agent's routing identity (`cellab agent --name`)")
     role: Literal[ROLES]  # type: ignore[valid-type]
     host: str = Field(description="the host it runs on (hosts[].name)")
     public_key: Path = Field(description="the agent's CURVE public key file")
 
 
 class EnbEntry(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     kind: Literal["srsran"] = "srsran"
     rf: Literal["uhd", "zmq"] = Field("uhd", description="uhd: a USRP; zmq: srsRAN's ZMQ radio (no hardware)")
     device_args: str = Field("", description="UHD device arguments (the profile's rf.device usually says it all)")
@@ -59,7 +58,7 @@ class EnbEntry(Strict):
 
 
 class CoreEntry(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     flavour: Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
     version: str = Field("", description="the installed version, for the records")
     agent: str = Field(description="the core agent that runs the daemons (agents[].name)")
@@ -80,7 +79,7 @@ class AttenuatorChannel(Strict):
 
 
 class UeEntry(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     kind: Literal["android", "virtual"]
     serial: str = Field("", description="adb serial of an Android phone")
     model: str = Field("", pattern=r"^[A-Za-z0-9 ._+()-]{0,64}$",
@@ -91,7 +90,7 @@ class UeEntry(Strict):
 
 
 class ServerEntry(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     agent: str = Field(description="the server agent (agents[].name)")
     address: str = Field(description="address the UEs reach the server at: an address of the server agent's host "
                                      "(hosts[].address or hosts[].addresses), routed to from the core's UE subnet")
@@ -107,7 +106,7 @@ class Devices(Strict):
 
 
 class Inventory(Strict):
-    name: str = Field(pattern=NAME, description="the lab's name")
+    name: Name = Field(description="the lab's name")
     controller: ControllerEntry = Field(description="where the controller (the host running `cellab run`) listens")
     hosts: list[HostEntry] = Field([], description="the machines agents run on")
     agents: list[AgentEntry] = Field([], description="one `cellab agent` each, with its role and public key")

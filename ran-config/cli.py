@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from cellab.errors import CellabError
 
@@ -16,7 +17,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(exc: CellabError) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
     return typer.Exit(2)
 
 

@@ -14,7 +14,7 @@ import zmq
 from zmq.utils import z85
 
 from cellab.errors import InputError
-from cellab.inputs import read_text
+from cellab.inputs import name_problem, read_text
 
 PUBLIC_SUFFIX = ".key"
 SECRET_SUFFIX = ".key_secret"
@@ -64,9 +64,10 @@ def generate_keypair(directory: Path, name: str, *, overwrite: bool = False) -> 
     """Make NAME.key and NAME.key_secret in `directory`; returns (public, secret). A missing directory is
     created 0700; an existing one keeps its mode (a shared /tmp keeps its sticky bit): if others may write
     to it, a warning says so."""
-    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise InputError("cellab keys", "name", f"{name!r} is not a valid key name",
-                         ["letters, digits, '-', '_', '.' (not starting with '.')"])
+    problem = name_problem(name, lead_alnum=False) or ("starts with '.'" if name.startswith(".") else None)
+    if problem:  # str.isalnum() took Cyrillic and other look-alike letters: the shared check names them
+        raise InputError("cellab keys", "name", f"the key name {problem}",
+                         ["ASCII letters, digits, '-', '_', '.' (not starting with '.'), 1..64 characters"])
     directory = Path(directory)
     prepare_keys_dir(directory)
     public_path = directory / f"{name}{PUBLIC_SUFFIX}"

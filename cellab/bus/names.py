@@ -5,20 +5,22 @@ from __future__ import annotations
 import re
 
 from cellab.errors import InputError
+from cellab.inputs import name_problem
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc)://.+$")
 
 
 def is_name(value: object) -> bool:
     """Whether `value` is a valid agent name (for names that arrive on the wire)."""
-    return type(value) is str and _NAME_RE.match(value) is not None
+    return type(value) is str and name_problem(value) is None
 
 
 def check_name(name: str, source: str = "agent") -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise InputError(source, "name", f"{name!r} is not a valid agent name",
-                         ["1-64 of letters, digits, '_', '.', '-', starting with a letter or digit"])
+    """cellab.inputs' one name rule (re's `$` let a trailing newline through; a bad character is named)."""
+    problem = name_problem(name)
+    if problem:
+        raise InputError(source, "name", f"{short(name)} is not a valid agent name: it {problem}",
+                         ["1-64 of ASCII letters, digits, '_', '.', '-', starting with a letter or digit"])
     return name
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cellab.contracts.base import Contract, Model as ContractModel, Op, RoleClient
 from cellab.contracts.health import SelfCheckResult
+from cellab.inputs import Name
 
 Model = Literal[
     "minicircuits-rudat",
@@ -52,7 +53,7 @@ class AttenuatorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, description="inventory name, e.g. 'box1-atten'")
+    name: Name = Field(description="inventory name, e.g. 'box1-atten'")
     model: Model
     transport: Transport
     address: str = Field("", description="device path, host:port, URL, VISA resource or ZeroMQ endpoint")
