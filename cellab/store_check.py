@@ -37,12 +37,10 @@ class _Folder(Protocol):
 
 
 def check_folder(store: _Folder) -> None:
-    """campaign.yaml parses as a mapping, plan.json as planned runs, results.sqlite as the runs database."""
-    campaign = read_yaml(store.root / "campaign.yaml")
-    if not isinstance(campaign, dict):
-        raise InputError(store.root / "campaign.yaml", "", "the campaign copy is not a YAML mapping (name, factors, ...)")
-    read_plan(store.root / "plan.json")
-    check_db(store.db_path)
+    """The folder as the report reads it (read_folder): campaign.yaml a mapping, plan.json planned runs,
+    results.sqlite the runs database, and all of them and the manifests agreeing. `run --resume` checked only
+    that each parsed, then ran the lab on a folder whose statuses, runs or manifests contradict each other."""
+    read_folder(store.root)
 
 
 def read_plan(path: Path) -> list[PlannedRun]:
