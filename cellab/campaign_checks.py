@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,10 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
         if name == "attenuation_db" and attenuator is not None:
             _check_attenuation(errors, source, field, value, attenuator)
     _check_module_params(errors, source, [(f, v) for f, n, v in assignments if n == "module_params"])
+    lab_ues = LabUEs.of(campaign.lab, attenuator)
+    for field, name, value in assignments:
+        if name == "ues" and lab_ues is not None:
+            errors += lab_ues.problems(source, field, value)
     for name, spec in campaign.schedules.items():
         if spec.channel is not None and attenuator is not None and spec.channel > attenuator.config.channels:
             errors.append(InputError(source, f"schedules.{name}.channel", f"{attenuator.name} has "
@@ -133,3 +138,89 @@ def _calibration(path: Path) -> None:
     from cellab.contracts.attenuator import planning
 
     planning().check_calibration_file(str(path))
+
+
+@dataclass(frozen=True)
+class LabUEs:
+    """The UEs a lab has, for the run's `ues` (a count, or named UEs with their own attenuation): an inventory's
+    by name, each behind its own box and channel; an embedded lab's up to its max_ues, named freely."""
+
+    lab: str
+    count: int
+    names: tuple[str, ...] | None  # an inventory's UE names (a named UE is that device); None: labels
+    boxes: tuple[Any, ...]  # the AttenuatorConfig in front of UE i (None: none)
+    driven: str | None  # the box runs drive (LabAttenuator.name): a UE behind another one is not set
+
+    @classmethod
+    def of(cls, lab: str, attenuator: LabAttenuator | None) -> LabUEs | None:
+        from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+
+        driven = attenuator.name if attenuator is not None else None
+        if lab in EMBEDDED_LABS:
+            lab_cls = embedded_lab_class(lab)
+            count = int(getattr(lab_cls, "max_ues", 1))
+            box = attenuator.config if attenuator is not None else _own_range(lab, lab_cls.params_model)
+            return cls(lab, count, None, (box,) * count, box.name if box is not None else None)
+        if not lab.endswith((".yaml", ".yml")):
+            return None  # a bench a cluster picks: known when a worker takes the run
+        from cellab.inventory import load_inventory
+
+        inventory = load_inventory(lab)
+        found = [inventory.ue_attenuator(i) for i in range(len(inventory.devices.ues))]
+        return cls(lab, len(found), tuple(u.name for u in inventory.devices.ues),
+                   tuple(f[0] if f is not None else None for f in found), driven)
+
+    def problems(self, source: str | Path, field: str, value: Any) -> list[InputError]:
+        """More UEs than the lab has, a UE name the inventory lacks, attenuation beyond the UE's own box (or
+        on a UE no box the runs drive is in front of): what the run would meet, or silently skip."""
+        count = value if isinstance(value, int) and not isinstance(value, bool) else (
+            len(value) if isinstance(value, list) else None)
+        where = f"lab {self.lab}"
+        if count is not None and count > self.count:
+            return [InputError(source, field, f"{count} UEs: {where} has {self.count}",
+                               list(self.names) if self.names else [f"1..{self.count}"])]
+        errors = []
+        for i, ue in enumerate(value if isinstance(value, list) else []):
+            ue = ue if isinstance(ue, dict) else {}
+            name, index = ue.get("name"), i
+            if self.names is not None:
+                if name not in self.names:
+                    errors.append(InputError(source, f"{field}[{i}].name", f"UE {name!r} is not in {where}",
+                                             list(self.names)))
+                    continue
+                index = self.names.index(name)
+            db = ue.get("attenuation_db")
+            if db is not None:
+                errors += self._attenuation(source, f"{field}[{i}].attenuation_db", name or f"#{i}", index, db)
+        return errors
+
+    def _attenuation(self, source: str | Path, field: str, name: str, index: int, db: Any) -> list[InputError]:
+        box = self.boxes[index] if index < len(self.boxes) else None
+        if box is None:
+            return [InputError(source, field, f"no attenuator is in front of UE {name} in lab {self.lab}")]
+        if box.name != self.driven:
+            return [InputError(source, field, f"UE {name} is behind attenuator {box.name}; runs drive {self.driven} "
+                                              "(the box in front of the inventory's first attenuated UE)")]
+        if isinstance(db, int | float) and not isinstance(db, bool) and not box.min_db <= db <= box.max_db:
+            label = box.name if isinstance(box, _Range) else f"attenuator {box.name}"
+            return [InputError(source, field, f"{db} dB is beyond {label}, which serves UE {name}",
+                               [f"{box.min_db:g} .. {box.max_db:g}"])]
+        return []
+
+
+@dataclass(frozen=True)
+class _Range:
+    name: str
+    min_db: float
+    max_db: float
+
+
+def _own_range(lab: str, params_model: Any) -> _Range | None:
+    """A lab that attenuates each UE itself (srsran-zmq: the broker's per-UE gain) takes the range of its own
+    `attenuation_db` parameter for a UE's; a lab without that parameter has nothing in front of its UEs."""
+    info = getattr(params_model, "model_fields", {}).get("attenuation_db")
+    if info is None:
+        return None
+    low = next((getattr(m, "ge", None) for m in info.metadata if getattr(m, "ge", None) is not None), 0.0)
+    high = next((getattr(m, "le", None) for m in info.metadata if getattr(m, "le", None) is not None), float("inf"))
+    return _Range(f"lab {lab}'s own per-UE attenuation", float(low), float(high))

@@ -168,17 +168,20 @@ def run_ues(session: LabSession, campaign: Campaign, run: PlannedRun) -> list[Ru
         raise CellabError(f"run {run.run_id} asks for {count} UEs; the lab has {available}")
     specs = asked if isinstance(asked, list) else [{} for _ in range(count)]
     channels = session.attenuator.ue_channels if session.attenuator is not None else ()
+    lab_names = [host.name for host in session.topology.ues] if inventory else []
     out = []
     for slot, spec in enumerate(specs):
         spec = spec if isinstance(spec, dict) else spec.model_dump()
-        name = spec.get("name") or (session.topology.ues[slot].name if inventory else f"ue{slot}")
+        # an inventory's UE named in the run is that device (validate refuses names it lacks); else the slot's
+        index = lab_names.index(spec["name"]) if spec.get("name") in lab_names else slot
+        name = spec.get("name") or (lab_names[index] if inventory else f"ue{slot}")
         out.append(RunUE(
-            name=name, agent=session.ue_agents[slot], slot=slot, lab_index=slot,
+            name=name, agent=session.ue_agents[index], slot=slot, lab_index=index,
             cc=spec.get("cc") or run.params["cc"], receiver=spec.get("receiver") or run.params.get("receiver", "none"),
             flows=spec.get("flows") or campaign.workload.flows,
             schedule=spec.get("schedule") or run.params.get("schedule", "static"),
             attenuation_db=spec.get("attenuation_db"),
-            channel=channels[slot] if slot < len(channels) else None))
+            channel=channels[index] if index < len(channels) else None))
     return out
 
 
