@@ -102,8 +102,8 @@ class Attenuator(ABC):
 
     def _check_range(self) -> None:
         """Refuse a lab range the device cannot give (it would clip or refuse mid-schedule)."""
-        info = self._describe()
-        if self.config.max_db > info.max_db + 1e-9 or self.config.channels > max(info.channels, 1):
+        info = self._described()
+        if self.config.max_db > info.max_db + 1e-9 or self.config.channels > info.channels:
             raise AttenuatorError(
                 f"{self.config.name}: the inventory says {self.config.channels} channel(s) up to {self.config.max_db} dB "
                 f"but the device ({info.model}) has {info.channels} up to {info.max_db} dB"
@@ -159,7 +159,16 @@ class Attenuator(ABC):
 
     def info(self) -> DeviceInfo:
         with self._lock:
-            return self._io(self._describe)
+            return self._io(self._described)
+
+    def _described(self) -> DeviceInfo:
+        """The backend's description, refused when it has no channel: a box of another vendor (or no box) at
+        the address answers a driver's query with nothing it can count, which was reported as 0 channels."""
+        info = self._describe()
+        if info.channels < 1:
+            raise AttenuatorError(f"{self.config.name}: the device at {self.config.address!r} reports no channels: "
+                                  f"it does not answer as a {self.config.model} (another vendor's box, or none?)")
+        return info
 
     def _io(self, action: Callable[[], T]) -> T:
         """Run one exchange; if the link was lost, reopen once and retry (device restarted)."""

@@ -93,7 +93,7 @@ class Jfw(Attenuator):
         assert self._link is not None
         self._link.drain()
         self._link.send("RAA")
-        ports = 0
+        ports, other = 0, ""
         # RAA prints one line per attenuator; stop once a short quiet period follows the last one
         while True:
             try:
@@ -106,6 +106,11 @@ class Jfw(Attenuator):
                 ports += 1
             elif any(e in line.lower() for e in _ERRORS):
                 raise AttenuatorError(f"{self.config.name}: device replied {line!r}")
+            elif line.strip() and not other:
+                other = line.strip()
+        if not ports:  # another vendor's box answers RAA with an error of its own, or not at all
+            raise AttenuatorError(f"{self.config.name}: no 'Atten #N = X dB' line in the answer to RAA: not a JFW "
+                                  f"50PA/50BA bench" + (f" (it said {other[:60]!r})" if other else " (no answer)"))
         m = re.search(r"\b(50[PB]A-[0-9A-Z-]+)", self.banner)
         return DeviceInfo(
             model=m.group(1) if m else self.config.model,
