@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellab.contracts.server import ListModulesResult, check_param
+from cellab.contracts.server import ListModulesResult, ModuleInfo, check_param
 from cellab.errors import CellabError, InputError, InputErrors
 from cellab.paths import find_program
 
@@ -73,28 +73,30 @@ def _check_module_params(errors: list[InputError], source: str | Path, assigned:
     server agent's own loader checks them again before the first run: its host may have another build)."""
     if not assigned:
         return
-    ranges = _local_module_ranges()
-    if ranges is None:
+    known = _local_modules()
+    if known is None:
         return
     for field, value in assigned:
         for module, params in (value or {}).items():
+            info = known.get(module)
             for param, number in params.items():
                 try:
-                    check_param(ranges.get(module, {}), param, number, source, f"{field}.{module}.{param}")
+                    check_param(info.param_ranges if info else {}, param, number, source, f"{field}.{module}.{param}",
+                                info.param_steps if info else None)
                 except InputError as exc:
                     errors.append(exc)
 
 
-def _local_module_ranges() -> dict[str, dict[str, Any]] | None:
-    """module -> parameter ranges as `cellab-modules list` reports them (the server contract's listing), or
-    None when this host has no loader or it cannot answer here."""
+def _local_modules() -> dict[str, ModuleInfo] | None:
+    """module -> its parameters' ranges and steps as `cellab-modules list` reports them (the server contract's
+    listing), or None when this host has no loader or it cannot answer here."""
     try:
         program = find_program(MODULE_LOADER)
         out = subprocess.run([str(program), "list"], capture_output=True, text=True, timeout=20, check=True).stdout
         listing = ListModulesResult.model_validate({**json.loads(out), "available_cc": []})
     except (CellabError, OSError, subprocess.SubprocessError, ValueError):
         return None
-    return {m.name: m.param_ranges for m in listing.modules}
+    return {m.name: m for m in listing.modules}
 
 
 def _workload_s(campaign: Campaign) -> float:

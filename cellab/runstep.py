@@ -119,9 +119,11 @@ def check_module_params(session: LabSession, runs: list[PlannedRun], source: Pat
     if not asked:
         return
     listing = _server(session, 20.0).list_modules()
-    ranges = {m.name: m.param_ranges for m in listing.modules}
+    known = {m.name: m for m in listing.modules}
     for module, param, value in sorted(asked):
-        check_param(ranges.get(module, {}), param, value, source, f"module_params.{module}.{param}")
+        info = known.get(module)
+        check_param(info.param_ranges if info else {}, param, value, source, f"module_params.{module}.{param}",
+                    info.param_steps if info else None)
 
 
 def _server(session: LabSession, request_s: float) -> ServerClient:

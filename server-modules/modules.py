@@ -228,7 +228,8 @@ def check_settings(settings: ModuleSettings, source: str = "modules") -> None:
             raise InputError(source, f"params.{name}", "parameters for a module that is neither loaded nor in load",
                              allowed=settings.load or ["(list it under load)"])
         for param, value in values.items():
-            check_param(known[name].param_ranges, param, value, source, f"params.{name}.{param}")
+            check_param(known[name].param_ranges, param, value, source, f"params.{name}.{param}",
+                        known[name].param_steps)
     if any(n in TC_MODULES for n in settings.load):
         raise InputError(source, "load", "tc modules need an interface: load them with load(names, netns, dev)",
                          allowed=CC_MODULES)

@@ -26,13 +26,20 @@ RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NETNS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
 
 
-def check_param(ranges: dict[str, Any], param: str, value: float, source: str | Path, field: str) -> None:
-    """One module parameter against the loader's ranges (ModuleInfo.param_ranges: name -> (low, high, unit))."""
+def check_param(ranges: dict[str, Any], param: str, value: float, source: str | Path, field: str,
+                steps: dict[str, float] | None = None) -> None:
+    """One module parameter against the loader's ranges (ModuleInfo.param_ranges: name -> (low, high, unit))
+    and steps (ModuleInfo.param_steps): a parameter of step 1 (packets, a 0/1 switch) takes whole numbers only
+    (the loader stored 0.5 as 1 without a word); finer steps are the value's resolution."""
     if param not in ranges:
         raise InputError(source, field, "unknown parameter", allowed=sorted(ranges))
     low, high, unit = ranges[param]
     if not low <= value <= high:
         raise InputError(source, field, f"{value} is out of range", allowed=[f"{low:g}..{high:g} {unit}"])
+    step = (steps or {}).get(param)
+    if step is not None and step >= 1 and value % step:
+        raise InputError(source, field, f"{value:g} is not a whole number: the module keeps this parameter in "
+                         f"steps of {step:g}", allowed=[f"{low:g}..{high:g} in steps of {step:g} ({unit})"])
 
 
 class LoadModulesParams(Model):
@@ -64,6 +71,8 @@ class ModuleInfo(BaseModel):
     # "netns": each run (network namespace) gets its own value; "host": one value per host, so runs that
     # disagree on it must not share a host at once. Empty from an older loader: treat every one as "host".
     param_scopes: dict[str, Literal["netns", "host"]] = Field(default_factory=dict)
+    # the value's resolution (1 / the loader's scale); 1: whole numbers only. Empty from an older loader
+    param_steps: dict[str, float] = Field(default_factory=dict)
 
 
 class ListModulesResult(Model):

@@ -52,6 +52,10 @@ int cmd_list(const struct ctx *c)
 		for (unsigned j = 0; j < m->n_params; j++)
 			printf("%s\"%s\": [%.10g, %.10g, \"%s\"]", j ? ", " : "", m->params[j].name, m->params[j].min,
 			       m->params[j].max, m->params[j].unit);
+		/* the value's resolution (1 / scale): a parameter of step 1 takes whole numbers only (set refuses 0.5) */
+		printf("}, \"param_steps\": {");
+		for (unsigned j = 0; j < m->n_params; j++)
+			printf("%s\"%s\": %.10g", j ? ", " : "", m->params[j].name, 1.0 / m->params[j].scale);
 		printf("}, \"param_scopes\": {");
 		for (unsigned j = 0; j < m->n_params; j++)
 			printf("%s\"%s\": \"%s\"", j ? ", " : "", m->params[j].name, param_scope(m, &m->params[j]));

@@ -323,6 +323,10 @@ int cmd_set(const struct ctx *c, const struct module_desc *m, const char *pname,
 	if (errno || end == vtext || *end || v < p->min || v > p->max)
 		return fail(EXIT_INPUT, "%s: %s = %s is out of range (allowed: %g..%g %s)", m->name, pname, vtext,
 			    p->min, p->max, p->unit);
+	/* a whole-number parameter (scale 1: packets, switches) would round 0.5 to 1 without a word */
+	if (p->scale == 1 && v != (double)(long long)v)
+		return fail(EXIT_INPUT, "%s: %s = %s is not a whole number (allowed: %g..%g %s, in steps of 1)", m->name,
+			    pname, vtext, p->min, p->max, p->unit);
 	if (c->dst && !m->has_prefix_targets)
 		return fail(EXIT_INPUT, "%s: --dst is only for c2tcp target_ms", m->name);
 	if (c->netns && strcmp(param_scope(m, p), "netns"))
