@@ -18,7 +18,7 @@ from cellab.contracts.identity import NetworkIdentity
 from cellab.errors import InputError, from_validation_error
 from cellab.inputs import check_ip, read_yaml
 
-from .subscribers import AMBR_MAX_KBPS, APN_PATTERN, NON_GBR_QCIS
+from .subscribers import AMBR_MAX_KBPS, APN_PATTERN, DefaultQci
 
 Flavour = Literal["open5gs", "open5gs-2.6", "nextepc", "srsepc"]
 FLAVOURS: tuple[str, ...] = ("open5gs", "open5gs-2.6", "nextepc", "srsepc")
@@ -69,8 +69,7 @@ class Mme(Model):
 
 class Apn(Model):
     name: str = Field(pattern=APN_PATTERN, max_length=63, description="APN network identifier (TS 23.003 §9.1)")
-    qci: int = Field(9, ge=min(NON_GBR_QCIS), le=max(NON_GBR_QCIS),
-                     description="the default bearer's QCI: non-GBR, 5..9 (TS 23.203 Table 6.1.7)")
+    qci: DefaultQci = Field(9, description="the default bearer's QCI: non-GBR, 5..9 (TS 23.203 Table 6.1.7)")
     arp_priority: int = Field(8, ge=1, le=15)
     ambr_downlink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)
     ambr_uplink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)

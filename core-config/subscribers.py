@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from bson import Int64
-from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cellab.contracts.base import Model
 from cellab.errors import InputError, InputErrors
@@ -29,6 +29,19 @@ AMBR_MAX_KBPS = (1 << 32) - 1
 SQN_MAX = (1 << 48) - 1  # SQN is 48 bits (TS 33.102)
 # the default bearer's QCI must be non-GBR (TS 23.203 Table 6.1.7: 1-4 are GBR, 5-9 non-GBR)
 NON_GBR_QCIS = range(5, 10)
+
+
+def check_default_qci(value: Any) -> Any:
+    """A GBR QCI named as such (before the range check, whose 'greater than or equal to 5' says no why)."""
+    number = int(value) if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() else value
+    if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= 4:  # a CSV cell is text
+        raise ValueError(f"QCI {number} is a GBR QCI (1-4), which a default bearer cannot have "
+                         "(allowed: the non-GBR QCIs 5..9, TS 23.203 Table 6.1.7)")
+    return value
+
+
+#: the QCI of a default bearer: a subscriber's and a core profile APN's
+DefaultQci = Annotated[int, BeforeValidator(check_default_qci), Field(ge=min(NON_GBR_QCIS), le=max(NON_GBR_QCIS))]
 # APN network identifier (TS 23.003 §9.1): dot-separated labels of letters, digits and inner hyphens
 APN_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 FIELDS = ("name", "imsi", "k", "opc", "op", "amf", "apn", "static_ip", "ambr_downlink_kbps", "ambr_uplink_kbps",
@@ -65,8 +78,7 @@ class Subscriber(Model):
     ambr_downlink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)
     ambr_uplink_kbps: int = Field(1_000_000, ge=1, le=AMBR_MAX_KBPS)
     sqn: int = Field(0, ge=0, le=SQN_MAX)
-    qci: int = Field(9, ge=min(NON_GBR_QCIS), le=max(NON_GBR_QCIS),
-                     description="the default bearer's QCI: non-GBR, 5..9 (TS 23.203 Table 6.1.7)")
+    qci: DefaultQci = Field(9, description="the default bearer's QCI: non-GBR, 5..9 (TS 23.203 Table 6.1.7)")
 
     @field_validator("imsi", mode="before")
     @classmethod

@@ -169,7 +169,7 @@ def test_s1_addresses_inside_the_ue_pool_are_refused(tmp_path):
 
 def test_a_gbr_qci_for_the_default_bearer_is_refused(tmp_path):
     message = _refused(_write(tmp_path, _set(_data(), "apns[0].qci", 1)))
-    assert "apns[0].qci" in message and "greater than or equal to 5" in message
+    assert "apns[0].qci" in message and "GBR QCI (1-4)" in message and "5..9" in message
 
 
 def test_srsepc_serves_one_tac_and_one_apn(tmp_path):

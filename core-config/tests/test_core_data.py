@@ -1,0 +1,68 @@
+"""Issue 27, core data: subscribers and core profiles that no EPC could serve are refused naming the file,
+the row or field and the allowed values, and `cellab core render` writes nothing. All but the GBR QCI's
+message were already right (checked here so they stay so); a GBR QCI (1-4) for a default bearer was refused
+only as 'greater than or equal to 5'."""
+
+from __future__ import annotations
+
+
+import pytest
+import yaml
+
+from cellab.epc.profile import load_profile
+from cellab.epc.subscribers import parse_subscribers
+from cellab.errors import InputError, InputErrors
+from cellab.testing import cellab_in_process
+
+from .conftest import EXAMPLES
+
+PROFILE = EXAMPLES / "lab-core.yaml"  # PLMN 00101, UE subnet 10.45.0.0/16, APN internet, S1 192.0.2.10
+HEADER = "name,imsi,k,opc,amf,apn,static_ip,sqn,qci\n"
+KEYS = "00112233445566778899aabbccddeeff,63bfa50ee6523365ff14c1f45f88737d,8000"
+
+
+def _row(imsi: str = "001010123456780", apn: str = "internet", ip: str = "", qci: str = "9", name: str = "ue1") -> str:
+    return f"{name},{imsi},{KEYS},{apn},{ip},0,{qci}\n"
+
+
+@pytest.mark.parametrize("rows, field, says", [
+    (_row(imsi="\u0660\u0660\u0661\u0660\u0661\u0660123456780"), "row 1.imsi", "15 ASCII digits"),  # Arabic-Indic
+    (_row(imsi="\uff10\uff10\uff11\uff10\uff11\uff10123456780"), "row 1.imsi", "15 ASCII digits"),  # full-width
+    (_row(ip="10.45.0.9") + _row(imsi="001010123456781", ip="10.45.0.9", name="ue2"), "row 2.static_ip",
+     "also the static IP of row 1"),
+    (_row(ip="10.46.0.9"), "row 1.static_ip", "outside the profile's UE subnet 10.45.0.0/16"),
+    (_row(ip="10.45.0.1"), "row 1.static_ip", "the UE gateway"),
+    (_row(apn="ims"), "row 1.apn", "APN ims is not served by core profile lab-core (allowed: internet)"),
+    (_row(qci="1"), "row 1.qci", "QCI 1 is a GBR QCI (1-4)"),
+    (_row(qci="4"), "row 1.qci", "allowed: the non-GBR QCIs 5..9"),
+])
+def test_subscribers_that_do_not_fit(rows, field, says):
+    with pytest.raises(InputErrors) as caught:
+        parse_subscribers(HEADER + rows, "subs.csv", profile=load_profile(PROFILE))
+    said = str(caught.value)
+    assert f"subs.csv: {field}: " in said and says in said, said
+
+
+@pytest.mark.parametrize("change, field, says", [
+    ({"apns": [{"name": "internet", "qci": 2}]}, "apns[0].qci", "QCI 2 is a GBR QCI (1-4)"),
+    ({"gtpu_addr": "10.45.0.1"}, "gtpu_addr", "the UE gateway of ue_subnet 10.45.0.0/16"),
+    ({"plmn": {"mcc": "0\u0661" + "1", "mnc": "01"}}, "plmn.mcc", ""),
+])
+def test_profiles_that_do_not_fit(tmp_path, change, field, says):
+    data = yaml.safe_load(PROFILE.read_text()) | change
+    path = tmp_path / "core.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    with pytest.raises((InputError, InputErrors)) as caught:
+        load_profile(path)
+    said = str(caught.value)
+    assert f"{field}: " in said and says in said, said
+
+
+def test_render_refuses_and_writes_nothing(capsys, tmp_path):
+    data = yaml.safe_load(PROFILE.read_text()) | {"flavour": "srsepc"}
+    profile, subs, out = tmp_path / "core.yaml", tmp_path / "subs.csv", tmp_path / "out"
+    profile.write_text(yaml.safe_dump(data))
+    subs.write_text(HEADER + _row(ip="10.45.0.9") + _row(imsi="001010123456781", ip="10.45.0.9", name="ue2"))
+    code, _, err = cellab_in_process(capsys, "core", "render", str(profile), "--subscribers", str(subs),
+                                     "--out", str(out))
+    assert code == 2 and "row 2.static_ip" in err and not out.exists(), err
