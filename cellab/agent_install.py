@@ -272,7 +272,7 @@ def parse_env(values: list[str]) -> dict[str, str]:
     env = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not ENV_KEY_RE.match(key):
+        if not sep or not ENV_KEY_RE.fullmatch(key):
             raise InputError(SOURCE, "--env", f"{item!r} is not KEY=VALUE", ["CELLAB_SRSRAN_BIN=/opt/srsran/bin"])
         env[key] = _unit_safe(value, "--env")
     return env

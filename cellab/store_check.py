@@ -194,7 +194,7 @@ def _campaign(path: Path) -> dict[str, Any]:
 def _plan_by_id(path: Path, plan: list[PlannedRun]) -> dict[str, PlannedRun]:
     planned: dict[str, PlannedRun] = {}
     for i, run in enumerate(plan):
-        if not RUN_ID_PATTERN.match(run.run_id):
+        if not RUN_ID_PATTERN.fullmatch(run.run_id):
             raise InputError(path, f"[{i}].run_id", f"{run.run_id!r} is not a run id", [RUN_ID_PATTERN.pattern])
         if run.run_id in planned:
             raise InputError(path, f"[{i}].run_id", f"run {run.run_id} is planned twice")
@@ -284,7 +284,7 @@ def _bad_number(value: Any) -> tuple[str, str] | None:
 def _run_row(db_path: Path, row: tuple, planned: dict[str, PlannedRun]) -> RunRow:
     rowid, run_id, idx, repeat, status, error, factors, metrics = row
     run_id = _text(db_path, f"runs row {rowid}: run_id", run_id)
-    if not RUN_ID_PATTERN.match(run_id):
+    if not RUN_ID_PATTERN.fullmatch(run_id):
         raise InputError(db_path, f"runs row {rowid}: run_id", f"{_show(run_id)} is not a run id")
     where = f"runs.{run_id}"
     plan = planned.get(run_id)

@@ -25,7 +25,7 @@ def check_name(name: str, source: str = "agent") -> str:
 
 
 def check_endpoint(endpoint: str, source: str, field: str) -> str:
-    if not isinstance(endpoint, str) or not _ENDPOINT_RE.match(endpoint):
+    if not isinstance(endpoint, str) or not _ENDPOINT_RE.fullmatch(endpoint):
         raise InputError(source, field, f"{endpoint!r} is not a ZeroMQ endpoint",
                          ["tcp://HOST:PORT", "ipc://PATH", "inproc://NAME"])
     return endpoint

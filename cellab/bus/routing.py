@@ -120,7 +120,7 @@ class Routing:
             raise BusError("controller closed")
         if (agent, op) not in self._checked:
             check_name(agent, "controller.request")
-            if not isinstance(op, str) or not _OP_RE.match(op):
+            if not isinstance(op, str) or not _OP_RE.fullmatch(op):
                 raise InputError("controller.request", "op", f"{op!r} is not an operation name",
                                  ["letters, digits and '_', starting with a letter or '_'"])
             self._checked.add((agent, op))

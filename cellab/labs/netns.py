@@ -31,7 +31,7 @@ def exists(name: str) -> bool:
 
 
 def create(name: str) -> None:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise CellabError(f"namespace name {name!r} is not valid")
     if exists(name):
         remove(name)

@@ -107,3 +107,22 @@ def test_the_command_line_shows_the_message_as_text(capsys, tmp_path):
         tmp_path, factors={"scheme": {"cu\u200bbic": {"cc": "cubic"}}})))
     said = " ".join(err.split())
     assert code == 2 and "factors.scheme.'cu\\u200bbic'" in said and "list[any]" not in said, said
+
+
+def test_a_trailing_newline_is_no_part_of_a_checked_value():
+    """re's `$` matches before a final newline: every pattern that guards a name, key or id is matched whole
+    (agent names and endpoints on the bus, run ids in a result folder, systemd environment keys, namespace
+    names, adb serials)."""
+    from cellab.agent_install import parse_env
+    from cellab.bus.names import check_endpoint
+    from cellab.store_check import RUN_ID_PATTERN
+
+    with pytest.raises(InputError):
+        parse_env(["KEY\n=1"])
+    with pytest.raises(InputError):
+        check_endpoint("tcp://127.0.0.1:7700\n", "lab.yaml", "controller.bind")
+    assert RUN_ID_PATTERN.fullmatch("a0fceef15d\n") is None
+    from cellab.labs import netns
+
+    with pytest.raises(Exception, match="not valid"):
+        netns.create("ab\n")  # refused before anything is made (no root needed to get here)

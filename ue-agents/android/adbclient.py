@@ -72,7 +72,7 @@ class Adb:
 
     def check_serial(self, serial: str, source: str = "--serial") -> DeviceEntry:
         """A serial a person gave, checked against discovery (never taken from the wire)."""
-        if not SERIAL_PATTERN.match(serial):
+        if not SERIAL_PATTERN.fullmatch(serial):
             raise InputError(source, "serial", f"{serial!r} is not a device serial",
                              ["1-64 of letters, digits, '.', '_', ':', '-'"])
         listed = self.devices()
