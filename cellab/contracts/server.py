@@ -34,6 +34,8 @@ def check_param(ranges: dict[str, Any], param: str, value: float, source: str | 
     if param not in ranges:
         raise InputError(source, field, "unknown parameter", allowed=sorted(ranges))
     low, high, unit = ranges[param]
+    if isinstance(value, bool) or not isinstance(value, int | float):  # a campaign's raw value: '1', true
+        raise InputError(source, field, f"{value!r} is not a number", allowed=[f"{low:g}..{high:g} {unit}"])
     if not low <= value <= high:
         raise InputError(source, field, f"{value} is out of range", allowed=[f"{low:g}..{high:g} {unit}"])
     step = (steps or {}).get(param)
