@@ -181,9 +181,14 @@ class LabUEs:
         if count is not None and count > self.count:
             return [InputError(source, field, f"{count} UEs: {where} has {self.count}",
                                list(self.names) if self.names else [f"1..{self.count}"])]
+        from cellab.campaign import UESpec
+
         errors = []
         for i, ue in enumerate(value if isinstance(value, list) else []):
-            ue = ue if isinstance(ue, dict) else {}
+            try:  # the values as the run gets them ("70" is 70 dB); the schema's own errors are reported already
+                ue = UESpec.model_validate(ue).model_dump()
+            except ValueError:
+                continue
             name, index = ue.get("name"), i
             if self.names is not None:
                 if name not in self.names:
@@ -205,7 +210,7 @@ class LabUEs:
                                               "(the box in front of the inventory's first attenuated UE)")]
         if isinstance(db, int | float) and not isinstance(db, bool) and not box.min_db <= db <= box.max_db:
             label = box.name if isinstance(box, _Range) else f"attenuator {box.name}"
-            return [InputError(source, field, f"{db} dB is beyond {label}, which serves UE {name}",
+            return [InputError(source, field, f"{db:g} dB is beyond {label}, which serves UE {name}",
                                [f"{box.min_db:g} .. {box.max_db:g}"])]
         return []
 

@@ -41,6 +41,7 @@ def lab(tmp_path) -> str:
      "allowed: 10 .. 60"),
     ([{"name": "phone"}, {"name": "phone2", "attenuation_db": 5}], "fixed.ues[1].attenuation_db",
      "serves UE phone2", "allowed: 10 .. 60"),
+    ([{"name": "phone", "attenuation_db": "70"}], "fixed.ues[0].attenuation_db", "70 dB is beyond", "10 .. 60"),
 ])
 def test_inventory_refuses(tmp_path, lab, ues, field, says, allowed):
     with pytest.raises(InputErrors) as caught:
