@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.contracts.ue import SR_PROBE_MAX_S
-from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, unknown_key
+from cellab.errors import CellabError, InputError, InputErrors, from_validation_error, shown_key, unknown_key
 from cellab.faults import NO_FAULT, FaultSpec, check_fault_plans
 from cellab.inputs import Label, Name, name_type, read_yaml
 from cellab.records import PlannedRun, Strict
@@ -419,11 +419,11 @@ def _resolve_paths(campaign: Campaign, base: Path) -> None:
 
 def _assignments(campaign: Campaign) -> list[tuple[str, str, Any]]:
     """Every (field, parameter, value) the campaign sets: fixed values, factor values, bundle values."""
-    out = [(f"fixed.{name}", name, value) for name, value in campaign.fixed.items()]
+    out = [(f"fixed.{shown_key(name)}", name, value) for name, value in campaign.fixed.items()]
     for name, values in campaign.factors.items():
         if isinstance(values, dict):
             for level, params in values.items():
-                out += [(f"factors.{name}.{level}.{key}", key, value) for key, value in params.items()]
+                out += [(f"factors.{name}.{level}.{shown_key(key)}", key, value) for key, value in params.items()]
         else:
             out += [(f"factors.{name}[{i}]", name, value) for i, value in enumerate(values)]
     return out

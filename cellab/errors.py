@@ -121,8 +121,20 @@ def unknown_key(source: str | Path, field: str, key: str, allowed: Iterable[str]
         hints.append(f"did you mean {close[0]!r}?")
     if scope:
         hints += _elsewhere(scope, key, field)
-    message = f"{what} {key!r}" + (": " + "; ".join(hints) if hints else "")
+    message = f"{what} {_key_text(key)}" + (": " + "; ".join(hints) if hints else "")
     return InputError(source, field, message, allowed)
+
+
+def _key_text(key: object) -> str:
+    """repr(key), and the first character outside printable ASCII by code point: 'cс' (a Cyrillic 'с') must
+    not read as the 'cc' the allowed list shows."""
+    text = str(key)
+    odd = next((ch for ch in text if not (ch.isascii() and ch.isprintable())), None)
+    if odd is None:
+        return repr(key)
+    from cellab.inputs import describe_char
+
+    return f"{ascii(text)} (it has {describe_char(odd)})"
 
 
 def _elsewhere(scope: str, key: str, field: str) -> list[str]:

@@ -126,3 +126,9 @@ def test_a_trailing_newline_is_no_part_of_a_checked_value():
 
     with pytest.raises(Exception, match="not valid"):
         netns.create("ab\n")  # refused before anything is made (no root needed to get here)
+
+
+def test_an_unknown_key_with_a_look_alike_is_shown_for_what_it_is(tmp_path):
+    """'cс' (Latin c, Cyrillic с) was refused as "unknown parameter 'cс'" beside an allowed list holding 'cc'."""
+    said = _refused(load_campaign, _campaign(tmp_path, fixed={"n_prb": 25, "c\u0441": "cubic"}))
+    assert "fixed.'c\\u0441': unknown parameter 'c\\u0441' (it has U+0441 CYRILLIC SMALL LETTER ES)" in said, said
