@@ -181,14 +181,9 @@ class LabUEs:
         if count is not None and count > self.count:
             return [InputError(source, field, f"{count} UEs: {where} has {self.count}",
                                list(self.names) if self.names else [f"1..{self.count}"])]
-        from cellab.campaign import UESpec
-
         errors = []
         for i, ue in enumerate(value if isinstance(value, list) else []):
-            try:  # the values as the run gets them ("70" is 70 dB); the schema's own errors are reported already
-                ue = UESpec.model_validate(ue).model_dump()
-            except ValueError:
-                continue
+            ue = ue if isinstance(ue, dict) else {}  # each already passed the run parameters' schema
             name, index = ue.get("name"), i
             if self.names is not None:
                 if name not in self.names:
@@ -196,7 +191,7 @@ class LabUEs:
                                              list(self.names)))
                     continue
                 index = self.names.index(name)
-            db = ue.get("attenuation_db")
+            db = _number(ue.get("attenuation_db"))  # as the run gets it: "70" is 70 dB
             if db is not None:
                 errors += self._attenuation(source, f"{field}[{i}].attenuation_db", name or f"#{i}", index, db)
         return errors
@@ -231,3 +226,12 @@ def _own_range(lab: str, params_model: Any) -> _Range | None:
     low = next((getattr(m, "ge", None) for m in info.metadata if getattr(m, "ge", None) is not None), 0.0)
     high = next((getattr(m, "le", None) for m in info.metadata if getattr(m, "le", None) is not None), float("inf"))
     return _Range(f"lab {lab}'s own per-UE attenuation", float(low), float(high))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
