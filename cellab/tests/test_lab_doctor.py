@@ -101,6 +101,9 @@ def one_host_lab(require_root, netns_prefix, tmp_path):
         lab.down()
 
 
+# beside other tests: the doctor times nothing it can fail on (a clock offset is ok or warn), the lab's cell and
+# phones only have to answer, no BPF module is loaded, and the bench lease is the test's own
+@pytest.mark.shares_cpu
 def test_a_lab_is_green_once_its_phones_are_prepared_and_each_fault_is_named(one_host_lab, tmp_path):
     path, lab, serials, procs = one_host_lab
     phones = [lab.adb_server.phones[s] for s in serials]

@@ -23,8 +23,8 @@ import yaml
 from cellab.bus.keys import generate_keypair
 from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.testing import (free_port, only_folder, result_rows, run_cellab, start_agent, start_cell_attenuator,
-                            stop_agents)
+from cellab.testing import (free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent,
+                            start_cell_attenuator, stop_agents)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -102,9 +102,10 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
             name: whole-lab
             lab: lab.yaml
             order: {mode: sequential}
-            factors: {n_prb: [25, 50, 15]}
+            # run 1 (25) is the one ue2's kill fails; run 2 finds the eNB at 50 (a third, ok run checked the same)
+            factors: {n_prb: [25, 50]}
             fixed: {attenuation_db: 10, sr_period_ms: 20}
-            workload: {tool: probe, duration_s: 4}
+            workload: {tool: probe, duration_s: 2}
             timeouts: {run_s: 120, request_s: 20}
         """))
         out = tmp_path / "out"
@@ -115,9 +116,8 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
             while time.monotonic() < deadline:
                 folders = list(out.glob("whole-lab-*")) if out.exists() else []
                 rows = result_rows(folders[0]) if folders and (folders[0] / "results.sqlite").exists() else []
-                runs = list((folders[0] / "runs").glob("*/telemetry")) if folders else []
-                if not killed.is_set() and rows and rows[0][1] == "running" and runs:
-                    time.sleep(1.0)  # inside the workload
+                if (not killed.is_set() and rows and rows[0][1] == "running"
+                        and pid_in_netns(topo.ues[1].netns, "cellab-probe")):  # inside ue2's workload
                     os.kill(procs["ue2"].pid, signal.SIGKILL)
                     killed.set()
                 if killed.is_set() and rows and rows[0][1] == "failed":
@@ -127,12 +127,13 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
 
         watcher = threading.Thread(target=kill_ue2_in_the_first_run_then_restart_it)
         watcher.start()
-        result = run_cellab("run", str(tmp_path / "c.yaml"), "--out", str(out), timeout_s=600)
+        # no report: what is checked is in the database and the run folders
+        result = run_cellab("run", str(tmp_path / "c.yaml"), "--out", str(out), "--no-report", timeout_s=600)
         watcher.join()
         assert killed.is_set()
         folder = only_folder(out)
         rows = result_rows(folder)
-        assert [r[1] for r in rows] == ["failed", "ok", "ok"], result.stdout + result.stderr
+        assert [r[1] for r in rows] == ["failed", "ok"], result.stdout + result.stderr
         assert "ue2" in rows[0][4], rows[0][4]  # the failed run names the agent that vanished
         for run_id, *_ in rows[1:]:
             run_dir = folder / "runs" / run_id
