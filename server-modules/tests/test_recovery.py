@@ -16,7 +16,9 @@ QUEUE_BYTES = 4_300_000   # the paper's link buffer
 RCVBUF_AFTER_CONNECT_BYTES = 200_000
 DROP_AFTER_PKTS = 3000    # well into steady state
 BURST_PKTS = 10
-FLOW_MS = 4000
+# the send-buffer flows: alive when ss reads at 1.6 s (only samples before it count), not on to 2 s
+SNDBUF_FLOW_MS = 1800
+FLOW_MS = 3000            # the burst falls 2.4 s in, its recovery is over by 2.5 s (measured; was 4 s)
 
 
 @pytest.fixture
@@ -33,6 +35,9 @@ def burst_loss_flow(topo, sender, cc):
     assert modules.stats("burst_drop")["dropped"] == BURST_PKTS
     rec = run.recovery(RATE_MBIT * 1e6)
     assert rec, f"{cc}: no recovery episode in the samples"
+    # the episode must end inside the flow (FLOW_MS), or its new data and utilisation are cut short
+    in_recovery = [s["elapsed_ms"] for s in run.samples if s["ca_state"] != 0]
+    print(f"{cc}: recovery {in_recovery[0]:.0f}..{in_recovery[-1]:.0f} ms of {run.samples[-1]['elapsed_ms']:.0f} ms")
     return rec
 
 
@@ -46,6 +51,7 @@ def test_variant_keeps_sending_during_recovery(variant, path, host_clean, tmp_pa
             opt = burst_loss_flow(path, sender, variant)
             widened = modules.stats("or_ingress")["widened_acks"]
     report = f"PRR baseline {base}; {variant}+OR {opt}; widened ACKs {widened}"
+    print(report)
     assert widened > 0, report
     assert base["rwnd_limited_ms"] >= 0.3 * base["duration_ms"], "baseline not window-bound: " + report
     # the window stays open (no PRR cut) and OR lets it past rwnd: new data in recovery at least doubles
@@ -68,7 +74,7 @@ def _sndbuf_per_cwnd(topo, sender, cc: str) -> float:
 
     box: list[object] = []
     t = threading.Thread(target=lambda: box.append(experiment.run_flow(
-        topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=2000, rcvbuf_bytes=8 << 20, timeout_s=20)))
+        topo, sender, cc, mode=flowclient.MODE_TIME_MS, amount=SNDBUF_FLOW_MS, rcvbuf_bytes=8 << 20, timeout_s=20)))
     t.start()
     time.sleep(1.6)
     out = subprocess.run(["ip", "netns", "exec", topo.server.netns, "ss", "-tmni", "state", "established",

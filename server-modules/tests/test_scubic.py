@@ -15,6 +15,8 @@ FLOW_BYTES = 1_000_000
 # S-Cubic's first flight is min(cwnd, rwnd): the client must offer a BDP-sized initial window
 # (the paper's Windows clients offered 179 MSS; Linux offers 10 unless the route says otherwise).
 INITRWND_PKTS = 1000
+# the next flow starts right after a store (a 1 MB flow takes ~0.3 s): 500 ms is a hit, 0.7 s later expired
+TTL_MS = 500
 
 
 @pytest.fixture
@@ -25,10 +27,20 @@ def path(require_root, netns_prefix):
 
 
 def one_mb(topo, sender, cc, ue=0):
+    stored_before = modules.stats("scubic")["stored"] if cc == "scubic" else 0
     run = experiment.run_flow(topo, sender, cc, ue=ue, amount=FLOW_BYTES, rcvbuf_bytes=8 << 20, timeout_s=20)
     assert run.result.bytes_received == FLOW_BYTES
-    time.sleep(0.2)  # release (state store) runs when the socket is destroyed
+    if cc == "scubic":
+        _wait_stored(stored_before)
     return run.result.fct_s
+
+
+def _wait_stored(before: int, timeout_s: float = 2.0) -> None:
+    """Release (the state store) runs when the kernel destroys the socket, after the flow: wait for it (was a
+    fixed 0.2 s after every flow). A flow that stores nothing is left to the caller's asserts."""
+    deadline = time.monotonic() + timeout_s
+    while modules.stats("scubic")["stored"] == before and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def test_second_flow_is_faster_and_state_stays_per_destination(path, host_clean, tmp_path):
@@ -51,11 +63,11 @@ def test_second_flow_is_faster_and_state_stays_per_destination(path, host_clean,
 
 def test_state_expires_after_its_ttl(path, host_clean, tmp_path):
     with experiment.loaded(["scubic"]), experiment.sender_in(path, tmp_path / "logs") as sender:
-        modules.set_param("scubic", "ttl_ms", 900)
+        modules.set_param("scubic", "ttl_ms", TTL_MS)
         one_mb(path, sender, "scubic")
         one_mb(path, sender, "scubic")        # within the TTL: a hit
         hit = modules.stats("scubic")
-        time.sleep(1.2)
+        time.sleep(TTL_MS / 1e3 + 0.2)
         one_mb(path, sender, "scubic")        # past the TTL: expired, plain slow start
         expired = modules.stats("scubic")
     assert hit["hits"] == 1 and hit["expired"] == 0, hit

@@ -34,13 +34,15 @@ def test_slices_out_of_range_name_the_allowed_values(tmp_path):
 
 
 def test_a_short_run_prints_json_per_trace_and_the_average(require_root, host_clean, tmp_path, monkeypatch):
-    monkeypatch.setattr(table1, "SLICE_MS", 5000)
+    # 3 s slices (was 5): measured delay ratio 3.5-3.9, throughput ratio 0.97-0.98 against the 2 and 0.8 asserted
+    monkeypatch.setattr(table1, "SLICE_MS", 3000)
     trace = experiment.constant_trace(tmp_path / "const12.down", 12.0, duration_ms=10_000)
     out = invoke("--trace", str(trace), "--slices", "1", "--json")
     assert out.exit_code == 0, out.output
     rows = [json.loads(line) for line in out.output.splitlines()]
     assert [r["trace"] for r in rows] == ["const12.down", "average"], rows
     per, avg = rows
+    print(per)
     assert per["throughput_ratio"] == per["c2tcp"]["throughput_mbit"] / per["cubic"]["throughput_mbit"]
     assert per["delay_ratio"] == per["cubic"]["delay_ms"] / per["c2tcp"]["delay_ms"]
     assert avg["delay_ratio"] == per["delay_ratio"] and avg["paper"]["delay_ratio"] == 8.95

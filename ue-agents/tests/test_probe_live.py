@@ -120,8 +120,8 @@ def test_sr_strict_estimate_maps_to_every_period(cell_factory, periods_ms):
 @pytest.mark.parametrize("period", [pytest.param(10, marks=pytest.mark.extended), 40])
 def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, period):
     with cell_factory(sr_period_ms=period, ul_policy="srsenb") as cell:
-        with_probes = cell.fetch("probes", cubic(2.5), sr_probes=30).sr_estimate
-        flow_only = cell.fetch("flow", cubic(2.5)).sr_estimate
+        with_probes = cell.fetch("probes", cubic(2.0), sr_probes=30).sr_estimate  # was 2.5 s flows
+        flow_only = cell.fetch("flow", cubic(2.0)).sr_estimate
     # the download's ACKs ride BSR grants: the summary says so, and never names a wrong period
     for sr in (with_probes, flow_only):
         assert sr["regime"] == "not-sr-limited" and sr["flow_burst_period_ms"] is None, sr
@@ -144,7 +144,9 @@ def test_exll_cuts_rtt_at_full_throughput(cell_factory, on_time):
 
 
 def test_dfcsd_short_flow_finishes_sooner_with_a_smaller_queue(cell_factory):
-    flows = [ProbeFlow(duration_s=5.0, cc="cubic"), ProbeFlow(size_bytes=1 << 20, start_ms=2500, cc="cubic")]
+    # srsenb's 256-packet queue is full within a second of the long flow: the short one starts 2 s in, into
+    # that queue (was 5 s and 2.5 s)
+    flows = [ProbeFlow(duration_s=4.0, cc="cubic"), ProbeFlow(size_bytes=1 << 20, start_ms=2000, cc="cubic")]
     with cell_factory(sr_period_ms=10) as cell:
         plain = cell.fetch("none", flows, control="none").summary
         dfcsd = cell.fetch("dfcsd", flows, control="dfcsd").summary
@@ -152,9 +154,21 @@ def test_dfcsd_short_flow_finishes_sooner_with_a_smaller_queue(cell_factory):
     queue_none = plain["rtt"]["mean_ms"] - plain["rtt"]["min_ms"]
     queue_dfcsd = dfcsd["rtt"]["mean_ms"] - dfcsd["rtt"]["min_ms"]
     assert dfcsd["requests"][1]["complete"] and fct_dfcsd < fct_none, (fct_dfcsd, fct_none)
+    print(f"fct none {fct_none:.0f} ms, dfcsd {fct_dfcsd:.0f} ms; queue none {queue_none:.1f} ms, dfcsd {queue_dfcsd:.1f} ms")
     assert queue_dfcsd < 0.5 * queue_none, (queue_dfcsd, queue_none)
     # Eq. 12 differentiated while both ran: the younger flow had the full α at the time
     assert dfcsd["flows"][1]["dfcsd"]["updates"] > 0 and dfcsd["flows"][0]["dfcsd"]["updates"] > 0
+
+
+def _wait_capturing(pcap: Path, timeout_s: float = 5.0) -> None:
+    """tcpdump opens its output file once the interface's capture is active: from then on the kernel
+    buffers what crosses lte0 (was a fixed 0.5 s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pcap.exists():
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"tcpdump did not start writing {pcap}")
 
 
 def test_analyze_on_a_capture_gives_the_live_estimate(cell_factory):
@@ -162,7 +176,7 @@ def test_analyze_on_a_capture_gives_the_live_estimate(cell_factory):
         pcap = cell.work / "ue.pcap"
         dump = ManagedProcess(["tcpdump", "-U", "-i", "lte0", "-s", "128", "-B", "16384", "--immediate-mode", "-w", str(pcap), "tcp or icmp"],
                               cell.work / "tcpdump.log", cell.topo.ues[0].netns)
-        time.sleep(0.5)
+        _wait_capturing(pcap)
         live = cell.fetch("live", cubic(2.5), sr_probes=30).summary
         time.sleep(0.3)
         dump.stop()
