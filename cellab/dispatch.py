@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 MAX_SLOTS = 64
 WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
-WORKER_JOIN_S = 10.0  # then how long for more, while some run no connected worker can serve (workers started with it)
-CONNECT_TIMEOUT_S = 10.0
+# then how long for more, while some run no connected worker can serve (workers started with it); both from the
+# environment so that tests of the refusal and of an unreachable scheduler need not wait the default
+WORKER_JOIN_S = float(os.environ.get("CELLAB_WORKER_JOIN_S", "10"))
+CONNECT_TIMEOUT_S = float(os.environ.get("CELLAB_CONNECT_TIMEOUT_S", "10"))
 POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
 STRANDED_GRACE_S = 60.0
 SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign  # how long runs may wait for a worker that can serve them to (re)join

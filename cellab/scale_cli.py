@@ -13,7 +13,7 @@ import typer
 
 from cellab.errors import CellabError, InputError
 
-CONNECT_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = float(os.environ.get("CELLAB_CONNECT_TIMEOUT_S", "15"))  # env: tests need not wait 15 s
 
 
 def _check_scheduler(address: str) -> str:

@@ -65,9 +65,10 @@ class Cluster:
         self.workers[name] = proc
         return proc
 
-    def run(self, *args: str, timeout_s: float = 400) -> subprocess.CompletedProcess:
+    def run(self, *args: str, timeout_s: float = 400, env: dict | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([str(VENV_BIN / "cellab"), "run", *args, "--cluster", self.address, "--tls",
-                               str(self.tls), "--no-report"], capture_output=True, text=True, timeout=timeout_s)
+                               str(self.tls), "--no-report"], capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
 
     def close(self) -> None:
         for proc in [*self.workers.values(), self.scheduler]:
@@ -128,7 +129,8 @@ def cluster(require_root, tmp_path):
 @pytest.mark.timeout(900)
 def test_two_workers_share_a_campaign_and_a_killed_worker_aborts_only_its_run(cluster, tmp_path):
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(textwrap.dedent(CAMPAIGN.format(duration=4, repeat=4)))
+    # 6 runs of 2 s: each worker delivers one, then wa is killed in its second; wb runs the rest
+    campaign.write_text(textwrap.dedent(CAMPAIGN.format(duration=2, repeat=3)))
     cluster.worker("wa")
     cluster.worker("wb")
     out = tmp_path / "out"
@@ -149,9 +151,9 @@ def test_two_workers_share_a_campaign_and_a_killed_worker_aborts_only_its_run(cl
     assert runner.returncode == 1, output  # one run aborted
     (folder,) = out.iterdir()
     first = rows(folder)
-    assert len(first) == 8
+    assert len(first) == 6
     statuses = sorted(r["status"] for r in first.values())
-    assert statuses.count("aborted") == 1 and statuses.count("ok") == 7, (statuses, output)
+    assert statuses.count("aborted") == 1 and statuses.count("ok") == 5, (statuses, output)
     (lost,) = [r for r in first.values() if r["status"] == "aborted"]
     assert "worker wa was lost" in lost["error"]
     done = [r for r in first.values() if r["status"] == "ok"]
@@ -181,7 +183,9 @@ def test_a_run_no_worker_can_serve_is_refused_at_planning(cluster, tmp_path):
     campaign = tmp_path / "c.yaml"
     campaign.write_text(textwrap.dedent(CAMPAIGN.format(duration=2, repeat=1)) + "requires: [pixel7]\n")
     cluster.worker("wc")
-    done = cluster.run(str(campaign), "--out", str(tmp_path / "out"), timeout_s=120)
+    # wc joins, then the campaign waits 1 s (not the default 10) for a worker with the tag before refusing
+    done = cluster.run(str(campaign), "--out", str(tmp_path / "out"), timeout_s=120,
+                       env=os.environ | {"CELLAB_WORKER_JOIN_S": "1"})
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 2, said
     assert "no connected worker can serve" in said and "tag-pixel7" in said and "wc" in said, said

@@ -24,7 +24,7 @@ from cellab.tests.test_cluster import VENV_BIN, _spawn
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 
-WORKLOAD = "workload: {tool: iperf3, duration_s: 4}\ntimeouts: {run_s: 90, request_s: 20}\n"
+WORKLOAD = "workload: {tool: iperf3, duration_s: 2}\ntimeouts: {run_s: 90, request_s: 20}\n"
 
 
 def _bench(tmp: Path, name: str, tag: str, prefix: str) -> tuple[Path, WiredLab, list[subprocess.Popen]]:

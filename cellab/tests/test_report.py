@@ -271,6 +271,10 @@ def test_long_series_are_thinned_keeping_extremes():
     assert t.size <= 1000 and w.max() == 99.0 and np.all(np.diff(t) > 0)
 
 
+# extended: 64 figures, 11 s. make test keeps the same claims at small scale: the inline cap, the note and the
+# linked files in test_timelines_beyond_the_inline_limit_are_linked, a PNG per ok run in
+# test_full_campaign_has_every_section_and_self_contained_html
+@pytest.mark.extended
 def test_sixty_runs_render(tmp_path):
     """Functional only: how fast is `python -m cellab.bench report` (cellab/report_bench.py)."""
     rng = np.random.default_rng(3)

@@ -48,18 +48,24 @@ def plot_hues(rgb: np.ndarray, min_pixels: int = 300) -> int:
     return int((np.bincount(bins, minlength=12) >= min_pixels).sum())
 
 
-def test_report_renders_in_headless_chromium(tmp_path):
-    html = report.write_report(campaign_folder(tmp_path / "out"))
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    """One report for both tests (rendering it is half of each test's time); neither changes it."""
+    return report.write_report(campaign_folder(tmp_path_factory.mktemp("out")))
+
+
+def test_report_renders_in_headless_chromium(rendered, tmp_path):
+    html = rendered
     rgb = screenshot(html, tmp_path / "shot.png", tmp_path / "profile")
     assert rgb.shape[:2] == (WINDOW[1], WINDOW[0])
     assert non_white_share(rgb) > 0.02, "the page is (nearly) blank"
     assert plot_hues(rgb) >= PLOT_HUES, "no coloured plots on the page"
 
 
-def test_the_blank_check_catches_broken_images(tmp_path):
+def test_the_blank_check_catches_broken_images(rendered, tmp_path):
     # the same page with its inline PNGs corrupted: text renders, plots do not, and the check must say so
-    html = report.write_report(campaign_folder(tmp_path / "out"))
-    broken = html.with_name("broken.html")
+    html = rendered
+    broken = tmp_path / "broken.html"
     broken.write_text(re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,AAAA", html.read_text()))
     rgb = screenshot(broken, tmp_path / "shot.png", tmp_path / "profile")
     assert non_white_share(rgb) > 0.02  # the text is there

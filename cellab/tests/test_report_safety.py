@@ -287,9 +287,11 @@ def test_the_pristine_folder_renders_for_real(capsys, pristine, tmp_path):
         __import__("re").findall(r'<section id="([^"]+)"', html))
 
 
-@settings(max_examples=12, deadline=None, database=None,
+# each example draws every figure (about 1 s): 8 examples of 2..3 damages draw about as many damaged metrics
+# (20) as the 12 of 1..3 did (24), over both classes (a run's row, a UE's row), in two thirds of the time
+@settings(max_examples=8, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(damages=st.lists(readable_damage, min_size=1, max_size=3))
+@given(damages=st.lists(readable_damage, min_size=2, max_size=3))
 def test_fuzzed_metrics_are_drawn_without_a_failed_figure(pristine, tmp_path_factory, damages):
     folder = tmp_path_factory.mktemp("draw") / "folder"
     shutil.copytree(pristine, folder)

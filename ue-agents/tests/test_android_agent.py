@@ -84,7 +84,9 @@ def test_fetch_pushes_runs_and_pulls_the_aarch64_probe(tmp_path: Path, farm, sen
         controller.subscribe(lambda agent, topic, data: samples.append((agent, topic, data)))
         reply = controller.request("phone", "fetch", {
             "server": "127.0.0.1", "port": sender, "tag": "run-1", "control": "exll",
-            "flows": [{"duration_s": 2.5, "cc": "cubic"}]}, timeout_s=120)
+            # 500 kB, 2 s into the run (the signal log's 1 Hz needs two samples), not a 2.5 s timed flow:
+            # the probe under qemu took 20 s to read what the sender queued in those 2.5 s (4 MiB)
+            "flows": [{"size_bytes": 500_000, "start_ms": 2000, "cc": "cubic"}]}, timeout_s=120)
         assert reply["status"] in ("ok", "partial")
         assert reply["summary"]["requests"][0]["bytes_read"] > 100_000
         assert {"run-1-summary.json", "run-1-packets.csv", "run-1-signal.jsonl"} <= set(reply["artifacts"])
@@ -92,7 +94,7 @@ def test_fetch_pushes_runs_and_pulls_the_aarch64_probe(tmp_path: Path, farm, sen
         stored = farm.phones[ROOTED].host_path("/data/local/tmp/cellab-probe")
         assert stored is not None and stored.read_bytes() == (BUILD_BIN / "cellab-probe-aarch64").read_bytes()
         lines = [json.loads(line) for line in (artifacts / "run-1-signal.jsonl").read_text().splitlines()]
-        assert len(lines) >= 2 and all(line["rsrp_dbm"] == -95 for line in lines)  # 1 Hz over ~3 s
+        assert len(lines) >= 2 and all(line["rsrp_dbm"] == -95 for line in lines)  # 1 Hz over ~2.5 s
         assert all(b["time_ms"] - a["time_ms"] == pytest.approx(1000, abs=300) for a, b in zip(lines, lines[1:], strict=False))
         signal_samples = [d for agent, topic, d in samples if agent == "phone" and topic == "signal"]
         assert signal_samples and all(d["rsrp_dbm"] == -95 for d in signal_samples)  # published as telemetry
