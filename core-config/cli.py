@@ -101,7 +101,7 @@ def subscribers_add(file: Path = typer.Argument(..., help="CSV or YAML: imsi, k,
     prefix, prof = _plmn(plmn, profile)
     subs = load_subscribers(file, prefix, prof)  # with a profile: its APNs and UE subnet too
     with _db(db, prof, _flavour(flavour, prof), timeout_s) as store:
-        inserted, updated = store.upsert(subs)
+        inserted, updated = store.upsert(subs, str(file))
     console.print(f"{len(subs)} subscribers: {inserted} added, {updated} updated")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from pymongo import MongoClient, ReplaceOne
 from pymongo.errors import BulkWriteError, ConfigurationError, InvalidURI, PyMongoError
 
-from cellab.errors import CellabError, InputError
+from cellab.errors import CellabError, InputError, InputErrors
 
 from .subscribers import StoredSubscriberError, Subscriber, document, from_document
 
@@ -66,9 +66,18 @@ class SubscriberDb:
     def check(self) -> None:
         self._run("ping", lambda: self.client.admin.command("ping"))
 
-    def upsert(self, subscribers: list[Subscriber]) -> tuple[int, int]:
-        """(inserted, updated). The server is pinged first, so an unreachable one writes nothing."""
+    def upsert(self, subscribers: list[Subscriber], source: str = "subscribers") -> tuple[int, int]:
+        """(inserted, updated). The server is pinged first, so an unreachable one writes nothing; a static IP
+        another stored subscriber holds is refused before anything is written (the file's own rows are checked
+        against each other when it is read; the HSS would hand both UEs one address)."""
         self.check()
+        batch = {s.imsi for s in subscribers}
+        held = {s.static_ip: s.imsi for s in self.list_checked()[0] if s.static_ip and s.imsi not in batch}
+        clashes = [InputError(source, f"imsi {s.imsi}.static_ip", f"{s.static_ip} is the static IP of stored "
+                              f"subscriber {held[s.static_ip]}: two UEs cannot share one address")
+                   for s in subscribers if s.static_ip in held]
+        if clashes:
+            raise InputErrors(clashes)
         ops = [ReplaceOne({"imsi": s.imsi}, document(s, self.flavour), upsert=True) for s in subscribers]
         result = self._run("upsert", lambda: self.collection.bulk_write(ops, ordered=True))
         return result.upserted_count, result.matched_count

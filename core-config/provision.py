@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from cellab.errors import CellabError
+from cellab.errors import CellabError, InputError, InputErrors
 
 from .db import SubscriberDb
 from .subscribers import Subscriber
@@ -28,6 +28,8 @@ def provision(url: str, flavour: str, subscribers: list[Subscriber], timeout_s: 
         try:
             with SubscriberDb(url, flavour, timeout_s=3.0) as db:
                 return db.upsert(subscribers)
+        except (InputError, InputErrors):
+            raise  # the data, not a server still starting: no retry helps
         except CellabError:
             if time.monotonic() > deadline:
                 raise

@@ -66,3 +66,23 @@ def test_render_refuses_and_writes_nothing(capsys, tmp_path):
     code, _, err = cellab_in_process(capsys, "core", "render", str(profile), "--subscribers", str(subs),
                                      "--out", str(out))
     assert code == 2 and "row 2.static_ip" in err and not out.exists(), err
+
+
+def test_add_refuses_a_static_ip_a_stored_subscriber_holds(capsys, ferretdb, tmp_path):
+    """Each file was checked against itself only: a second file's UE on the first's static IP was added."""
+    url, _ = ferretdb
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text(HEADER + _row(ip="10.45.0.9"))
+    second.write_text(HEADER + _row(imsi="001010123456781", ip="10.45.0.9", name="ue2")
+                      + _row(imsi="001010123456782", name="ue3"))
+    args = ("--db", f"{url.rstrip('/')}/open5gs", "--profile", str(PROFILE))
+    code, out, err = cellab_in_process(capsys, "core", "subscribers", "add", str(first), *args)
+    assert code == 0, err
+    code, out, err = cellab_in_process(capsys, "core", "subscribers", "add", str(second), *args)
+    said = " ".join(err.split())
+    assert code == 2 and "second.csv: imsi 001010123456781.static_ip: 10.45.0.9 is the static IP of stored " \
+                          "subscriber 001010123456780" in said, said
+    code, out, err = cellab_in_process(capsys, "core", "subscribers", "list", "--db", f"{url.rstrip('/')}/open5gs")
+    assert code == 0 and "001010123456782" not in out and "001010123456781" not in out, out  # nothing written
+    code, out, err = cellab_in_process(capsys, "core", "subscribers", "add", str(first), *args)
+    assert code == 0, err  # the same subscriber again keeps its own address
