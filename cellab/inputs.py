@@ -360,14 +360,14 @@ def text_problem(value: str, special: str = "", edges: bool = True) -> str | Non
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # what the schema shows; name_problem is the check
 
 
-def name_problem(value: object, max_len: int = 64, lead_alnum: bool = True) -> str | None:
+def name_problem(value: object, max_len: int = 64, lead_alnum: bool = True, extra: str = "_.-") -> str | None:
     """Why `value` is not a name (an identifier people read and other programs get: levels, UEs, agents,
     keys, attenuators, inventory entries), or None. Every character outside NAME_FORM is named by its code
     point: a zero-width, bidirectional-control or Cyrillic look-alike letter would otherwise pass for Latin."""
     if not isinstance(value, str):
         return f"must be text, not {type(value).__name__}"
     for ch in value:
-        if not (ch.isascii() and (ch.isalnum() or ch in "_.-")):
+        if not (ch.isascii() and (ch.isalnum() or ch in extra)):
             return f"has {describe_char(ch)}"
     if not 1 <= len(value) <= max_len:
         return f"must be 1..{max_len} characters long"
@@ -399,6 +399,24 @@ def name_type(max_len: int = 64, lead_alnum: bool = True) -> Any:
 Name = name_type()
 #: a label that may start with '_', '.' or '-' (schedules and fault plans, as campaigns have named them)
 Label = name_type(lead_alnum=False)
+
+
+def _serial(value: object) -> object:
+    problem = name_problem(value, lead_alnum=False, extra="_.-:") if value != "" else None
+    if problem:
+        raise ValueError(f"serial {problem} (allowed: ASCII letters, digits, '.', '_', ':', '-', 1..64 characters, "
+                         "as `adb devices` lists it)")
+    return value
+
+
+def serial_type() -> Any:
+    """An adb serial as an inventory names it (empty: none): what the Android room's adb client accepts."""
+    from pydantic import BeforeValidator, Field
+
+    return Annotated[str, BeforeValidator(_serial), Field(pattern=r"^[A-Za-z0-9._:-]{0,64}$")]
+
+
+Serial = serial_type()
 
 
 def check_digits(value: str, lengths: tuple[int, ...], what: str) -> str:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
-from cellab.inputs import Name, read_text, read_yaml
+from cellab.inputs import Name, Serial, read_text, read_yaml
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 
@@ -81,7 +81,7 @@ class AttenuatorChannel(Strict):
 class UeEntry(Strict):
     name: Name
     kind: Literal["android", "virtual"]
-    serial: str = Field("", description="adb serial of an Android phone")
+    serial: Serial = Field("", description="adb serial of an Android phone")
     model: str = Field("", pattern=r"^[A-Za-z0-9 ._+()-]{0,64}$",
                        description="the phone's model (ro.product.model, as `cellab ue phones` lists it): checked "
                                    "against the phone before the first run and after each")

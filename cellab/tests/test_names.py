@@ -132,3 +132,15 @@ def test_an_unknown_key_with_a_look_alike_is_shown_for_what_it_is(tmp_path):
     """'cс' (Latin c, Cyrillic с) was refused as "unknown parameter 'cс'" beside an allowed list holding 'cc'."""
     said = _refused(load_campaign, _campaign(tmp_path, fixed={"n_prb": 25, "c\u0441": "cubic"}))
     assert "fixed.'c\\u0441': unknown parameter 'c\\u0441' (it has U+0441 CYRILLIC SMALL LETTER ES)" in said, said
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_inventory_adb_serials(tmp_path, kind):
+    """An inventory phone's serial had no check at all (the adb client's own pattern is the Android room's)."""
+    bad, char = HOSTILE[kind]
+    path = write_lab(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["devices"]["ues"][0].update(kind="android", serial="R5CR" + bad)
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    said = _refused(load_inventory, path)
+    assert "devices.ues[0].serial" in said and char in said, said
