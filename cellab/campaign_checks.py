@@ -175,8 +175,8 @@ class LabUEs:
     def problems(self, source: str | Path, field: str, value: Any) -> list[InputError]:
         """More UEs than the lab has, a UE name the inventory lacks, attenuation beyond the UE's own box (or
         on a UE no box the runs drive is in front of): what the run would meet, or silently skip."""
-        count = value if isinstance(value, int) and not isinstance(value, bool) else (
-            len(value) if isinstance(value, list) else None)
+        number = _number(value)  # as the run gets it: '3' is 3 UEs
+        count = len(value) if isinstance(value, list) else int(number) if number is not None else None
         where = f"lab {self.lab}"
         if count is not None and count > self.count:
             return [InputError(source, field, f"{count} UEs: {where} has {self.count}",

@@ -36,6 +36,7 @@ def lab(tmp_path) -> str:
 
 @pytest.mark.parametrize("ues, field, says, allowed", [
     (3, "fixed.ues", "3 UEs: lab", "allowed: phone, phone2"),
+    ("3", "fixed.ues", "3 UEs: lab", "allowed: phone, phone2"),  # text the schema turns into 3
     ([{"name": "phone"}, {"name": "ghost"}], "fixed.ues[1].name", "UE 'ghost' is not in lab", "phone, phone2"),
     ([{"name": "phone", "attenuation_db": 70}], "fixed.ues[0].attenuation_db", "70 dB is beyond attenuator box1",
      "allowed: 10 .. 60"),
