@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cellab.campaign import ANY_BENCH, PlannedRun
+from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.runstep import RunRecord, ue_count
 from cellab.stopping import after_run
@@ -28,11 +29,11 @@ MAX_SLOTS = 64
 WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
 # then how long for more, while some run no connected worker can serve (workers started with it); both from the
 # environment so that tests of the refusal and of an unreachable scheduler need not wait the default
-WORKER_JOIN_S = float(os.environ.get("CELLAB_WORKER_JOIN_S", "10"))
-CONNECT_TIMEOUT_S = float(os.environ.get("CELLAB_CONNECT_TIMEOUT_S", "10"))
+WORKER_JOIN_ENV, WORKER_JOIN_S = "CELLAB_WORKER_JOIN_S", 10.0
+CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S = "CELLAB_CONNECT_TIMEOUT_S", 10.0
 POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
-STRANDED_GRACE_S = 60.0
-SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign  # how long runs may wait for a worker that can serve them to (re)join
+STRANDED_GRACE_S = 60.0  # how long runs may wait for a worker that can serve them to (re)join
+SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign
 
 
 def check_slots(slots: int | None) -> int | None:
@@ -145,7 +146,7 @@ def _connect(address: str, tls_dir: Path | None) -> Any:
     security = _security(tls_dir)
     if address.startswith("tls://") and security is None:
         raise InputError("cellab run", "--tls", f"{address} needs certificates", ["--tls DIR (cellab tls DIR)"])
-    return Client(address, security=security, timeout=CONNECT_TIMEOUT_S)
+    return Client(address, security=security, timeout=env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S, 0.1))
 
 
 def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, An
     while True:
         workers = client.scheduler_info(n_workers=-1)["workers"]
         if workers and joined_by is None:
-            joined_by = time.monotonic() + (WORKER_JOIN_S if wait_s else 0.0)
+            joined_by = time.monotonic() + (env_seconds(WORKER_JOIN_ENV, WORKER_JOIN_S) if wait_s else 0.0)
         if servable(workers) or time.monotonic() >= (joined_by or deadline):
             return workers
         time.sleep(0.5)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import typer
 
+from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 
-CONNECT_TIMEOUT_S = float(os.environ.get("CELLAB_CONNECT_TIMEOUT_S", "15"))  # env: tests need not wait 15 s
+CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S = "CELLAB_CONNECT_TIMEOUT_S", 15.0  # env: tests need not wait 15 s
 
 
 def _check_scheduler(address: str) -> str:
@@ -69,10 +70,11 @@ def worker_cmd(
     if lab_path:
         os.environ[WORKER_LAB_ENV] = lab_path
     worker_name = name or f"{socket.gethostname()}-{os.getpid()}"
+    connect_timeout_s = env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S, 0.1)
 
     async def serve() -> None:
         worker = Worker(scheduler, nthreads=count, resources=resources, name=worker_name, security=security,
-                        death_timeout=CONNECT_TIMEOUT_S, dashboard=False)
+                        death_timeout=connect_timeout_s, dashboard=False)
         loop = asyncio.get_running_loop()
 
         def stop(signum: int, _frame: object) -> None:  # not loop.add_signal_handler: its wakeup fd is inherited
@@ -82,10 +84,10 @@ def worker_cmd(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         try:
-            await asyncio.wait_for(worker.start(), CONNECT_TIMEOUT_S + 5)
+            await asyncio.wait_for(worker.start(), connect_timeout_s + 5)
         except (TimeoutError, OSError) as exc:
             raise CellabError(f"worker {worker_name}: the scheduler {scheduler} did not answer within "
-                              f"{CONNECT_TIMEOUT_S:g} s ({type(exc).__name__}: {exc})") from None
+                              f"{connect_timeout_s:g} s ({type(exc).__name__}: {exc})") from None
         print(f"worker {worker_name} at {worker.address}: offers {resources}", flush=True)
         await worker.finished()
 

@@ -37,6 +37,7 @@ from cellab.hostlock import SRSRAN_LOCK, HostLock, HostLockTimeout, acquire
 from cellab.contracts.core import ConfigureParams as CoreConfigureParams
 from cellab.contracts.core import CoreClient
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
+from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
@@ -536,7 +537,7 @@ class SrsranZmqLab(EmbeddedLab):
     def _take_lock(self) -> None:
         if self._lock is not None:
             return
-        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, "600"))
+        timeout_s = env_seconds(LOCK_TIMEOUT_ENV, 600.0)
         try:
             self._lock = acquire(SRSRAN_LOCK, timeout_s, "srsran-zmq lab", tell=True)
         except HostLockTimeout as exc:
