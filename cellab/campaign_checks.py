@@ -194,6 +194,8 @@ class LabUEs:
             db = _number(ue.get("attenuation_db"))  # as the run gets it: "70" is 70 dB
             if db is not None:
                 errors += self._attenuation(source, f"{field}[{i}].attenuation_db", name or f"#{i}", index, db)
+            if ue.get("schedule") not in (None, "static"):  # played on the UE's channel of the driven box, or not
+                errors += self._attenuation(source, f"{field}[{i}].schedule", name or f"#{i}", index, None)
         return errors
 
     def _attenuation(self, source: str | Path, field: str, name: str, index: int, db: Any) -> list[InputError]:

@@ -80,3 +80,22 @@ def test_a_named_inventory_ue_is_that_device(lab):
     run = PlannedRun(index=0, run_id="r", repeat=0, factors={}, params={"cc": "cubic", "ues": [{"name": "phone2"}]})
     (ue,) = run_ues(session, campaign, run)  # before: slot 0, the agent and channel of `phone`
     assert (ue.name, ue.agent, ue.channel, ue.lab_index, ue.slot) == ("phone2", "ue2", 4, 1, 0)
+
+
+@pytest.mark.parametrize("ue, field", [({"name": "phone2", "attenuation_db": 20}, "fixed.ues[0].attenuation_db"),
+                                       ({"name": "phone2", "schedule": "walk"}, "fixed.ues[0].schedule")])
+def test_a_ue_behind_a_box_the_runs_do_not_drive(tmp_path, lab, ue, field):
+    """Runs drive one box (the first attenuated UE's): a UE behind another one had its attenuation and its
+    schedule skipped without a word."""
+    data = yaml.safe_load(Path(lab).read_text())
+    data["devices"]["attenuators"].append(dict(data["devices"]["attenuators"][0], name="box2"))
+    data["devices"]["ues"][1]["attenuator"] = {"attenuator": "box2", "channel": 1}
+    Path(lab).write_text(yaml.safe_dump(data))
+    (tmp_path / "walk.yaml").write_text("segments: [{kind: hold, db: 20, duration_s: 1}]\n")
+    path = _campaign(tmp_path, lab, [ue])
+    text = yaml.safe_load(path.read_text()) | {"schedules": {"walk": {"file": "walk.yaml"}}}
+    path.write_text(yaml.safe_dump(text))
+    with pytest.raises(InputErrors) as caught:
+        load_campaign(path)
+    said = str(caught.value)
+    assert f"{field}: UE phone2 is behind attenuator box2; runs drive box1" in said, said
