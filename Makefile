@@ -67,15 +67,20 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# uv installs the same packages as pip about three times faster (56 -> 18 s measured here); pip when uv is not
+# to be had or fails (uv does not read pip's configuration: its find-links are passed on)
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[controller,dev]'
+	{ $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --native-tls --python $(PY) \
+		$(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) -e '.[controller,dev]'; } || \
+		{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[controller,dev]'; }
 	touch $@
 
 venv: $(VENV)/.installed
 
-build: $(BUILD_TARGETS)
+# the C programs two at a time (26 -> 14 s on 2 cores)
+build:
+	$(MAKE) --no-print-directory -j2 $(BUILD_TARGETS)
 
 # The suite runs on two pytest-xdist workers (TEST_WORKERS=0: serial): unit tests two at a time, lab and srsRAN
 # tests alone (conftest.py: two lab tests side by side stall each other's virtual cell on 2 cores). The

@@ -187,6 +187,17 @@ def run_ues(session: LabSession, campaign: Campaign, run: PlannedRun) -> list[Ru
     return out
 
 
+def _clean_up(after_failure: bool, step: Callable[[], Any]) -> None:
+    """A step that stops what the workload started. After a failed workload its own error is not the run's: the
+    failure may have put the agent in its safe state, which already stopped it (CI: 'capture_stop: no capture is
+    running' hid why the attempt failed)."""
+    try:
+        step()
+    except RUN_ERRORS:
+        if not after_failure:
+            raise
+
+
 def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: Path, attempt: int,
              results_root: Path, where: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """One attempt of a run: (the run's metrics, each UE's metrics by UE name)."""
@@ -213,6 +224,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     session.telemetry.start(run_dir, {name: o["offset_s"] for name, o in offsets.items()},
                             session.topology.extra.get("pub"), cell_mark or None)
     playing = player = None
+    workload_failed = True
     try:  # a schedule refused at its start must still stop the capture
         playing = _start_schedule(session, campaign, ues, results_root)
         if faults:
@@ -220,14 +232,15 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         per_ue = _run_workloads(session, campaign, ues, run_dir, tag, capture, deadline)
         t_end = time.time()
         host_cpu_pct = host_busy_pct(cpu_before, host_cpu_times())
+        workload_failed = False
     finally:
         played = player.finish() if player else []  # every fault ended, also when the workload failed
         closed_at = time.time()
         session.telemetry.close_window(closed_at)  # later samples belong to no run
         if playing:
-            _attenuator(session, timeouts.request_s).stop_schedule()
+            _clean_up(workload_failed, _attenuator(session, timeouts.request_s).stop_schedule)
         if capture:
-            server.capture_stop()
+            _clean_up(workload_failed, server.capture_stop)
         # a sample of the workload's last moments may still be on its way (srsenb reports seconds late)
         time.sleep(max(0.0, closed_at + getattr(session.lab, "telemetry_lag_s", 0.0) - time.time()))
         session.telemetry.stop()

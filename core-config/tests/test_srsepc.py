@@ -103,6 +103,9 @@ def test_srsue_attaches_to_srsepc_on_our_config(require_root, tmp_path):
 
 
 @pytest.mark.timeout(900)
+# srsRAN again: make test keeps srsEPC's attach on our config (above), the HSS's refusal line classified
+# (test_agent.py) and an unknown IMSI named through a real core (test_open5gs.py)
+@pytest.mark.extended
 def test_unknown_imsi_is_the_cores_reason(require_root, tmp_path):
     other = "001010000000099"
     with srsran_stack(tmp_path, lambda imsi: other) as (core, _run_dir, lab, usim, _agent):

@@ -63,6 +63,9 @@ def test_four_ues_one_namespace_each_with_their_own_attenuation(require_root, ne
     assert not [n for n in netns.listnetns() if n.startswith(netns_prefix)]
 
 
+# make test keeps four UEs sharing the cell fairly through a campaign (test_multi_ue_campaign.py) and the
+# scheduler's equal shares (test_scheduler.py)
+@pytest.mark.extended
 def test_four_simultaneous_downloads_share_the_cell_fairly(vlab, tmp_path):
     lab = vlab(ues=4, n_prb=N_PRB, rlc_queue=300_000)
     topo = lab.topology()

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cellab.ran.zmqlab import default_core
 
 
 LOCK_WAIT_S = 900.0
@@ -43,6 +44,10 @@ def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path, period_
     for run_id, _, _ in runs:
         run_dir = folder / "runs" / run_id
         truth = json.loads((run_dir / "manifest.json").read_text())["ground_truth"]
+        # the record names the lab's core and its version, as the daemons said it (Open5GS when installed)
+        core = truth["core"]
+        assert core["flavour"] == default_core() and core["version"].startswith(
+            {"open5gs": "Open5GS v", "srsepc": "srsEPC"}[core["flavour"]]), core
         period = truth["sr_period_ms"]
         eff = truth["effective"]["ue0"]  # the eNB saw this UE's SR occasions during the run
         assert eff["configured_ms"] == period and eff["opportunities"] > 0 and eff["receptions"] >= 3, eff

@@ -35,9 +35,10 @@ def _start(binary: Path, prof: EnbProfile, folder: Path) -> SrsenbProcess:
 
 
 @pytest.mark.parametrize(("n_prb", "sr_period_ms", "sr_offset", "cqi_offset"), [
-    (6, 5, None, None), (15, 10, None, None), (25, 20, None, None), (50, 40, None, None), (25, 80, None, None),
+    (6, 5, None, None), pytest.param(15, 10, None, None, marks=pytest.mark.extended), (25, 20, None, None),
+    pytest.param(50, 40, None, None, marks=pytest.mark.extended), (25, 80, None, None),
     (50, 10, 3, 2),  # fixed SR and CQI subframes (rr.conf `subframe = [..]`)
-])
+])  # make test keeps 6, 25 and 50 PRB and SR 5, 10 (fixed subframes), 20 and 80 ms
 def test_srsenb_starts_on_rendered_configs(srsenb_bin, srsran_lock, tmp_path, n_prb, sr_period_ms, sr_offset,
                                            cqi_offset):
     proc = _start(srsenb_bin, _profile(n_prb, sr_period_ms, sr_offset, cqi_offset), tmp_path)

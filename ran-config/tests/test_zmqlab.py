@@ -219,5 +219,12 @@ def test_two_ues_carry_traffic_and_broker_or_srsenb_killed_fail_that_run_only(bu
         assert configure["restarted"] and any(cause in r for r in configure["restart_reasons"]), configure
         print(f"restarted for {configure['restart_reasons']} in {configure['configure_s']:.1f} s: "
               f"{configure['steps_s']}, attach {configure['attach_s']:.1f} s")
+    # run 5, after srsenb's restart: its eNB telemetry holds no sample from before its workload (each sample is
+    # filed by its own time, srsenb's reports arrive seconds late)
+    manifest = json.loads((folder / "runs" / runs[4][0] / "manifest.json").read_text())
+    enb_rows = [json.loads(x) for x in (folder / "runs" / runs[4][0] / "telemetry" / "enb.jsonl").read_text()
+                .splitlines()]
+    assert enb_rows and all(r["t_s"] >= manifest["workload_started_at"] for r in enb_rows if r.get("t_s")), (
+        manifest["workload_started_at"], [r.get("t_s") for r in enb_rows[:5]])
     print(f"run 2: {runs[1][2]}\nrun 4: {runs[3][2]}")
     _no_leftovers(prefix)

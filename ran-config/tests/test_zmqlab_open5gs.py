@@ -50,6 +50,9 @@ def _runs(folder: Path) -> list[tuple[str, str, str]]:
 
 @pytest.mark.root
 @pytest.mark.timeout(900 + 300)  # the srsRAN lock may be held by another stack for minutes; the run ~90 s
+# two srsRAN UEs (40 s): make test runs the lab on Open5GS, its default core, with one UE in
+# test_sr_receptions_zmq.py (the run's record naming Open5GS and its version)
+@pytest.mark.extended
 def test_two_ues_attach_through_open5gs_and_carry_traffic(bundle, tmp_path):
     if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
         pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")

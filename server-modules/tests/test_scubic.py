@@ -54,6 +54,7 @@ def test_second_flow_is_faster_and_state_stays_per_destination(path, host_clean,
         one_mb(path, sender, "scubic", ue=1)              # another destination: no state
         after_other = modules.stats("scubic")
     report = f"cubic {cubic_second:.3f} s, scubic {scubic_second:.3f} s; {after_hit}"
+    print(report)
     assert seeded["stored"] == 1 and seeded["hits"] == 0, report
     assert after_hit["hits"] == 1 and after_hit["startup_exits"] == 1, report
     assert after_hit["last_bdp_pkts"] > 10, report

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cellab.server import bench_cli, experiment, table1
 from typer.testing import CliRunner
 
@@ -33,6 +35,8 @@ def test_slices_out_of_range_name_the_allowed_values(tmp_path):
     assert out.exit_code == 2 and "--slices" in out.output and "1..100" in out.output
 
 
+# the bench itself: make bench BENCH=modules runs Table I; make test keeps C2TCP against Cubic (test_c2tcp.py)
+@pytest.mark.extended
 def test_a_short_run_prints_json_per_trace_and_the_average(require_root, host_clean, tmp_path, monkeypatch):
     # 3 s slices (was 5): measured delay ratio 3.5-3.9, throughput ratio 0.97-0.98 against the 2 and 0.8 asserted
     monkeypatch.setattr(table1, "SLICE_MS", 3000)
