@@ -10,7 +10,7 @@ RATE_MBIT = 24.0
 RTT_MS = 20.0                # the paper's minimum RTT
 QUEUE_BYTES = 1_500_000      # ~0.5 s of queue at 24 Mbit/s: bufferbloat for Cubic
 TARGET_MS = 50.0             # the paper's default Target
-FLOW_MS = 6000               # Cubic's queue keeps growing: at 4 s its mean RTT was only 2.8 x C2TCP's
+FLOW_MS = 8000               # Cubic's queue keeps growing: its mean RTT was 2.8 x C2TCP's at 4 s, 2.6 x once at 6 s (CI)
 TARGETS_FLOW_MS = 4000       # two C2TCP targets differ 3 x in RTT at 4 s (1.5 x asserted; was 6 s)
 WARMUP_MS = 1000
 
@@ -35,6 +35,7 @@ def test_c2tcp_keeps_delay_near_target_at_most_of_cubics_throughput(path, host_c
     rtt_cubic, rtt_c2tcp = cubic.mean_rtt_ms(WARMUP_MS), c2tcp.mean_rtt_ms(WARMUP_MS)
     report = (f"cubic {rtt_cubic:.1f} ms {cubic.throughput_bps / 1e6:.2f} Mbit/s; "
               f"c2tcp {rtt_c2tcp:.1f} ms {c2tcp.throughput_bps / 1e6:.2f} Mbit/s; {stats}")
+    print(report)
     assert stats["bad_events"] > 0 and stats["tuner_updates"] > 0, report
     assert rtt_c2tcp <= 1.5 * TARGET_MS, report
     assert c2tcp.throughput_bps >= 0.8 * cubic.throughput_bps, report
