@@ -13,16 +13,13 @@ from __future__ import annotations
 import fnmatch
 import math
 import statistics
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-from scipy import stats
 
 from cellab.errors import CellabError
-from cellab.report_stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, MIN_RUNS
+from cellab.report_stats import MIN_RUNS, bootstrap_interval, median_difference, median_ratio
 
 REAL_LAB, VIRTUAL_LAB = "srsran-zmq", "virtual"
 
@@ -127,18 +124,8 @@ def _interval(tol: Tolerance, real: list[float], virtual: list[float]) -> tuple[
     """The bootstrap interval of the medians' ratio or difference (runs resampled on each lab apart)."""
     if len(real) < MIN_RUNS or len(virtual) < MIN_RUNS:
         return None
-
-    def statistic(r: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mr, mv = np.median(r, axis=axis), np.median(v, axis=axis)
-            return mv - mr if tol.kind == "absolute" else mv / mr
-
-    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-        warnings.simplefilter("ignore")  # all resamples equal: an interval of width 0
-        ci = stats.bootstrap((np.asarray(real), np.asarray(virtual)), statistic, n_resamples=BOOTSTRAP_RESAMPLES,
-                             vectorized=True, paired=False, confidence_level=CONFIDENCE, method="percentile",
-                             rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
-    low, high = float(ci.low), float(ci.high)
+    statistic = median_difference if tol.kind == "absolute" else median_ratio
+    low, high = bootstrap_interval(real, virtual, statistic)
     return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 

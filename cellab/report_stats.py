@@ -52,9 +52,24 @@ class Ratio:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
 
 
-def _median_ratio(base: np.ndarray, level: np.ndarray, axis: int = -1) -> np.ndarray:
+def median_ratio(base: np.ndarray, level: np.ndarray, axis: int = -1) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.median(level, axis=axis) / np.median(base, axis=axis)
+
+
+def median_difference(base: np.ndarray, level: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(level, axis=axis) - np.median(base, axis=axis)
+
+
+def bootstrap_interval(base: Any, level: Any, statistic: Any, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """The percentile bootstrap interval of statistic(base, level), the runs of each side resampled apart."""
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # a degenerate resample (all equal) is an interval of width 0
+        ci = stats.bootstrap((np.asarray(base, float), np.asarray(level, float)), statistic,
+                             n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True, paired=False,
+                             confidence_level=CONFIDENCE, method="percentile",
+                             rng=np.random.default_rng(seed)).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
 def ratio_of_medians(base: Any, level: Any, seed: int = BOOTSTRAP_SEED) -> Ratio:
@@ -74,12 +89,7 @@ def ratio_of_medians(base: Any, level: Any, seed: int = BOOTSTRAP_SEED) -> Ratio
         out.note = "baseline median is 0: no ratio"
     else:
         out.ratio = out.median_level / out.median_base
-        with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-            warnings.simplefilter("ignore")  # a degenerate resample (all equal) is an interval of width 0
-            ci = stats.bootstrap((base, level), _median_ratio, n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True,
-                                 paired=False, confidence_level=CONFIDENCE, method="percentile",
-                                 rng=np.random.default_rng(seed)).confidence_interval
-        out.low, out.high = float(ci.low), float(ci.high)
+        out.low, out.high = bootstrap_interval(base, level, median_ratio, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = float(stats.mannwhitneyu(level, base, alternative="two-sided").pvalue)
