@@ -72,7 +72,7 @@ static void usage(void)
           "  --ul-queue srsue|bytes:N   --ul-policy srsenb|sr-strict\n"
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
-          "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --plain-copy   --ctl EP   --pub EP\n"
+          "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --cpus-awake   --plain-copy   --ctl EP   --pub EP\n"
           "  --tti-log FILE   --pid-file FILE   --duration-s X\n"
           "  --rlf   --t310-ms N   --n310 N   --n311 N   --t311-ms N   --rlf-release-ms N   --reest-ms N   --connect-ms N\n",
           stderr);
@@ -96,7 +96,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         {"bsr-timer-ms", 1, 0, 'T'}, {"harq-max-tx", 1, 0, 'h'}, {"core-delay-ms", 1, 0, 'c'},
         {"internet-delay-ms", 1, 0, 'i'}, {"core-jitter-ms", 1, 0, 'j'}, {"attenuation-db", 1, 0, 'a'}, {"seed", 1, 0, 's'},
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
-        {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
+        {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"cpus-awake", 0, 0, 'K'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
         {"rlf", 0, 0, 'W'}, {"t310-ms", 1, 0, 1000}, {"n310", 1, 0, 1001}, {"n311", 1, 0, 1002},
         {"t311-ms", 1, 0, 1003}, {"rlf-release-ms", 1, 0, 1004}, {"reest-ms", 1, 0, 1005}, {"connect-ms", 1, 0, 1006},
@@ -178,6 +178,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         case 'y': p->trace_up_path = optarg; break;
         case 'L': p->unlimited = 1; break;
         case 'R': p->realtime = 1; break;
+        case 'K': p->cpus_awake = 1; break;
         case 'X': p->plain_copy = 1; break;
         case 'C': p->ctl_ep = optarg; break;
         case 'p': p->pub_ep = optarg; break;

@@ -138,6 +138,7 @@ int main(int argc, char **argv)
         if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
             die("--realtime: %s", strerror(errno));
     }
+    c->cpu_latency_fd = c->p.cpus_awake ? hold_cpus_awake() : -1;
     c->srv_fd = open_tun_in_netns(c->p.srv_netns, c->p.srv_tun);
     for (int k = 0; k < c->p.n_ues; k++) {
         c->ue[k].fd = open_tun_in_netns(c->ue[k].netns, c->ue[k].tun);

@@ -124,7 +124,7 @@ enum rrc_state { RRC_CONNECTED = 0, RRC_SEARCH, RRC_REEST, RRC_IDLE, RRC_CONNECT
 
 struct cell_params {
     int n_prb, sr_period_ms, cqi_period_ms, cqi_delay_ms, ul_prb, ul_mcs, bsr_timer_ms, harq_max_tx;
-    int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms, realtime;
+    int harq_rtt_ms, n_ues, unlimited, plain_copy, poll_grant_prb, core_jitter_ms, realtime, cpus_awake;
     enum ul_policy ul_policy;
     enum dl_queue_policy dl_queue;
     enum ul_queue_policy ul_queue;
@@ -143,6 +143,7 @@ struct cell {
     struct cell_params p;
     struct ue ue[CELL_MAX_UES];
     int srv_fd, sig_fd;
+    int cpu_latency_fd; /* -1: CPUs not held awake (--cpus-awake not given, or not allowed) */
     void *zctx, *ctl, *pub;
     int ctl_fd;
     FILE *tti_log;
@@ -172,6 +173,7 @@ struct cell {
 
 /* util.c: the monotonic clock; a fatal error (message on stderr, exit 2) */
 uint64_t now_ns(void);
+int hold_cpus_awake(void);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* rng.c: the model's random numbers, reproducible per --seed */

@@ -63,6 +63,8 @@ json_t *stats_json(struct cell *c)
                      "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
                      (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
                      ues);
+    if (c->p.cpus_awake) /* asked for: whether it holds (the replay's stats stay as they were) */
+        json_object_set_new(out, "cpus_awake", json_boolean(c->cpu_latency_fd >= 0));
     if (c->p.rlf || c->s1_cuts || c->sgi_cuts) {
         json_object_set_new(out, "s1_up", json_boolean(!c->s1_down));
         json_object_set_new(out, "s1_cuts", json_integer((json_int_t)c->s1_cuts));

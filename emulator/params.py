@@ -68,6 +68,10 @@ class CellParams(BaseModel):
     trace_up: Path | None = None
     unlimited: bool = False
     realtime: bool = False
+    # idle CPUs poll instead of halting while the cell runs (/dev/cpu_dma_latency held at 0, as real-time setups
+    # do): on a VM a halted vCPU wakes when the hypervisor gets to it, and the TTI clock with it (README)
+    cpus_awake: bool = Field(True, description="hold the CPUs out of idle halt while the cell runs (root; costs "
+                                               "power): a VM's halted vCPUs wake late and stall the TTI clock")
     # radio link failure (rrc.c): null = on for runs with faults (cellab.faults), off otherwise; the timers are
     # srsenb's SIB2 (ran-config/templates/sib.conf.j2: t310 200, n310 1, t311 10000, n311 1) and its
     # rlf_release_timer_ms (4000); reest_ms and connect_ms: the cell back in sync -> connected again
@@ -157,6 +161,8 @@ class CellParams(BaseModel):
             args.append("--unlimited")
         if self.realtime:
             args.append("--realtime")
+        if self.cpus_awake:
+            args.append("--cpus-awake")
         if self.rlf:
             args += ["--rlf", "--t310-ms", str(self.t310_ms), "--n310", str(self.n310), "--n311", str(self.n311),
                      "--t311-ms", str(self.t311_ms), "--rlf-release-ms", str(self.rlf_release_ms),

@@ -1,8 +1,11 @@
-"""Bad input is refused with the field and the allowed values, before any namespace exists."""
+"""Bad input is refused with the field and the allowed values, before any namespace exists; what the parameters
+turn on reaches the cell."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 from cellab.emulator.params import CellParams, validate_params
@@ -164,3 +167,24 @@ def test_cli_up_status_down(require_root, netns_prefix):
     assert runner.invoke(vlab_app, ["down", "--prefix", netns_prefix]).exit_code == 0
     assert not [n for n in netns.listnetns() if n.startswith(netns_prefix + "-")]
     assert "not running" in runner.invoke(vlab_app, ["status", "--prefix", netns_prefix]).output
+
+
+def _cpu_latency_us() -> int:
+    with open("/dev/cpu_dma_latency", "rb") as qos:  # reading gives the value in force (int32, microseconds)
+        return struct.unpack("i", qos.read(4))[0]
+
+
+def test_the_cell_holds_the_cpus_awake_while_it_runs_unless_told_not_to(vlab):
+    if not Path("/dev/cpu_dma_latency").exists():
+        pytest.skip("this kernel has no /dev/cpu_dma_latency (PM QoS)")
+    before_us = _cpu_latency_us()
+    lab = vlab(n_prb=6)
+    with lab.control() as ctl:
+        assert ctl.stats()["cpus_awake"] is True
+    assert _cpu_latency_us() == 0  # idle CPUs poll: no halted vCPU for the hypervisor to wake late
+    lab.down()
+    assert _cpu_latency_us() == before_us  # the cell's exit let it go
+    lab = vlab(n_prb=6, cpus_awake=False)
+    with lab.control() as ctl:
+        assert "cpus_awake" not in ctl.stats()
+    assert _cpu_latency_us() == before_us
