@@ -66,10 +66,16 @@ class Runner:
     def run(self, slots: int | None = None, cluster: str | None = None, tls_dir: Path | None = None) -> dict[str, int]:
         """Every pending run: here on one lab instance, or on Dask workers (`slots`: a local cluster of that many
         lab instances; `cluster`: a running Dask scheduler's address)."""
-        if slots is not None or cluster is not None:
-            from cellab.dispatch import run_distributed
+        try:
+            if slots is not None or cluster is not None:
+                from cellab.dispatch import run_distributed
 
-            return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
+                return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
+            return self._run_here()
+        finally:
+            self.store.settle()
+
+    def _run_here(self) -> dict[str, int]:
         todo = list(self.store.pending())
         total = len(self.store.planned())
         counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}

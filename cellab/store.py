@@ -115,6 +115,16 @@ class ResultStore:
             self._schema_checked = True
         return _Tx(db)
 
+    def settle(self) -> None:
+        """Back to a rollback journal once a campaign's runs are stored. WAL lets readers (a report, a watcher)
+        read while runs are written, but a read-only reader of a WAL database leaves empty -wal and -shm files
+        beside it (SQLite keeps them when the last connection is read-only): a finished folder stays as written."""
+        try:
+            with closing(sqlite3.connect(self.db_path, timeout=1)) as db:
+                db.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error:
+            pass  # another process has it open (a report reading it): it stays WAL, nothing is lost
+
     # --- reading ------------------------------------------------------------------------
     def campaign_path(self) -> Path:
         return self.root / "campaign.yaml"

@@ -77,3 +77,22 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path):
         write_atomic(path, Boom())  # type: ignore[arg-type]
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_a_settled_folder_is_read_without_leaving_files_beside_its_database(tmp_path):
+    from cellab.store_check import read_folder
+
+    store = ResultStore.create(tmp_path, "c", "name: c\n", runs(2))
+    plan = store.planned()
+    store.start(plan[0])
+    store.finish(plan[0], "ok", metrics={"throughput_bps": 1.0})
+    store.settle()  # what the runner does when its runs are stored
+    written = sorted(p.name for p in store.root.iterdir())
+    read_folder(store.root)  # read-only: on a WAL database it would leave results.sqlite-wal and -shm
+    assert [r["status"] for r in ResultStore.open(store.root).rows()] == ["ok", "pending"]
+    assert sorted(p.name for p in store.root.iterdir()) == written
+    store.start(plan[1])  # a resumed campaign writes again (in WAL) and settles again
+    store.finish(plan[1], "failed", error="boom")
+    store.settle()
+    read_folder(store.root)
+    assert sorted(p.name for p in store.root.iterdir()) == written
