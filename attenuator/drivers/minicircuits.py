@@ -109,6 +109,17 @@ class MiniCircuits(Attenuator):
         except (ValueError, IndexError):
             raise AttenuatorError(f"{self.config.name}: unexpected reply {reply[:60]!r} to {cmd!r}") from None
 
+    def _not_this_box(self, what: str) -> AttenuatorError:
+        """The error for a box that does not answer as a Mini-Circuits: it names what the box is when it
+        answers SCPI's `*IDN?` (a Keysight 11713C on the address keeps silent on `:MN?`)."""
+        try:
+            idn = self.command("*IDN?")
+        except AttenuatorError:
+            idn = ""
+        found = f"; it answers *IDN? with {idn[:80]!r}" if idn and not idn.upper().startswith("MN=") else ""
+        return AttenuatorError(f"{self.config.name}: not a Mini-Circuits attenuator at {self.config.address}: "
+                               f"{what}{found}: check the entry's model ({self.config.model}) and address")
+
     def _describe(self) -> DeviceInfo:
         def field(cmd: str, key: str) -> str:
             reply = self.command(cmd)
@@ -116,7 +127,10 @@ class MiniCircuits(Attenuator):
                 raise AttenuatorError(f"{self.config.name}: unexpected reply {reply[:60]!r} to {cmd!r}")
             return reply.split("=", 1)[1].strip()
 
-        model = field(":MN?", "MN")
+        try:
+            model = field(":MN?", "MN")
+        except AttenuatorError as exc:  # the first question to the box: the wrong box fails here
+            raise self._not_this_box(f"{exc} (to ':MN?')".removeprefix(f"{self.config.name}: ")) from None
         try:
             max_db = float(model.rsplit("-", 1)[1])  # model-maxfreq-maxatten, e.g. RCDAT-6000-110
         except (IndexError, ValueError):

@@ -41,3 +41,22 @@ def test_no_driver_reports_a_box_without_channels() -> None:
                                 options={"check_range": False}))
     with pytest.raises(AttenuatorError, match="reports no channels: it does not answer as a jfw-50pa"):
         drv.info()
+
+
+def test_minicircuits_driver_on_a_keysight_box_names_the_box() -> None:
+    """A Keysight 11713C keeps silent on Mini-Circuits' `:MN?` (an undefined SCPI header): before, the driver said
+    only "no reply within 1.0 s"; now it says it is not a Mini-Circuits box and what answers there."""
+    from cellab.attenuator.emulators.keysight import Keysight11713C
+
+    srv = Keysight11713C().serve()
+    try:
+        drv = create(AttenuatorConfig(name="mc", model="minicircuits-rc4dat", transport="telnet",
+                                      address=f"127.0.0.1:{srv.port}", channels=4, max_db=60, step_db=0.25,
+                                      timeout_s=0.5))
+        for attempt in (drv.info, lambda: drv.set(1, 10.0)):
+            with pytest.raises(AttenuatorError, match=r"mc: not a Mini-Circuits attenuator at 127\.0\.0\.1:\d+: .*"
+                                                      r"':MN\?'.*answers \*IDN\? with '.*11713C.*model "
+                                                      r"\(minicircuits-rc4dat\)"):
+                attempt()
+    finally:
+        srv.stop()
