@@ -56,6 +56,11 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
     for field, name, value in assignments:
         if name == "ues" and lab_ues is not None:
             errors += lab_ues.problems(source, field, value)
+    if lab_ues is not None and lab_ues.names is not None:
+        used = lab_ues.used([value for _, name, value in assignments if name == "ues"])
+        for field, name, value in assignments:
+            if (name == "attenuation_db" and value is not None) or (name == "schedule" and value != "static"):
+                errors += lab_ues.run_level_problems(source, field, used)
     for name, spec in campaign.schedules.items():
         if spec.channel is not None and attenuator is not None and spec.channel > attenuator.config.channels:
             errors.append(InputError(source, f"schedules.{name}.channel", f"{attenuator.name} has "
@@ -197,6 +202,33 @@ class LabUEs:
             if ue.get("schedule") not in (None, "static"):  # played on the UE's channel of the driven box, or not
                 errors += self._attenuation(source, f"{field}[{i}].schedule", name or f"#{i}", index, None)
         return errors
+
+    def used(self, ues_values: list[Any]) -> list[int]:
+        """The lab's UEs (indices) some run of the campaign uses: the first N for a count, the named ones for a
+        list; the first alone when no run sets `ues`."""
+        used: set[int] = set() if ues_values else {0}
+        for value in ues_values:
+            number = _number(value)
+            if isinstance(value, list):
+                for i, ue in enumerate(value):
+                    name = ue.get("name") if isinstance(ue, dict) else None
+                    used.add(self.names.index(name) if self.names and name in self.names else i)
+            elif number is not None:
+                used.update(range(min(int(number), self.count)))
+        return sorted(i for i in used if i < self.count)
+
+    def run_level_problems(self, source: str | Path, field: str, used: list[int]) -> list[InputError]:
+        """A run's own attenuation or schedule goes to every UE of the run on the box the runs drive: a UE the
+        campaign uses that sits behind another box would keep its attenuation without a word."""
+        skipped = [self.names[i] if self.names else f"#{i}" for i in used
+                   if self.boxes[i] is not None and self.boxes[i].name != self.driven]
+        if not skipped:
+            return []
+        boxes = sorted({self.boxes[i].name for i in used if self.boxes[i] is not None and self.boxes[i].name
+                        != self.driven})
+        return [InputError(source, field, f"applies to every UE of a run, but UE {', '.join(skipped)} is behind "
+                           f"attenuator {', '.join(boxes)}; runs drive {self.driven} (the box in front of the "
+                           "inventory's first attenuated UE): give the run only UEs behind it")]
 
     def _attenuation(self, source: str | Path, field: str, name: str, index: int, db: Any) -> list[InputError]:
         box = self.boxes[index] if index < len(self.boxes) else None

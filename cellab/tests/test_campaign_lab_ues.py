@@ -99,3 +99,26 @@ def test_a_ue_behind_a_box_the_runs_do_not_drive(tmp_path, lab, ue, field):
         load_campaign(path)
     said = str(caught.value)
     assert f"{field}: UE phone2 is behind attenuator box2; runs drive box1" in said, said
+
+
+@pytest.mark.parametrize("fixed, field", [({"attenuation_db": 20}, "fixed.attenuation_db"),
+                                          ({"schedule": "walk"}, "fixed.schedule")])
+def test_a_runs_own_attenuation_on_an_inventory_with_two_boxes(tmp_path, lab, fixed, field):
+    """A run-level attenuation or schedule is for every UE of the run: on an inventory whose second UE is behind
+    another box it reached the first UE only, without a word. A run of only the first UE is fine."""
+    data = yaml.safe_load(Path(lab).read_text())
+    data["devices"]["attenuators"].append(dict(data["devices"]["attenuators"][0], name="box2"))
+    data["devices"]["ues"][1]["attenuator"] = {"attenuator": "box2", "channel": 1}
+    Path(lab).write_text(yaml.safe_dump(data))
+    (tmp_path / "walk.yaml").write_text("segments: [{kind: hold, db: 20, duration_s: 1}]\n")
+    path = _campaign(tmp_path, lab, 2)
+    text = yaml.safe_load(path.read_text())
+    text["fixed"].update(fixed)
+    path.write_text(yaml.safe_dump(text | {"schedules": {"walk": {"file": "walk.yaml"}}}))
+    with pytest.raises(InputErrors) as caught:
+        load_campaign(path)
+    said = str(caught.value)
+    assert f"{field}: applies to every UE of a run, but UE phone2 is behind attenuator box2; runs drive box1" in said
+    text["fixed"]["ues"] = [{"name": "phone"}]
+    path.write_text(yaml.safe_dump(text | {"schedules": {"walk": {"file": "walk.yaml"}}}))
+    load_campaign(path)
