@@ -38,6 +38,7 @@ from cellab.errors import CellabError
 from .calibration import Calibration, CalibrationStore, FitPolicy, cell_rsrp_reader, fit, sweep
 from .config import AttenuatorConfig, load_config
 from .driver import Attenuator, DeviceInfo, create
+from .drivers.srsenb import EnbSend
 from .player import Player, PlayResult
 from .schedule import Schedule, parse_csv, parse_yaml
 
@@ -99,6 +100,7 @@ class AttenuatorOps:
 
     publish: Any
     artifact_dir: Path
+    enb_send: EnbSend | None = None  # what `srsenb-cell-gain` entries send through (relay.py)
 
     # ----- state -----
     def _slots(self) -> dict[str, _Slot]:
@@ -118,7 +120,10 @@ class AttenuatorOps:
             if old is not None:
                 self._stop_slot(old)
                 old.driver.close()
-            slots[cfg.name] = _Slot(cfg, create(cfg, **driver_kwargs.get(cfg.name, {})))
+            slots[cfg.name] = _Slot(cfg, create(cfg, **(driver_kwargs.get(cfg.name) or self._own_kwargs(cfg))))
+
+    def _own_kwargs(self, cfg: AttenuatorConfig) -> dict[str, Any]:
+        return {"send": self.enb_send} if cfg.transport == "enb-agent" and self.enb_send is not None else {}
 
     def _slot(self, name: str | None) -> _Slot:
         slots = self._slots()
@@ -194,7 +199,7 @@ class AttenuatorOps:
         if held is None and WIRE_FORBIDDEN_OPTIONS & set(wanted.config.options):
             return [fail(name, "its options name a library only this host's config may set "
                                "(CELLAB_ATTENUATOR_CONFIG), and the agent does not hold it")]
-        driver = held.driver if held is not None else create(wanted.config)
+        driver = held.driver if held is not None else create(wanted.config, **self._own_kwargs(wanted.config))
         try:
             return [self._read_one(driver, name, channel) for channel in wanted.channels]
         finally:
@@ -335,8 +340,9 @@ class AttenuatorAgent(AttenuatorOps, Agent):
     role = "attenuator"
 
     def __init__(self, *args: Any, attenuators: list[AttenuatorConfig] | None = None,
-                 attenuator_config: str | Path | None = None, **kwargs: Any):
+                 attenuator_config: str | Path | None = None, enb_send: EnbSend | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.enb_send = enb_send
         configs = list(attenuators or [])
         path = attenuator_config or os.environ.get("CELLAB_ATTENUATOR_CONFIG")
         if path:

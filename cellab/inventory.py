@@ -232,6 +232,20 @@ def check_consistency(inventory: Inventory, source: str | Path) -> None:
                 errors += [InputError(source, f"devices.core[{j}].subscribers", e.render()) for e in exc.errors]
             except InputError as exc:
                 errors.append(InputError(source, f"devices.core[{j}].subscribers", exc.render()))
+    for k, box in enumerate(inventory.devices.attenuators):  # srsENB's cell_gain: channel n is the eNB's n-th cell
+        enb_entry = next((e for e in inventory.devices.enb if e.agent == box.agent), None)
+        if box.model != "srsenb-cell-gain" or "cell_ids" in box.options:
+            continue
+        if enb_entry is None or enb_entry.profile is None:
+            errors.append(InputError(source, f"devices.attenuators[{k}].agent", f"srsENB's cell_gain needs the eNB "
+                                     f"agent's devices.enb entry with a profile (its cells), or options.cell_ids; "
+                                     f"agent {box.agent} has none"))
+            continue
+        cells = load_identity("enb", enb_entry.profile).cell_ids
+        if box.channels > len(cells):
+            errors.append(InputError(source, f"devices.attenuators[{k}].channels", f"{box.channels} channels, but "
+                                     f"eNB {enb_entry.name} ({enb_entry.profile}) has {len(cells)} cell(s): channel "
+                                     "n is its n-th cell", [f"1..{len(cells)}"]))
     for i, enb in enumerate(inventory.devices.enb):
         for j, core in enumerate(inventory.devices.core):
             if enb.profile is None or core.profile is None:

@@ -67,6 +67,7 @@ class LabSession:
         self._bench_lease: instances.InstanceLease | None = None
         self._bridge: subprocess.Popen | None = None
         self._pty_link: Path | None = None
+        self._relay: Any = None  # the cell-gain relay agent (an inventory whose attenuator is srsENB's cell_gain)
 
     # --- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> LabSession:
@@ -109,12 +110,17 @@ class LabSession:
                                  ues=tuple(Host(ue.name, "", "") for ue in ues))
         self.ue_agents = [ue.agent for ue in ues]
         ctl = inventory.controller
+        relay_key = self._relay_key(inventory) if self._cell_gain_attenuator() else None
         self.controller = Controller(ctl.bind, telemetry_endpoint=ctl.telemetry_bind, secret_key_file=ctl.secret_key,
-                                     allowed_agent_keys=[a.public_key for a in inventory.agents])
+                                     allowed_agent_keys=[a.public_key for a in inventory.agents] +
+                                     ([relay_key[0]] if relay_key else []))
         self.roles = {"server": servers[0].agent, "ue": ues[0].agent}
         if self.attenuator is not None:
             assert self.attenuator.agent is not None
             self.roles["attenuator"] = self.attenuator.agent
+            if relay_key is not None:
+                self.roles["attenuator"] = self._start_cell_gain_relay(inventory, relay_key[1])
+                roles[self.roles["attenuator"]] = "attenuator"
         self.agents = {name: roles[name] for name in [*self.roles.values(), *self.ue_agents]}
         for agent in inventory.agents:  # every agent listed is health-checked, not only the ones a run uses
             self.agents.setdefault(agent.name, agent.role)
@@ -125,12 +131,61 @@ class LabSession:
         self.lab = InventoryLab(inventory, self.controller, self.ue_agents)
         self.lab.prepare()
 
+    def _cell_gain_attenuator(self) -> bool:
+        return self.attenuator is not None and self.attenuator.config.model == "srsenb-cell-gain"
+
+    def _relay_key(self, inventory: Inventory) -> tuple[Path, Path]:
+        """A key pair for the cell-gain relay, made for this session (the controller admits it beside the
+        inventory's agents)."""
+        self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
+        return generate_keypair(self._tmp / "keys", self._relay_name(inventory))
+
+    @staticmethod
+    def _relay_name(inventory: Inventory) -> str:
+        taken = {a.name for a in inventory.agents}
+        return next(name for n in range(1, 100) if (name := f"cell-gain-relay{n}") not in taken)
+
+    def _start_cell_gain_relay(self, inventory: Inventory, secret_key: Path) -> str:
+        """srsENB's cell_gain is the eNB agent's operation, not an attenuator agent's: an attenuator agent in
+        this process relays the attenuator contract to it (cellab.attenuator.relay); returns its name."""
+        from cellab.contracts.enb import EnbClient
+        from cellab.contracts.registry import load
+
+        assert self.controller is not None and self.attenuator is not None and self._tmp is not None
+        enb = EnbClient(self.controller, self.attenuator.agent, 15.0)
+        start = load("cellab.services", "cell_gain_relay", "cell-gain relay")
+        name = self._relay_name(inventory)
+        self._relay = start(name, self.controller.endpoint, cell_gain=enb.cell_gain, secret_key_file=secret_key,
+                            controller_key_file=inventory.controller.secret_key,
+                            artifact_dir=self._tmp / "artifacts" / name,
+                            telemetry_endpoint=self.controller.telemetry_endpoint)
+        return name
+
+    def _with_cell_ids(self, attenuator: LabAttenuator) -> LabAttenuator:
+        """A `srsenb-cell-gain` box's channel n is the eNB profile's n-th cell unless its options say
+        `cell_ids`: the relay's driver names a cell by its cell_id, which the profile chooses."""
+        if not self._cell_gain_attenuator() or "cell_ids" in attenuator.config.options:
+            return attenuator
+        from cellab.contracts.identity import load_identity
+
+        inventory = load_inventory(self.lab_name)
+        enb = next((e for e in inventory.devices.enb if e.agent == attenuator.agent and e.profile), None)
+        if enb is None:
+            raise CellabError(f"{self.lab_name}: attenuator {attenuator.name} is srsENB's cell_gain, but no "
+                              f"devices.enb entry of agent {attenuator.agent} names a profile (its cells' ids) and "
+                              "its options give no cell_ids")
+        ids = load_identity("enb", enb.profile).cell_ids
+        options = {**attenuator.config.options, "cell_ids": ",".join(str(i) for i in ids)}
+        return LabAttenuator(attenuator.config.model_copy(update={"options": options}), attenuator.ue_channels,
+                             attenuator.agent)
+
     def _configure_inventory_attenuator(self, attenuator: LabAttenuator) -> None:
         """The inventory is the one description of the device: send it to the agent, unless it names code
         to load (an SDK or VISA library), which only the agent host's own config may do; then the agent
         must already hold the entry."""
         agent, name = self.roles["attenuator"], attenuator.name
         client = AttenuatorClient(self.controller, agent, 15.0)
+        attenuator = self._with_cell_ids(attenuator)
         if WIRE_FORBIDDEN_OPTIONS & set(attenuator.config.options):
             try:
                 client.info(name)
@@ -291,6 +346,9 @@ class LabSession:
             except subprocess.TimeoutExpired:
                 self._bridge.kill()
         self._bridge = None
+        if self._relay is not None:  # while the controller is up: its safe state goes to the eNB agent
+            self._relay.stop()
+            self._relay = None
         self.telemetry.stop()
         if self.controller:
             self.controller.close()

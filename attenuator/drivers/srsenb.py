@@ -6,8 +6,8 @@ as gain −x dB. srsENB has no way to read the gain back, so `get` returns the l
 does not import: the caller hands in `send(op, params) -> dict`, e.g. a bus client bound to that
 agent. Channel n is srsENB cell_id options.cell_ids[n-1] (default: n-1).
 
-Expected eNB-agent operation (to be confirmed with ran-config): op "cell_gain",
-params {"cell_id": int, "gain_db": float}, reply {"ok": true} or an error.
+The eNB agent's operation (cellab/contracts/enb.py): op "cell_gain", params {"cell_id": int, "gain_db":
+float}; `send` replies {"ok": true} or {"ok": false, "error": ...} (relay.py builds it on the controller's bus).
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ class SrsenbCellGain(Attenuator):
     def _cell_id(self, channel: int) -> int:
         raw = self.config.option("cell_ids", "")
         ids = [int(x) for x in str(raw).split(",") if x.strip()] if raw != "" else []
-        return ids[channel - 1] if len(ids) >= channel else channel - 1
+        if ids and channel > len(ids):
+            raise AttenuatorError(f"{self.config.name}: channel {channel}, but options.cell_ids names "
+                                  f"{len(ids)} cell(s) ({raw})")
+        return ids[channel - 1] if ids else channel - 1
 
     def _open(self) -> None:
         if self._send is None:

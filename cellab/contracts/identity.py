@@ -19,6 +19,8 @@ class NetworkIdentity(Model):
     mnc: str = Field(pattern=r"^\d{2,3}$")
     tacs: list[int] = Field(description="the eNB's cells' TACs, or the core's TAC list")
     mme_addrs: list[str] = Field(description="eNB: the MME address(es) it dials; core: the S1-MME address(es) it binds")
+    cell_ids: list[int] = Field(default_factory=list, description="eNB: its cells' cell_id, in profile order "
+                                                                  "(srsENB's cell_gain names a cell by it)")
     # field names inside the profile, for messages that name both files and fields
     fields: dict[str, str] = Field(default_factory=dict, description="'mcc'|'mnc'|'tac'|'mme' -> dotted field path")
 

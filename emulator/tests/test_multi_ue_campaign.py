@@ -78,8 +78,15 @@ def test_four_ues_share_one_cell_with_their_own_rows_artifacts_and_fairness(requ
     assert jain == (throughputs.sum() ** 2 / (4 * np.square(throughputs).sum()))
     # the cell's ground truth: in every TTI where all four queues hold data, their PRBs are the cell's 25
     log = read_ttilog(run_dir / "cell_tti.bin")
-    # (C2TCP keeps its queues short: 5 kB each is still twice what 25 PRB carry in a TTI, all four together)
-    busy = log.backlogged(min_queue_bytes=5_000)
+    # The log spans the cell's life: an attempt the host stalled, and between attempts the attenuator's safe
+    # state (its maximum: no CQI, no PRB) while the queues still held data. So the workload's own TTIs only,
+    # from the cell's clock mark. (C2TCP keeps its queues short: 5 kB each is still twice what 25 PRB carry in
+    # a TTI, all four together.)
+    mark = manifest["cell_clock_mark"]
+    first_tti = mark["tti"] + (manifest["workload_started_at"] - mark["t_s"]) * 1000
+    last_tti = mark["tti"] + (manifest["workload_finished_at"] - mark["t_s"]) * 1000
+    ttis = log.per_tti("tti")[:, 0]
+    busy = log.backlogged(min_queue_bytes=5_000) & (ttis >= first_tti) & (ttis < last_tti)
     assert busy.sum() > 200, f"the four UEs were backlogged together in {busy.sum()} TTIs only"
     prbs = log.per_tti("dl_prb")[busy]
     assert (prbs.sum(axis=1) == 25).all()
