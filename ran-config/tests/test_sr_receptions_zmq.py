@@ -23,9 +23,11 @@ LOCK_WAIT_S = 900.0
 
 @pytest.mark.root
 @pytest.mark.timeout(LOCK_WAIT_S + 600)
-# one srsRAN bring-up each (a new SR period restarts the stack): 10 ms, the period srsue over ZMQ answered at
-# twice the period in issue 29, in make test; 40 ms in make bench BENCH=extended
-@pytest.mark.parametrize("period_ms", [10, pytest.param(40, marks=pytest.mark.extended)])
+# one srsRAN bring-up each (a new SR period restarts the stack, 40-45 s a period on this host): both in make
+# bench BENCH=extended; make test checks the reading of srsenb's PUCCH lines and the effective pattern on
+# recorded lines (test_sr_receptions.py)
+@pytest.mark.extended
+@pytest.mark.parametrize("period_ms", [10, 40])
 def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path, period_ms: int):
     out, camp = tmp_path / "out", tmp_path / "camp.yaml"
     camp.write_text(f"name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\n"
