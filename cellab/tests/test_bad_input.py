@@ -17,6 +17,8 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 CAMPAIGN = "name: c\nlab: virtual\nfactors: {cc: [cubic]}\nworkload: {duration_s: 10}\n"
 
 

@@ -12,6 +12,8 @@ import pytest
 from cellab.campaign import load_campaign, plan, run_id
 from cellab.errors import InputError, InputErrors
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 GOOD = """
 name: buffers
 lab: wired

@@ -11,6 +11,8 @@ import pytest
 from cellab.bus.keys import generate_keypair
 from cellab.testing import run_cellab
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "runs" / "labs").glob("*.yaml"))
 INVENTORIES = [p for p in EXAMPLES if "controller:" in p.read_text()]

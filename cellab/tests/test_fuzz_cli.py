@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 
 from cellab.errors import CellabError
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI_FUZZ = settings(max_examples=25, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

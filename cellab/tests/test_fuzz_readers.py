@@ -14,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from cellab.errors import CellabError
 from cellab.fuzzing import FUZZ, csv_rows, json_values, only_ours, raw, write_file, yaml_line
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")

@@ -4,6 +4,7 @@ never installed them, and starts each registered agent kind's class and `cellab 
 
 from __future__ import annotations
 
+import pytest
 import re
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import textwrap
 import tomllib
 
 from cellab.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 
 PYPROJECT = PROJECT_ROOT / "pyproject.toml"
 IMPORT_NAMES = {"numpy": "numpy", "scipy": "scipy", "matplotlib": "matplotlib", "distributed": "distributed",

@@ -16,6 +16,8 @@ from cellab.campaign import PlannedRun
 from cellab.store import ResultStore
 from cellab.store_check import read_folder
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 SECTION_IDS = ("throughput-delay", "cdfs", "sr", "network", "timelines")
 ALWAYS = {"runs", "conditions"}  # every report: the run table and the conditions block
 

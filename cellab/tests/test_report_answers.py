@@ -16,6 +16,8 @@ from cellab import plots, report
 from cellab.report_timeline import timeline, timeline_data, timeline_limits
 from cellab.tests.test_report import full_metrics, make_folder
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 
 def section_order(html: str) -> list[str]:
     return re.findall(r'<section id="([^"]+)"', html)

@@ -25,6 +25,8 @@ from cellab.store import ResultStore
 from cellab.tests.test_bad_input import cellab, refused
 from cellab.tests.test_report import make_folder
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 
 def small_folder(tmp_path: Path) -> Path:
     """Three runs (one failed), a timeline each, two UEs on the first, a manifest per finished run."""

@@ -20,6 +20,8 @@ from cellab.errors import InputError, InputErrors
 
 from .test_injection import FLAVOURS, LAB, SRS, TEXT_FIELDS, _data, _set, _unvalidated
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 RENDER_FUZZ = settings(max_examples=30, deadline=None, database=None,
                        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 # characters that are syntax somewhere in the four formats, line breaks of every kind, and the look-alikes

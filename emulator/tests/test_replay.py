@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import SHARED
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 EMULATOR = Path(__file__).resolve().parents[1]
 TRACES = SHARED / "traces"
 
