@@ -5,6 +5,8 @@
    overhead (run time minus the workload's duration; the second run restarts nothing).
 2. Ping RTT min/avg/max (20 pings, 0.213 s apart, UE → server) per SR period on srsran-zmq, next to the
    virtual cell (cellab-cell) at the same SR period in the same bench run; plus each srsran-zmq restart's time.
+3. The two EPCs side by side on the same radio (srsEPC, and Open5GS when installed): the time from the core's
+   start to the UE attached, and the ping RTT idle and under a Cubic download (iperf3 -R), each core's version.
 
 Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN); says so and returns otherwise.
 """
@@ -101,6 +103,64 @@ def rtt_table() -> None:
               f"{row['restart_s']:.1f}")
 
 
+LOADED_PINGS, DOWNLOAD_S, BENCH_PORT = 15, 8, 5299
+
+
+def loaded_ping_rtt_ms(ue_netns: str, server_netns: str, address: str) -> tuple[float, float, float, int]:
+    """Ping RTT while a Cubic download (iperf3 -R, server side in the server namespace) fills the queue: the pings
+    start 2 s into it."""
+    server = subprocess.Popen(["ip", "netns", "exec", server_netns, "iperf3", "-s", "-1", "-B", address, "-p",
+                               str(BENCH_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        client = subprocess.Popen(["ip", "netns", "exec", ue_netns, "iperf3", "-c", address, "-p", str(BENCH_PORT),
+                                   "-R", "-t", str(DOWNLOAD_S), "-C", "cubic"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(2.0)
+            out = subprocess.run(["ip", "netns", "exec", ue_netns, "ping", "-q", "-c", str(LOADED_PINGS), "-i",
+                                  str(PING_INTERVAL_S), "-W", "3", address], capture_output=True, text=True,
+                                 timeout=LOADED_PINGS * 4).stdout
+        finally:
+            client.wait(timeout=DOWNLOAD_S + 20)
+    finally:
+        server.wait(timeout=20)
+    match, got = _RTT_RE.search(out), re.search(r"(\d+) received", out)
+    if not match:
+        raise CellabError(f"no ping through {ue_netns} under load: {out.strip()[-200:]}")
+    return float(match[1]), float(match[2]), float(match[3]), LOADED_PINGS - int(got[1]) if got else -1
+
+
+def core_table() -> None:
+    """srsEPC and Open5GS behind the same srsenb and srsue: a core change restarts the stack, so each row's attach
+    time is the core's start to the UE attached (the lab's configure)."""
+    from cellab.ran.zmqlab_params import open5gs_installed
+
+    cores = ["srsepc"] + (["open5gs"] if open5gs_installed() else [])
+    rows: dict[str, dict[str, object]] = {}
+    with LabSession("srsran-zmq", prefix="zqc") as session:
+        lab, topo = session.lab, session.topology
+        for core in cores:
+            lab.configure({"core": core, "n_prb": 25, "sr_period_ms": 10})
+            conf = lab.last_configure
+            rows[core] = {"version": lab.core_record()["version"] or "?", "configure_s": conf["configure_s"],
+                          "attach_s": conf["attach_s"], "core_s": conf["steps_s"].get("core_restart"),
+                          "idle": ping_rtt_ms(topo.ues[0].netns, topo.server.address),
+                          "loaded": loaded_ping_rtt_ms(topo.ues[0].netns, topo.server.netns, topo.server.address)}
+    if len(cores) == 1:
+        print("cores: Open5GS is not installed here (../shared/tools/open5gs, cellab-ferretdb): srsEPC alone")
+    print("the EPCs side by side (25 PRB, SR 10 ms): core start, srsue start -> attached, whole configure; ping RTT "
+          "min/avg/max (lost) idle and under a Cubic download")
+    for core, row in rows.items():
+        def rtt(key: str) -> str:
+            lo, avg, hi, lost = row[key]  # type: ignore[misc]
+            return f"{lo:.1f}/{avg:.1f}/{hi:.1f} ({lost})"
+
+        core_s = f"{row['core_s']:.1f} s" if row["core_s"] is not None else "-"
+        print(f"  {core:8} {row['version']:>8}: core {core_s}, attach {row['attach_s']:.1f} s, configure "
+              f"{row['configure_s']:.1f} s; idle {rtt('idle')} ms, loaded {rtt('loaded')} ms")
+
+
 def main() -> None:
     from cellab.ran.zmqlab import srsran_bin_dir
 
@@ -117,6 +177,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cellab-bench-srsran-") as tmp:
         time_to_attach(Path(tmp))
     rtt_table()
+    core_table()
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
