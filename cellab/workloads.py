@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cellab.campaign import Timeouts, Workload
 from cellab.contracts.server import Iperf3ServerParams, ServerClient, StartSenderParams
+from cellab.errors import CellabError
 from cellab.contracts.ue import SR_PROBE_MAX_S, Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient, sr_probe_budget
 
 IPERF3_PORT = 5201  # UE i of a run: IPERF3_PORT + i
@@ -98,8 +99,15 @@ def probe(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: f
             timeout_s=fetch_timeout_s, ms_log=True, packet_log=t.packet_log, sr_probes=workload.sr_probes,
             sr_probes_max=workload.sr_probes_max, tag=t.tag,
         ), timeout_s=min(fetch_timeout_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
-    finally:
-        stopped = t.server.stop_sender(sender_dir, timeouts.request_s)
+    except BaseException:
+        # the fetch's error is the run's: a sender the server agent already stopped (its safe state after a
+        # failed operation) must not replace it with "no sender is running"
+        try:
+            t.server.stop_sender(sender_dir, timeouts.request_s)
+        except CellabError:
+            pass
+        raise
+    stopped = t.server.stop_sender(sender_dir, timeouts.request_s)
     artifacts: dict[str, Path] = {}
     for name in reply.artifacts:
         kind = ("probe-summary" if name.endswith("-summary.json") else "probe-ms" if name.endswith("-ms.csv")

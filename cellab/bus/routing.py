@@ -35,6 +35,8 @@ _TEXT_KEPT = 64
 # The longest error message and `allowed` list kept of an agent's error reply.
 _MESSAGE_KEPT = 4000
 _ALLOWED_KEPT = 100
+# A follower that finds the socket taken waits this long for it, then follows the new leader again.
+_FOLLOW_RETRY_S = 0.005
 
 
 @dataclass(slots=True)
@@ -186,7 +188,13 @@ class Routing:
                         self._followers -= 1
                 if pending.done or time.monotonic() >= deadline:
                     break
-                self._acquire_io()
+                # Lead without asking anyone to yield: a follower only waits for a reply, which any leader reads
+                # for it. (Poking made waiting callers hand the socket round without end when three or more
+                # waited: 100 % of a core, and no leader lasted long enough to send heartbeats, so agents
+                # declared the controller lost mid-run.) The lock held by another: follow it again.
+                if not self._io_lock.acquire(timeout=_FOLLOW_RETRY_S):
+                    continue
+                self._take_lead()
                 try:
                     self._lead(pending, deadline)
                 finally:
@@ -203,7 +211,7 @@ class Routing:
         return pending.header, pending.body
 
     def _acquire_io(self) -> None:
-        """Take the socket as the leader (asking the current leader to yield if there is one)."""
+        """Take the socket as the leader to send (asking the current leader to yield if there is one)."""
         if not self._io_lock.acquire(blocking=False):
             with self._state_lock:
                 self._waiters += 1
@@ -213,6 +221,10 @@ class Routing:
             finally:
                 with self._state_lock:
                     self._waiters -= 1
+        self._take_lead()
+
+    def _take_lead(self) -> None:
+        """The lock is ours: lead, unless the controller closed meanwhile."""
         if self._closed.is_set():
             self._io_lock.release()
             raise BusError("controller closed")
@@ -231,6 +243,8 @@ class Routing:
         """Read the socket until our reply comes, the deadline passes, or another caller wants the socket."""
         poll = self._lead_poller.poll
         sock = self._sock
+        if time.monotonic() >= self._next_heartbeat:  # every leader, however short its lead
+            self._housekeeping()
         if not self._waiters:
             message = wire.recv_message(sock, 0)  # the first wait, see controller._FIRST_WAIT_MS
             if message is not None:
