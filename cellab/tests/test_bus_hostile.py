@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from cellab.bus import AgentTimeout, BusError, Controller, OperationError, wire
+from cellab.bus import AgentLost, AgentTimeout, BusError, Controller, OperationError, wire
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import generate_keypair
 from cellab.bus.testing import KeySet, RawAgent, RawController, controller_with_raw_agent, make_agent, make_keys
@@ -132,8 +132,17 @@ def test_agent_survives_any_peer_and_reaches_the_real_controller(tmp_path: Path,
         start = time.monotonic()
         controller.wait_for_agents(["ue1"], timeout_s=8)
         assert time.monotonic() - start < 5
-        assert controller.request("ue1", "echo", {"text": "real"}, timeout_s=5) == {"text": "real"}
-        assert list(agent.executed) == ["echo"]
+        # an answer from the real controller's agent; on a busy host (CI, a shared test) its 1 s controller_lost_s
+        # may pass once after the switch, and the agent reconnects: ask again, up to 15 s in all
+        deadline, answer = time.monotonic() + 15, None
+        while answer is None:
+            try:
+                answer = controller.request("ue1", "echo", {"text": "real"}, timeout_s=3)
+            except (AgentTimeout, AgentLost):
+                if time.monotonic() > deadline:
+                    raise
+        assert answer == {"text": "real"}
+        assert set(agent.executed) == {"echo"}
     finally:
         if agent is not None:
             agent.stop()
