@@ -38,7 +38,7 @@ from cellab.metrics import (
 from cellab.schedules import Schedules
 from cellab.session import LabSession
 from cellab.records import write_json
-from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, port_range
+from cellab.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
 
 
 class LabTimingError(CellabError):
@@ -187,17 +187,6 @@ def run_ues(session: LabSession, campaign: Campaign, run: PlannedRun) -> list[Ru
     return out
 
 
-def _clean_up(after_failure: bool, step: Callable[[], Any]) -> None:
-    """A step that stops what the workload started. After a failed workload its own error is not the run's: the
-    failure may have put the agent in its safe state, which already stopped it (CI: 'capture_stop: no capture is
-    running' hid why the attempt failed)."""
-    try:
-        step()
-    except RUN_ERRORS:
-        if not after_failure:
-            raise
-
-
 def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: Path, attempt: int,
              results_root: Path, where: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """One attempt of a run: (the run's metrics, each UE's metrics by UE name)."""
@@ -238,9 +227,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         closed_at = time.time()
         session.telemetry.close_window(closed_at)  # later samples belong to no run
         if playing:
-            _clean_up(workload_failed, _attenuator(session, timeouts.request_s).stop_schedule)
+            clean_up(workload_failed, _attenuator(session, timeouts.request_s).stop_schedule)
         if capture:
-            _clean_up(workload_failed, server.capture_stop)
+            clean_up(workload_failed, server.capture_stop)
         # a sample of the workload's last moments may still be on its way (srsenb reports seconds late)
         time.sleep(max(0.0, closed_at + getattr(session.lab, "telemetry_lag_s", 0.0) - time.time()))
         session.telemetry.stop()

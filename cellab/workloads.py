@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from cellab.campaign import Timeouts, Workload
 from cellab.contracts.server import Iperf3ServerParams, ServerClient, StartSenderParams
-from cellab.errors import CellabError
 from cellab.contracts.ue import SR_PROBE_MAX_S, Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient, sr_probe_budget
+from cellab.errors import CellabError
 
+T = TypeVar("T")
 IPERF3_PORT = 5201  # UE i of a run: IPERF3_PORT + i
 SENDER_PORT = 5301  # UE i of a run: SENDER_PORT + i
 PROBE_GRACE_S = 20.0  # beyond the planned length: connection setup, SR probes, the sender's linger
@@ -50,6 +53,18 @@ class WorkloadTarget:
     packet_log: bool = False  # the probe's per-packet log (one-way delay against the server capture)
 
 
+def clean_up(after_failure: bool, step: Callable[[], T]) -> T | None:
+    """A step that stops what a workload started; its result. After a failed workload the step's own error is not
+    the run's: the failure may have put the agent in its safe state, which already stopped it (CI: 'capture_stop:
+    no capture is running' and 'stop_sender: no sender is running' hid why the attempt failed)."""
+    try:
+        return step()
+    except (CellabError, OSError):
+        if not after_failure:
+            raise
+        return None
+
+
 def port_range(tool: str, ues: int) -> tuple[int, int]:
     """The server ports a run's workloads listen on (the server capture's filter)."""
     first = WORKLOAD_PORTS[tool]
@@ -60,13 +75,15 @@ def iperf3(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: 
     port = IPERF3_PORT + t.run_ue.slot
     server_log = f"{t.tag}-server"
     t.server.iperf3_server_start(Iperf3ServerParams(port=port, tag=server_log), timeouts.request_s)
+    ran = False
     try:
         reply = t.ue.iperf3_client(Iperf3ClientParams(
             server=t.server_address, port=port, direction=workload.kind, duration_s=workload.duration_s,
             flows=t.run_ue.flows, cc=t.run_ue.cc, ping_interval_ms=workload.ping_interval_ms, tag=t.tag,
         ), timeout_s=min(workload.duration_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
+        ran = True
     finally:
-        t.server.iperf3_server_stop(port, timeouts.request_s)
+        clean_up(not ran, lambda: t.server.iperf3_server_stop(port, timeouts.request_s))
     artifacts: dict[str, Path] = {}
     for name in reply.artifacts:
         kind = "iperf3" if name.endswith("-iperf3.json") else "ping" if name.endswith("-ping.txt") else name
@@ -93,21 +110,16 @@ def probe(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: f
                           timeouts.request_s)
     budget = sr_probe_budget(workload.sr_probes, workload.sr_probes_max)
     fetch_timeout_s = workload.duration_s + PROBE_GRACE_S + budget * SR_PROBE_MAX_S
+    fetched = False
     try:
         reply = t.ue.fetch(ProbeFetchParams(
             server=t.server_address, port=port, flows=probe_flows(workload, t.run_ue), control=t.run_ue.receiver,
             timeout_s=fetch_timeout_s, ms_log=True, packet_log=t.packet_log, sr_probes=workload.sr_probes,
             sr_probes_max=workload.sr_probes_max, tag=t.tag,
         ), timeout_s=min(fetch_timeout_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
-    except BaseException:
-        # the fetch's error is the run's: a sender the server agent already stopped (its safe state after a
-        # failed operation) must not replace it with "no sender is running"
-        try:
-            t.server.stop_sender(sender_dir, timeouts.request_s)
-        except CellabError:
-            pass
-        raise
-    stopped = t.server.stop_sender(sender_dir, timeouts.request_s)
+        fetched = True
+    finally:
+        stopped = clean_up(not fetched, lambda: t.server.stop_sender(sender_dir, timeouts.request_s))
     artifacts: dict[str, Path] = {}
     for name in reply.artifacts:
         kind = ("probe-summary" if name.endswith("-summary.json") else "probe-ms" if name.endswith("-ms.csv")

@@ -1,12 +1,13 @@
 """Stopping what a workload started: after a failed workload a clean-up step's own error (the agent's safe state
-already stopped the capture) does not replace the failure's; after a good workload it is the run's error."""
+already stopped the capture or the sender) does not replace the failure's; after a good workload it is the run's
+error, and otherwise the step's result is returned (the sender's log files)."""
 
 from __future__ import annotations
 
 import pytest
 
 from cellab.bus import OperationError
-from cellab.runstep import _clean_up
+from cellab.workloads import clean_up
 
 
 def _already_stopped() -> None:
@@ -18,9 +19,13 @@ def test_after_a_failed_workload_the_clean_up_error_does_not_hide_the_failure():
         try:
             raise RuntimeError("the workload's own failure")
         finally:
-            _clean_up(True, _already_stopped)
+            clean_up(True, _already_stopped)
 
 
 def test_after_a_good_workload_the_clean_up_error_is_the_runs():
     with pytest.raises(OperationError, match="no capture is running"):
-        _clean_up(False, _already_stopped)
+        clean_up(False, _already_stopped)
+
+
+def test_a_clean_up_step_gives_its_result():
+    assert clean_up(False, lambda: "logs") == "logs"
