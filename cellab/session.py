@@ -110,17 +110,21 @@ class LabSession:
                                  ues=tuple(Host(ue.name, "", "") for ue in ues))
         self.ue_agents = [ue.agent for ue in ues]
         ctl = inventory.controller
-        relay_key = self._relay_key(inventory) if self._cell_gain_attenuator() else None
+        relay: tuple[str, Path, Path] | None = None  # the cell-gain relay's name and key pair
+        if self.attenuator is not None and self.attenuator.config.model == "srsenb-cell-gain":
+            self.attenuator = self._with_cell_ids(inventory, self.attenuator)
+            relay = self._relay_key(inventory)
         self.controller = Controller(ctl.bind, telemetry_endpoint=ctl.telemetry_bind, secret_key_file=ctl.secret_key,
                                      allowed_agent_keys=[a.public_key for a in inventory.agents] +
-                                     ([relay_key[0]] if relay_key else []))
+                                     ([relay[1]] if relay else []))
         self.roles = {"server": servers[0].agent, "ue": ues[0].agent}
         if self.attenuator is not None:
             assert self.attenuator.agent is not None
             self.roles["attenuator"] = self.attenuator.agent
-            if relay_key is not None:
-                self.roles["attenuator"] = self._start_cell_gain_relay(inventory, relay_key[1])
-                roles[self.roles["attenuator"]] = "attenuator"
+            if relay is not None:
+                self._start_cell_gain_relay(inventory, relay[0], relay[2])
+                self.roles["attenuator"] = relay[0]
+                roles[relay[0]] = "attenuator"
         self.agents = {name: roles[name] for name in [*self.roles.values(), *self.ue_agents]}
         for agent in inventory.agents:  # every agent listed is health-checked, not only the ones a run uses
             self.agents.setdefault(agent.name, agent.role)
@@ -131,44 +135,35 @@ class LabSession:
         self.lab = InventoryLab(inventory, self.controller, self.ue_agents)
         self.lab.prepare()
 
-    def _cell_gain_attenuator(self) -> bool:
-        return self.attenuator is not None and self.attenuator.config.model == "srsenb-cell-gain"
-
-    def _relay_key(self, inventory: Inventory) -> tuple[Path, Path]:
-        """A key pair for the cell-gain relay, made for this session (the controller admits it beside the
-        inventory's agents)."""
-        self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
-        return generate_keypair(self._tmp / "keys", self._relay_name(inventory))
-
-    @staticmethod
-    def _relay_name(inventory: Inventory) -> str:
+    def _relay_key(self, inventory: Inventory) -> tuple[str, Path, Path]:
+        """The cell-gain relay's name (one no inventory agent has) and a key pair made for this session (the
+        controller admits it beside the inventory's agents)."""
         taken = {a.name for a in inventory.agents}
-        return next(name for n in range(1, 100) if (name := f"cell-gain-relay{n}") not in taken)
+        name = next(name for n in range(1, 100) if (name := f"cell-gain-relay{n}") not in taken)
+        self._tmp = Path(tempfile.mkdtemp(prefix="cellab-session-"))
+        return (name, *generate_keypair(self._tmp / "keys", name))
 
-    def _start_cell_gain_relay(self, inventory: Inventory, secret_key: Path) -> str:
+    def _start_cell_gain_relay(self, inventory: Inventory, name: str, secret_key: Path) -> None:
         """srsENB's cell_gain is the eNB agent's operation, not an attenuator agent's: an attenuator agent in
-        this process relays the attenuator contract to it (cellab.attenuator.relay); returns its name."""
+        this process relays the attenuator contract to it (cellab.attenuator.relay)."""
         from cellab.contracts.enb import EnbClient
         from cellab.contracts.registry import load
 
         assert self.controller is not None and self.attenuator is not None and self._tmp is not None
         enb = EnbClient(self.controller, self.attenuator.agent, 15.0)
         start = load("cellab.services", "cell_gain_relay", "cell-gain relay")
-        name = self._relay_name(inventory)
         self._relay = start(name, self.controller.endpoint, cell_gain=enb.cell_gain, secret_key_file=secret_key,
                             controller_key_file=inventory.controller.secret_key,
                             artifact_dir=self._tmp / "artifacts" / name,
                             telemetry_endpoint=self.controller.telemetry_endpoint)
-        return name
 
-    def _with_cell_ids(self, attenuator: LabAttenuator) -> LabAttenuator:
+    def _with_cell_ids(self, inventory: Inventory, attenuator: LabAttenuator) -> LabAttenuator:
         """A `srsenb-cell-gain` box's channel n is the eNB profile's n-th cell unless its options say
         `cell_ids`: the relay's driver names a cell by its cell_id, which the profile chooses."""
-        if not self._cell_gain_attenuator() or "cell_ids" in attenuator.config.options:
+        if "cell_ids" in attenuator.config.options:
             return attenuator
         from cellab.contracts.identity import load_identity
 
-        inventory = load_inventory(self.lab_name)
         enb = next((e for e in inventory.devices.enb if e.agent == attenuator.agent and e.profile), None)
         if enb is None:
             raise CellabError(f"{self.lab_name}: attenuator {attenuator.name} is srsENB's cell_gain, but no "
@@ -185,7 +180,6 @@ class LabSession:
         must already hold the entry."""
         agent, name = self.roles["attenuator"], attenuator.name
         client = AttenuatorClient(self.controller, agent, 15.0)
-        attenuator = self._with_cell_ids(attenuator)
         if WIRE_FORBIDDEN_OPTIONS & set(attenuator.config.options):
             try:
                 client.info(name)
