@@ -4,6 +4,7 @@ write a small lab inventory. (Tests only; nothing here runs in a campaign.)"""
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import sqlite3
 import subprocess
@@ -93,7 +94,8 @@ def write_lab(tmp_path: Path, port: int = 7700, telemetry_port: int = 7701, atte
         for i, phone in enumerate(phones):
             phone["attenuator"] = {"attenuator": "box1", "channel": 3 + i}
     inventory = {
-        "name": "test-lab",
+        # the bench lease is by inventory name: two shares_cpu tests side by side must not hold one bench
+        "name": f"test-lab-{secrets.token_hex(3)}",
         "controller": {"bind": f"tcp://127.0.0.1:{port}", "telemetry_bind": f"tcp://127.0.0.1:{telemetry_port}",
                        "secret_key": "keys/controller.key_secret"},
         "hosts": [{"name": "edge", "address": "127.0.0.1"}, {"name": "laptop", "address": "127.0.0.1"}],
