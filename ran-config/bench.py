@@ -32,15 +32,15 @@ WORKLOAD_S = 2
 _RTT_RE = re.compile(r"rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 
 
-def ping_rtt_ms(netns: str, address: str) -> tuple[float, float, float, int]:
-    """(min, avg, max, lost) of PINGS pings from a namespace."""
-    out = subprocess.run(["ip", "netns", "exec", netns, "ping", "-q", "-c", str(PINGS), "-i", str(PING_INTERVAL_S),
-                          "-W", "2", address], capture_output=True, text=True, timeout=PINGS * 3).stdout
+def ping_rtt_ms(netns: str, address: str, count: int = PINGS, wait_s: int = 2) -> tuple[float, float, float, int]:
+    """(min, avg, max, lost) of `count` pings from a namespace."""
+    out = subprocess.run(["ip", "netns", "exec", netns, "ping", "-q", "-c", str(count), "-i", str(PING_INTERVAL_S),
+                          "-W", str(wait_s), address], capture_output=True, text=True, timeout=count * 4).stdout
     match = _RTT_RE.search(out)
     lost = re.search(r"(\d+) received", out)
     if not match:
         raise CellabError(f"ping from {netns} to {address} got no answer: {out.strip()[-200:]}")
-    return (float(match[1]), float(match[2]), float(match[3]), PINGS - int(lost[1]) if lost else -1)
+    return (float(match[1]), float(match[2]), float(match[3]), count - int(lost[1]) if lost else -1)
 
 
 def time_to_attach(workdir: Path) -> None:
@@ -118,17 +118,11 @@ def loaded_ping_rtt_ms(ue_netns: str, server_netns: str, address: str) -> tuple[
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(2.0)
-            out = subprocess.run(["ip", "netns", "exec", ue_netns, "ping", "-q", "-c", str(LOADED_PINGS), "-i",
-                                  str(PING_INTERVAL_S), "-W", "3", address], capture_output=True, text=True,
-                                 timeout=LOADED_PINGS * 4).stdout
+            return ping_rtt_ms(ue_netns, address, count=LOADED_PINGS, wait_s=3)
         finally:
             client.wait(timeout=DOWNLOAD_S + 20)
     finally:
         server.wait(timeout=20)
-    match, got = _RTT_RE.search(out), re.search(r"(\d+) received", out)
-    if not match:
-        raise CellabError(f"no ping through {ue_netns} under load: {out.strip()[-200:]}")
-    return float(match[1]), float(match[2]), float(match[3]), LOADED_PINGS - int(got[1]) if got else -1
 
 
 def core_table() -> None:
@@ -152,13 +146,14 @@ def core_table() -> None:
     print("the EPCs side by side (25 PRB, SR 10 ms): core start, srsue start -> attached, whole configure; ping RTT "
           "min/avg/max (lost) idle and under a Cubic download")
     for core, row in rows.items():
-        def rtt(key: str) -> str:
-            lo, avg, hi, lost = row[key]  # type: ignore[misc]
-            return f"{lo:.1f}/{avg:.1f}/{hi:.1f} ({lost})"
-
         core_s = f"{row['core_s']:.1f} s" if row["core_s"] is not None else "-"
         print(f"  {core:8} {row['version']:>8}: core {core_s}, attach {row['attach_s']:.1f} s, configure "
-              f"{row['configure_s']:.1f} s; idle {rtt('idle')} ms, loaded {rtt('loaded')} ms")
+              f"{row['configure_s']:.1f} s; idle {_rtt_text(row['idle'])} ms, loaded {_rtt_text(row['loaded'])} ms")
+
+
+def _rtt_text(stats: object) -> str:
+    lo, avg, hi, lost = stats  # type: ignore[misc]
+    return f"{lo:.1f}/{avg:.1f}/{hi:.1f} ({lost})"
 
 
 def main() -> None:
