@@ -124,7 +124,8 @@ def pytest_runtest_protocol(item, nextitem):
 class _idle_class:
     """This thread (and what it starts) at SCHED_IDLE: it gets a CPU only when nothing else wants it, so a lab test
     running alone (the exclusive lock) keeps its timing, and the unit test uses the core the lab test leaves idle
-    (most lab tests use one of the two). Measured: make test 18 -> see README."""
+    (most lab tests use one of the two). Measured: no lab test failed beside them in three full runs; the time
+    saved was within this VM's run-to-run variance (17:35-17:50 of pytest with them, 17:46 without)."""
 
     def __enter__(self) -> None:
         self.before = os.sched_getscheduler(0)

@@ -86,9 +86,9 @@ def test_four_ues_share_one_cell_with_their_own_rows_artifacts_and_fairness(requ
     first_tti = mark["tti"] + (manifest["workload_started_at"] - mark["t_s"]) * 1000
     last_tti = mark["tti"] + (manifest["workload_finished_at"] - mark["t_s"]) * 1000
     ttis = log.per_tti("tti")[:, 0]
-    in_workload = (ttis >= first_tti) & (ttis < last_tti)
-    # and the TTIs whose channel carries data for every UE (CQI > 0: the attenuator's safe state is its maximum)
-    busy = log.backlogged(min_queue_bytes=5_000) & in_workload & (log.per_tti("cqi") > 0).all(axis=1)
+    # (a channel dark in the workload, CQI 0 from the attenuator's safe state, counts against the cell: the
+    # controller losing its agents mid-run did that, cellab/tests/test_bus_multi.py)
+    busy = log.backlogged(min_queue_bytes=5_000) & (ttis >= first_tti) & (ttis < last_tti)
     assert busy.sum() > 200, f"the four UEs were backlogged together in {busy.sum()} TTIs only"
     prbs = log.per_tti("dl_prb")[busy]
     short = np.flatnonzero(prbs.sum(axis=1) != 25)
