@@ -124,9 +124,8 @@ class CoreAgent(Agent):
         if params.subscribers_csv:
             # parsed from the text itself: K and OPc never touch the artifacts, not even for a moment
             try:
-                # for srsEPC's user_db.csv, which has no APN column (epc.conf names its one APN)
                 subscribers = parse_subscribers(params.subscribers_csv, "subscribers_csv", profile=profile,
-                                                check_apn=flavour != "srsepc")
+                                                flavour=flavour)
                 csv_text = srsepc_csv(subscribers) if flavour == "srsepc" else None
             except CellabError as exc:
                 raise OperationFailed(f"subscribers_csv: {exc}".replace("\n", "; "),

@@ -49,8 +49,7 @@ def render(profile: Path = typer.Argument(..., help="core profile YAML"),
     chosen = _flavour(flavour, prof)
     csv_text = None
     if subscribers is not None:
-        # user_db.csv has no APN column (epc.conf names srsEPC's one APN): PLMN and UE pool are checked
-        csv_text = srsepc_csv(load_subscribers(subscribers, profile=prof, check_apn=False))
+        csv_text = srsepc_csv(load_subscribers(subscribers, profile=prof, flavour="srsepc"))
     for path in do_render(prof, chosen, output_dir(out, "--out"), subscribers_csv=csv_text):
         console.print(f"wrote {path}")
 

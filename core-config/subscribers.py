@@ -159,12 +159,12 @@ def _rows(text: str, source: str | Path, yaml_format: bool) -> list[tuple[str, d
 
 
 def parse_subscribers(text: str, source: str | Path, plmn: str | None = None, profile: CoreProfile | None = None,
-                      yaml_format: bool | None = None, check_apn: bool = True) -> list[Subscriber]:
+                      yaml_format: bool | None = None, flavour: str | None = None) -> list[Subscriber]:
     """Every row validated before anything is used; the error names every bad row and field, never a value
     of K, OPc or OP. `plmn` (MCC+MNC digits): each IMSI must start with it; `profile`: its PLMN, each static
-    IP inside its UE pool (and not its gateway), and with `check_apn` each APN served by it (srsEPC's
-    user_db.csv has no APN: its one APN is epc.conf's). `yaml_format` None: YAML unless the first line that
-    is no comment names CSV columns."""
+    IP inside its UE pool (and not its gateway), and each APN served by it (for `flavour` srsepc only an APN
+    the row sets: srsEPC's user_db.csv has no APN column, every UE gets epc.conf's one APN).
+    `yaml_format` None: YAML unless the first line that is no comment names CSV columns."""
     if profile is not None:
         plmn = plmn or profile.plmn.mcc + profile.plmn.mnc
     if yaml_format is None:
@@ -195,7 +195,7 @@ def parse_subscribers(text: str, source: str | Path, plmn: str | None = None, pr
             ips.setdefault(sub.static_ip, where)
         if profile is not None:
             errors += [InputError(source, f"{where}.{field}", msg, allowed)
-                       for field, msg, allowed in profile_problems(sub, profile, check_apn)]
+                       for field, msg, allowed in profile_problems(sub, profile, flavour)]
         subscribers.append(sub)
     if errors:
         shown = errors[:MAX_ERRORS_SHOWN]
@@ -208,11 +208,17 @@ def parse_subscribers(text: str, source: str | Path, plmn: str | None = None, pr
 
 
 def profile_problems(sub: Subscriber, profile: CoreProfile,
-                     check_apn: bool = True) -> list[tuple[str, str, list[str] | None]]:
-    """(field, message, allowed) where a subscriber does not fit the core profile that will serve it."""
+                     flavour: str | None = None) -> list[tuple[str, str, list[str] | None]]:
+    """(field, message, allowed) where a subscriber does not fit the core profile that will serve it (run by
+    `flavour`, default the profile's own)."""
     problems: list[tuple[str, str, list[str] | None]] = []
     apns = [a.name for a in profile.apns]
-    if check_apn and sub.apn.lower() not in (a.lower() for a in apns):
+    if (flavour or profile.flavour) == "srsepc":
+        # epc.conf's `apn` is the first (flavour_problems refuses more); a row without one gets it
+        if "apn" in sub.model_fields_set and sub.apn.lower() != apns[0].lower():
+            problems.append(("apn", f"APN {sub.apn} is not served by core profile {profile.name}: srsEPC gives "
+                             f"every UE its one APN (epc.conf `apn`)", apns[:1]))
+    elif sub.apn.lower() not in (a.lower() for a in apns):
         problems.append(("apn", f"APN {sub.apn} is not served by core profile {profile.name}", apns))
     if sub.static_ip:
         net = ipaddress.IPv4Network(profile.ue_subnet)
@@ -229,13 +235,13 @@ def profile_problems(sub: Subscriber, profile: CoreProfile,
 
 
 def load_subscribers(path: str | Path, plmn: str | None = None, profile: CoreProfile | None = None,
-                     check_apn: bool = True) -> list[Subscriber]:
+                     flavour: str | None = None) -> list[Subscriber]:
     """A subscriber file (.yaml/.yml: YAML, else CSV with a header row): a regular file (a FIFO or device is
     refused without blocking) of at most FILE_MAX_BYTES, UTF-8, parsed with the input layer's guards."""
     path = Path(path)
     text = decode_text(read_bytes(path, FILE_MAX_BYTES), path)
     return parse_subscribers(text, path, plmn, profile, yaml_format=path.suffix.lower() in (".yaml", ".yml"),
-                             check_apn=check_apn)
+                             flavour=flavour)
 
 
 def _qos_arp(priority: int = 8) -> dict[str, int]:
@@ -368,12 +374,11 @@ def srsepc_csv(subscribers: list[Subscriber]) -> str:
 
 def check_subscribers_file(path: str | Path, profile_path: str | Path | None = None, flavour: str | None = None) -> int:
     """What `cellab validate lab.yaml` needs for a core's `subscribers:` file: the file read and validated
-    against the core's profile as the core agent will (PLMN, UE subnet; APNs unless srsEPC, whose user_db.csv
-    has none). Returns the count; raises InputError(s) naming the file, rows and fields (never K/OPc)."""
+    against the core's profile as the core agent will (PLMN, UE subnet, APNs). Returns the count; raises InputError(s) naming the file, rows and fields (never K/OPc)."""
     from .profile import load_profile
 
     if profile_path is None:  # the file alone (`cellab validate subscribers.csv`): rows, fields, duplicates
         return len(load_subscribers(path))
     profile = load_profile(profile_path)
     chosen = flavour or profile.flavour
-    return len(load_subscribers(path, profile=profile, check_apn=chosen != "srsepc"))
+    return len(load_subscribers(path, profile=profile, flavour=chosen))

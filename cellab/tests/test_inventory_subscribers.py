@@ -44,3 +44,12 @@ def test_a_subscriber_of_another_plmn_is_refused_naming_the_field(tmp_path):
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 2 and "devices.core[0].subscribers" in said and "row 1.imsi" in said and "PLMN 00101" in said, said
     assert SECRET_K not in said and "Traceback" not in said
+
+
+def test_a_subscriber_apn_srsepc_does_not_serve_is_refused_naming_the_row(tmp_path):
+    text = ("name,imsi,k,opc,amf,apn,static_ip,sqn,qci\n"
+            f"ue1,001010123456780,{SECRET_K},63bfa50ee6523365ff14c1f45f88737d,8000,internet,,4660,9\n")
+    done = run_cellab("validate", str(_lab(tmp_path, text)))
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2 and "row 1.apn" in said and "APN internet" in said and "srsapn" in said, said
+    assert SECRET_K not in said and "Traceback" not in said

@@ -43,6 +43,24 @@ def test_subscribers_that_do_not_fit(rows, field, says):
     assert f"subs.csv: {field}: " in said and says in said, said
 
 
+
+def test_srsepc_takes_its_one_apn_or_none_and_refuses_another():
+    """srsEPC's user_db.csv has no APN column: every UE gets epc.conf's one APN (srsran-zmq.yaml: srsapn). A row
+    naming another APN would get srsapn all the same, silently; it is refused. A row naming none is fine."""
+    profile = load_profile(EXAMPLES / "srsran-zmq.yaml")
+    row = "ue1,001010123456780," + KEYS + ",{apn},,0,9\n"
+    for apn in ("srsapn", "SRSAPN", ""):
+        (sub,) = parse_subscribers(HEADER + row.format(apn=apn), "subs.csv", profile=profile, flavour="srsepc")
+        assert sub.imsi == "001010123456780"
+    with pytest.raises(InputErrors) as caught:
+        parse_subscribers(HEADER + row.format(apn="internet"), "subs.csv", profile=profile, flavour="srsepc")
+    said = str(caught.value)
+    assert "subs.csv: row 1.apn: APN internet is not served by core profile" in said and "srsEPC" in said, said
+    assert "(allowed: srsapn)" in said, said
+    # the same rows for Open5GS, which serves the profile's APNs by name: an empty one is its default, internet
+    with pytest.raises(InputErrors):
+        parse_subscribers(HEADER + row.format(apn=""), "subs.csv", profile=profile, flavour="open5gs")
+
 @pytest.mark.parametrize("change, field, says", [
     ({"apns": [{"name": "internet", "qci": 2}]}, "apns[0].qci", "QCI 2 is a GBR QCI (1-4)"),
     ({"gtpu_addr": "10.45.0.1"}, "gtpu_addr", "the UE gateway of ue_subnet 10.45.0.0/16"),
