@@ -62,8 +62,8 @@ class AttenuatorPlanning:
         except CalibrationError as exc:
             raise CellabError(f"calibration failed: {exc}") from None
 
-    def virtual_lab_attenuator(self, pty_link: str, ues: int) -> AttenuatorConfig:
-        return virtual_lab_attenuator(pty_link, ues=ues)
+    def virtual_lab_attenuator(self, pty_link: str, ues: int, max_db: float = 95.0) -> AttenuatorConfig:
+        return virtual_lab_attenuator(pty_link, ues=ues, max_db=max_db)
 
 
 PLANNING = AttenuatorPlanning()

@@ -166,7 +166,10 @@ class LabUEs:
         if lab in EMBEDDED_LABS:
             lab_cls = embedded_lab_class(lab)
             count = int(getattr(lab_cls, "max_ues", 1))
-            box = attenuator.config if attenuator is not None else _own_range(lab, lab_cls.params_model)
+            own = _own_range(lab, lab_cls.params_model)
+            box = attenuator.config if attenuator is not None else own
+            if own is not None and attenuator is not None and own.max_db < attenuator.config.max_db:
+                box = own  # srsran-zmq: a UE's static value must let it attach; its schedules go further
             return cls(lab, count, None, (box,) * count, box.name if box is not None else None)
         if not lab.endswith((".yaml", ".yml")):
             return None  # a bench a cluster picks: known when a worker takes the run

@@ -37,7 +37,8 @@ def lab_attenuator(lab: str, ues: int = 1) -> LabAttenuator | None:
         from cellab.contracts.attenuator import planning
 
         # The serial device path is the session's; limits and step are what validation needs.
-        return LabAttenuator(planning().virtual_lab_attenuator("", ues), tuple(range(1, ues + 1)))
+        max_db = embedded_lab_class(lab).attenuator_max_db
+        return LabAttenuator(planning().virtual_lab_attenuator("", ues, max_db), tuple(range(1, ues + 1)))
     if lab in EMBEDDED_LABS or lab == "bench":  # bench: any of a cluster's, unknown until a worker takes the run
         return None
     from cellab.inventory import load_inventory

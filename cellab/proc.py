@@ -29,15 +29,29 @@ def argv_in(netns: str | None, argv: list[str]) -> list[str]:
 class ManagedProcess:
     """A child process with its output in a file; stop() is polite first (SIGTERM), then firm."""
 
-    def __init__(self, argv: list[str], log_path: Path, netns: str | None = None, cwd: Path | None = None):
-        """cwd: where the program writes what it writes relative (srsenb's report, srsue's NAS context)."""
+    def __init__(self, argv: list[str], log_path: Path, netns: str | None = None, cwd: Path | None = None,
+                 commands: bool = False):
+        """cwd: where the program writes what it writes relative (srsenb's report, srsue's NAS context);
+        commands: its stdin is a pipe for send_line (else /dev/null)."""
         self.argv = argv_in(netns, argv)
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "wb")
         # Own process group, so stop() also reaches what `ip netns exec` started.
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+                                     stdin=subprocess.PIPE if commands else subprocess.DEVNULL,
+                                     start_new_session=True, cwd=cwd)
+
+    def send_line(self, line: str) -> bool:
+        """One command line to its stdin (commands=True); False when it is gone or takes no commands."""
+        if self.proc.stdin is None or self.proc.poll() is not None:
+            return False
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # exited meanwhile, or stdin already closed
+            return False
+        return True
 
     def running(self) -> bool:
         return self.proc.poll() is None
@@ -57,6 +71,11 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
                 self.proc.wait(5)
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:  # a write the program never read
+                pass
         self._log.close()
         return self.proc.returncode
 

@@ -217,10 +217,11 @@ class LabSession:
         plan += [self._ue_agent_spec(name, i, host)
                  for i, (name, host) in enumerate(zip(self.ue_agents, self.topology.ues, strict=True))]
         plan += self.lab.extra_agents()
-        if "ctl" in self.topology.extra:
-            # The virtual cell's attenuator: a Mini-Circuits serial emulator bridged to the cell (a channel per
-            # UE), so runs go through the real serial driver (and its quantization and readback checks).
-            self._start_attenuator_bridge(self.topology.extra["ctl"], len(self.ue_agents))
+        attenuation_ctl = self.topology.extra.get("attenuation_ctl") or self.topology.extra.get("ctl")
+        if attenuation_ctl:
+            # The lab's attenuator: a Mini-Circuits serial emulator bridged to the cell (a channel per UE), so
+            # runs go through the real serial driver (and its quantization and readback checks).
+            self._start_attenuator_bridge(attenuation_ctl, len(self.ue_agents))
             plan.append(AgentSpec("atten", "attenuator"))
             self.attenuator = lab_attenuator(self.lab_name, len(self.ue_agents))
         keys = self._tmp / "keys"

@@ -1,10 +1,13 @@
 """cellab-zmq-broker (broker/zmq_broker.c) supervised by the srsran-zmq lab when it runs several UEs: srsenb's
 ZMQ ports stay 2000 (tx) / 2001 (rx), the broker sits on them and serves UE i on ports 2100+2i (its rx) and
-2101+2i (its tx). Ready on its "ready" line; its stats lines (JSON, sample rates moved) stay in its log."""
+2101+2i (its tx). Ready on its "ready" line; its stats lines (JSON, sample rates moved) stay in its log. A UE's
+downlink gain changes while the stream runs through its stdin (`gain I DB`, answered in its log): set_gain."""
 
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +19,8 @@ ENB_TX_PORT, ENB_RX_PORT = 2000, 2001  # the eNB profile's rf.device ports
 UE_PORT_BASE = 2100
 READY_TIMEOUT_S = 5.0
 STATS_PERIOD_S = 2.0
+GAIN_REPLY_TIMEOUT_S = 2.0
+MIN_GAIN_DB, MAX_GAIN_DB = -100.0, 100.0  # the broker's own bounds (broker/zmq_broker.c)
 
 
 def ue_ports(index: int) -> tuple[int, int]:
@@ -24,7 +29,7 @@ def ue_ports(index: int) -> tuple[int, int]:
 
 
 def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None) -> list[str]:
-    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..0; per-UE attenuation)."""
+    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..100; per-UE attenuation)."""
     local = "tcp://127.0.0.1:{}".format
     argv = [str(binary), "--enb-tx", local(ENB_TX_PORT), "--enb-rx", local(ENB_RX_PORT),
             "--stats-s", str(STATS_PERIOD_S)]
@@ -43,11 +48,12 @@ class BrokerProcess:
         self.dl_gains_db = list(dl_gains_db) if dl_gains_db else [0.0] * n_ues
         self.log = work_dir / "zmq_broker.log"
         self.proc: ManagedProcess | None = None
+        self._command_lock = threading.Lock()  # one gain command and its reply at a time
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db)
-        self.proc = ManagedProcess(argv, self.log, netns=self.netns)
+        self.proc = ManagedProcess(argv, self.log, netns=self.netns, commands=True)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.text().startswith("ready"):
@@ -84,14 +90,43 @@ class BrokerProcess:
 
     def rates(self) -> list[dict[str, float]]:
         """Its stats lines: {t_s, dl_msps, ul_msps, dl_blocks, ul_blocks} every STATS_PERIOD_S."""
+        return [row for row in self._json_lines() if "dl_msps" in row]
+
+    def _json_lines(self) -> list[dict]:
         out = []
         for line in self.text().splitlines():
             if line.startswith("{"):
                 try:
-                    out.append(json.loads(line))
+                    row = json.loads(line)
                 except ValueError:  # a line cut by a kill
                     continue
+                if isinstance(row, dict):
+                    out.append(row)
         return out
+
+    def set_gain(self, ue: int, gain_db: float) -> None:
+        """UE `ue`'s downlink copy at gain_db from the next block on, once the broker confirmed it."""
+        if not (0 <= ue < self.n_ues and math.isfinite(gain_db) and MIN_GAIN_DB <= gain_db <= MAX_GAIN_DB):
+            raise CellabError(f"ZMQ broker: gain {gain_db!r} dB for UE {ue}: UE 0..{self.n_ues - 1}, "
+                              f"gain {MIN_GAIN_DB:g}..{MAX_GAIN_DB:g} dB")
+        with self._command_lock:
+            replies = self._replies()
+            if self.proc is None or not self.proc.send_line(f"gain {ue} {gain_db:.3f}"):
+                raise CellabError(f"ZMQ broker not running: {self.last_line()}")
+            deadline = time.monotonic() + GAIN_REPLY_TIMEOUT_S
+            while time.monotonic() < deadline:
+                new = self._replies()[len(replies):]
+                if new:
+                    if "error" in new[0]:
+                        raise CellabError(f"ZMQ broker refused gain {gain_db:g} dB for UE {ue}: {new[0]['error']}")
+                    self.dl_gains_db[ue] = gain_db
+                    return
+                time.sleep(0.01)
+        raise CellabError(f"ZMQ broker did not confirm gain {gain_db:g} dB for UE {ue} within "
+                          f"{GAIN_REPLY_TIMEOUT_S:g} s: {self.last_line()}")
+
+    def _replies(self) -> list[dict]:
+        return [row for row in self._json_lines() if "gain_ue" in row or "error" in row]
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -18,7 +18,9 @@ nothing of the stack touches the root namespace. The lab holds the host lock /tm
 Attenuation (anchors §1.6): over ZMQ the eNB's `cell_gain` moves RSRP but not SINR (there is no noise), so
 srsue runs its DL AWGN channel emulator as a fixed noise floor (30 dB SNR at 0 dB, srsue_proc.REF_SNR_DB) and
 a run's attenuation_db is `cell_gain -attenuation_db` against it: RSRP and SNR both drop dB for dB, and a new
-attenuation needs no restart.
+attenuation needs no restart. Each UE's own attenuation beyond it is the broker's gain on that UE's downlink,
+changed while the stream runs, so the lab's attenuator (a Mini-Circuits serial emulator, as on the virtual lab)
+plays schedules, mobility replays and radio outages per UE: zmqlab_attenuation.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess
                          write_ue_telemetry)
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
+from .zmqlab_attenuation import ATTENUATOR_MAX_DB, AttenuationControl, ue_attenuations
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 
@@ -73,6 +76,8 @@ class SrsranZmqLab(EmbeddedLab):
     max_ues = MAX_UES  # several: through cellab-zmq-broker
     telemetry_lag_s = 3.5  # srsenb's JSON report reaches its agent up to ~3 s after its timestamp
     snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
+    cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
+    attenuator_max_db = ATTENUATOR_MAX_DB
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
@@ -88,7 +93,8 @@ class SrsranZmqLab(EmbeddedLab):
         self._broker: BrokerProcess | None = None  # between srsenb and every srsue
         self._applied: ZmqLabParams | None = None
         self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
-        self._ue_extra_db: list[float] = [0.0] * ues  # each UE's own beyond it: the broker's dl_gain_db (at start)
+        self._ue_att_db: list[float] = [0.0] * ues  # each UE's: beyond the cell's, the broker's gain on its downlink
+        self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
@@ -127,7 +133,12 @@ class SrsranZmqLab(EmbeddedLab):
     def topology(self) -> Topology:
         ues = tuple(Host(f"ue{i}", self.ue_ns_of(i), ue_addr(i)) for i in range(self.n_ues))
         return Topology(server=Host("server", self.srv_ns, SERVER_ADDR), ues=ues,
-                        extra={"core_netns": self.core_ns, "srsran_bin": str(self.bin_dir)})
+                        extra={"core_netns": self.core_ns, "srsran_bin": str(self.bin_dir),
+                               "attenuation_ctl": self.attenuation_endpoint})
+
+    @property
+    def attenuation_endpoint(self) -> str:
+        return f"ipc://{self.state_dir}/attenuation.ctl"
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def up(self) -> Topology:
@@ -149,6 +160,8 @@ class SrsranZmqLab(EmbeddedLab):
             netns.address(self.srv_ns, "eth0", f"{SERVER_ADDR}/{LINK_PREFIX}")
             netns.default_route(self.srv_ns, CORE_SIDE_ADDR)
             netns.sysctl(self.core_ns, "net.ipv4.ip_forward", "1")
+            self._attenuation = AttenuationControl(self.attenuation_endpoint, self.n_ues, self.set_ue_attenuation,
+                                                   lambda ue: self._ue_att_db[ue])
         except BaseException:
             self.down()
             raise
@@ -202,12 +215,8 @@ class SrsranZmqLab(EmbeddedLab):
         enb = self._enb()
         status = enb.status()
         reasons = self._restart_reasons(p, status.state)
-        per_ue = self.ue_attenuations(p, params.get("ues"))
+        per_ue = ue_attenuations(p.attenuation_db, params.get("ues"), self.n_ues, MAX_ATTENUATION_DB)
         common = min(per_ue)
-        extra = [round(a - common, 3) for a in per_ue]
-        if extra != self._ue_extra_db:  # the broker takes its per-UE gains at start
-            reasons.append(f"per-UE attenuation beyond {common:g} dB {self._ue_extra_db} -> {extra}")
-            self._ue_extra_db = extra
         core = p.core or default_core()
         if core != self.core_flavour:
             reasons.append(f"core {self.core_flavour} -> {core}")
@@ -236,6 +245,8 @@ class SrsranZmqLab(EmbeddedLab):
         if reasons or self._applied is None or common != self._cell_att_db:
             enb.cell_gain(CELL_ID, -common)
             self._cell_att_db = common
+        for i, db in enumerate(per_ue):  # the broker's gains: now if it runs, else at its start
+            self.set_ue_attenuation(i, db)
         if reasons:
             self._applied = None  # until the UEs are attached again
             self._start_ues(p.n_prb)
@@ -248,7 +259,7 @@ class SrsranZmqLab(EmbeddedLab):
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
                                "attach_s": self.last_attach_s if reasons else None,
                                "ue_attenuation_db": per_ue, "cell_gain_db": -common,
-                               "broker_dl_gain_db": [-x for x in extra],
+                               "broker_dl_gain_db": self._broker_gains_db(),
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
 
     def timing_faults(self) -> dict[str, Any]:
@@ -266,22 +277,15 @@ class SrsranZmqLab(EmbeddedLab):
         return {"stack_speed": round(mean / nominal, 3), "stack_msps": round(mean, 3), "nominal_msps": nominal,
                 "stack_speed_min": round(min(msps) / nominal, 3), "stack_samples": len(msps)}
 
-    def ue_attenuations(self, p: ZmqLabParams, ues: Any) -> list[float]:
-        """Each UE's attenuation: its own `attenuation_db` in the run's `ues` list, else the run's. Applied as
-        the eNB's cell_gain (the least of them; no restart to change) and, for a UE above it, its copy of the
-        downlink scaled down by the broker (dl_gain_db, read at the broker's start: a new difference restarts
-        the radio). Both against srsue's fixed noise floor: RSRP and SNR drop dB for dB."""
-        values = [p.attenuation_db] * self.n_ues
-        if isinstance(ues, list):
-            for i, spec in enumerate(ues[:self.n_ues]):
-                own = spec.get("attenuation_db") if isinstance(spec, dict) else getattr(spec, "attenuation_db", None)
-                if own is None:
-                    continue
-                if isinstance(own, bool) or not isinstance(own, (int, float)) or not 0 <= own <= MAX_ATTENUATION_DB:
-                    raise InputError("run parameters", f"ues[{i}].attenuation_db", f"{own!r} is not an attenuation "
-                                     "this lab can apply", [f"0..{MAX_ATTENUATION_DB:g} dB"])
-                values[i] = float(own)
-        return values
+    def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
+        """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, changed
+        while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
+        if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
+            self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
+        self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
+
+    def _broker_gains_db(self) -> list[float]:
+        return [round((self._cell_att_db or 0.0) - db, 3) for db in self._ue_att_db]
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
@@ -329,7 +333,7 @@ class SrsranZmqLab(EmbeddedLab):
         t0 = time.monotonic()
         settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
         self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns,
-                                     dl_gains_db=[-x for x in self._ue_extra_db])
+                                     dl_gains_db=self._broker_gains_db())
         self._broker.start()
         binary = find_srsue(self.bin_dir)
         for i in range(self.n_ues):
@@ -522,6 +526,9 @@ class SrsranZmqLab(EmbeddedLab):
         return out
 
     def down(self) -> None:
+        if self._attenuation is not None:
+            self._attenuation.stop()
+            self._attenuation = None
         self._stop_radio()
         self._applied = None
         self._remove()

@@ -259,8 +259,8 @@ class SchedulePlanning(Protocol):
                   settle_s: float, samples: int, shield_box: str, ue: str, earfcn: int) -> str:
         """Sweep the channel while reading the UE's RSRP and fit: the calibration JSON; CellabError on failure."""
 
-    def virtual_lab_attenuator(self, pty_link: str, ues: int) -> AttenuatorConfig:
-        """The entry of the virtual lab's serial attenuator (a channel per UE)."""
+    def virtual_lab_attenuator(self, pty_link: str, ues: int, max_db: float = 95.0) -> AttenuatorConfig:
+        """The entry of the virtual lab's serial attenuator (a channel per UE, 0..max_db)."""
 
 
 def planning() -> SchedulePlanning:

@@ -71,6 +71,9 @@ class EmbeddedLab(abc.ABC):
     #: the UEs sit behind the virtual cell's attenuator (a Mini-Circuits serial emulator bridged to the cell,
     #: one channel per UE; the session starts it and an attenuator agent driving it)
     cell_attenuator: bool = False
+    #: the span of that attenuator (dB): the Mini-Circuits serial emulator's on topology.extra["attenuation_ctl"]
+    #: (else the virtual cell's control socket, "ctl")
+    attenuator_max_db: float = 95.0
     #: the faults this lab can inject inside a run (cellab.faults.FAULT_KINDS): `cellab validate` refuses the others,
     #: naming the lab and the fault. `radio_outage` goes through the attenuator agent (cell_attenuator); the
     #: others through `inject_fault`

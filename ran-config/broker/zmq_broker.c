@@ -13,6 +13,8 @@
  *   cellab-zmq-broker --enb-tx tcp://127.0.0.1:2000 --enb-rx tcp://127.0.0.1:2001 \
  *       --ue rx=tcp://127.0.0.1:2100,tx=tcp://127.0.0.1:2101[,dl_gain_db=-3] --ue ... [--stats-s 5]
  *
+ * stdin: "gain I DB" sets UE I's downlink gain while the stream runs (an attenuation schedule's step), taken at
+ * the next downlink block; answered on stdout with {"gain_ue":I,"dl_gain_db":DB} or {"error":...}.
  * stdout: "ready" once bound, then every --stats-s seconds a JSON line with the sample rates moved.
  * Exit 2 on bad arguments, 1 on a ZMQ or stream error (named on stderr). */
 #include <errno.h>
@@ -31,10 +33,12 @@
 #define SAMPLE_BYTES 8                      /* cf_t: two floats (srsRAN's default fc32 format) */
 #define MAX_BLOCK_BYTES (3072000u * 8u)     /* srsRAN's ZMQ_MAX_BUFFER_SIZE: 10 subframes at 20 MHz */
 #define MAX_BACKLOG_BYTES (4u * MAX_BLOCK_BYTES) /* a UE's uplink this far ahead of another's is a broken stream */
+#define MIN_GAIN_DB (-100.0)                /* a UE's gain is against the eNB's cell_gain, which may be lower */
+#define MAX_GAIN_DB 100.0
 
 struct ue {
     const char *rx_ep, *tx_ep;  /* the UE's rx_port (we serve it) and tx_port (we ask it) */
-    float dl_amplitude;         /* 10^(dl_gain_db/20) */
+    _Atomic float dl_amplitude; /* 10^(dl_gain_db/20); the control thread may change it at any time */
     void *dl_rep, *ul_req;
     uint8_t *ul_buf;            /* uplink samples received, not yet summed */
     size_t ul_len;
@@ -51,6 +55,7 @@ static struct {
 static _Atomic uint64_t dl_bytes, ul_bytes, dl_blocks, ul_blocks;
 /* what each direction waits for now (the stats line names it: a stalled stream says where) */
 static const char *_Atomic dl_waits_for = "start", *_Atomic ul_waits_for = "start";
+static pthread_mutex_t stdout_lock = PTHREAD_MUTEX_INITIALIZER; /* stats and control replies: whole lines */
 
 static void die(const char *what, const char *endpoint)
 {
@@ -82,8 +87,8 @@ static void parse_ue(char *spec, struct ue *u)
         } else if (!strcmp(kv, "dl_gain_db")) {
             char *end;
             double db = strtod(val, &end);
-            if (*val == '\0' || *end != '\0' || !isfinite(db) || db > 0 || db < -100)
-                usage("--ue dl_gain_db: a number of dB in -100..0");
+            if (*val == '\0' || *end != '\0' || !isfinite(db) || db > MAX_GAIN_DB || db < MIN_GAIN_DB)
+                usage("--ue dl_gain_db: a number of dB in -100..100");
             u->dl_amplitude = (float)pow(10.0, db / 20.0);
         } else {
             usage("--ue: unknown key (allowed: rx, tx, dl_gain_db)");
@@ -176,9 +181,10 @@ static void *downlink(void *arg)
         const float *samples = zmq_msg_data(&block);
         for (int i = 0; i < B.n_ues; i++) {
             const void *out = samples;
-            if (B.ue[i].dl_amplitude != 1.0f) {
+            float amplitude = B.ue[i].dl_amplitude; /* one value for the whole block */
+            if (amplitude != 1.0f) {
                 for (size_t k = 0; k < len / sizeof(float); k++)
-                    scaled[k] = samples[k] * B.ue[i].dl_amplitude;
+                    scaled[k] = samples[k] * amplitude;
                 out = scaled;
             }
             if (zmq_send(B.ue[i].dl_rep, out, len, 0) < 0)
@@ -248,6 +254,36 @@ static void *uplink(void *arg)
     return NULL;
 }
 
+static void say(const char *line)
+{
+    pthread_mutex_lock(&stdout_lock);
+    fputs(line, stdout);
+    fflush(stdout);
+    pthread_mutex_unlock(&stdout_lock);
+}
+
+/* "gain I DB" lines on stdin; anything else is answered with an error and changes nothing */
+static void *control(void *arg)
+{
+    (void)arg;
+    char line[128], reply[160];
+    while (fgets(line, sizeof line, stdin)) {
+        int ue, used = 0;
+        double db;
+        if (sscanf(line, "gain %d %lf %n", &ue, &db, &used) != 2 || line[used] != '\0' || ue < 0 ||
+            ue >= B.n_ues || !isfinite(db) || db < MIN_GAIN_DB || db > MAX_GAIN_DB) {
+            snprintf(reply, sizeof reply, "{\"error\":\"expected 'gain UE DB' with UE 0..%d and DB in "
+                     "-100..100\"}\n", B.n_ues - 1);
+            say(reply);
+            continue;
+        }
+        B.ue[ue].dl_amplitude = (float)pow(10.0, db / 20.0);
+        snprintf(reply, sizeof reply, "{\"gain_ue\":%d,\"dl_gain_db\":%.3f}\n", ue, db);
+        say(reply);
+    }
+    return NULL; /* stdin closed: the gains stay as they are */
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -270,25 +306,27 @@ int main(int argc, char **argv)
         if (!B.ue[i].ul_buf)
             die("out of memory for", B.ue[i].tx_ep);
     }
-    pthread_t dl, ul;
-    if (pthread_create(&dl, NULL, downlink, NULL) || pthread_create(&ul, NULL, uplink, NULL)) {
+    pthread_t dl, ul, ctl;
+    if (pthread_create(&dl, NULL, downlink, NULL) || pthread_create(&ul, NULL, uplink, NULL) ||
+        pthread_create(&ctl, NULL, control, NULL)) {
         fprintf(stderr, "cellab-zmq-broker: cannot start its threads\n");
         return 1;
     }
-    printf("ready: %d UEs\n", B.n_ues);
-    fflush(stdout);
+    char line[512];
+    snprintf(line, sizeof line, "ready: %d UEs\n", B.n_ues);
+    say(line);
     double t0 = now_s(), last = t0;
     uint64_t last_dl = 0, last_ul = 0;
     for (;;) {
         usleep((useconds_t)(B.stats_s * 1e6));
         double t = now_s();
         uint64_t d = dl_bytes, u = ul_bytes;
-        printf("{\"t_s\":%.1f,\"dl_msps\":%.3f,\"ul_msps\":%.3f,\"dl_blocks\":%llu,\"ul_blocks\":%llu,"
-               "\"dl_waits_for\":\"%s\",\"ul_waits_for\":\"%s\"}\n",
-               t - t0, (double)(d - last_dl) / SAMPLE_BYTES / (t - last) / 1e6,
-               (double)(u - last_ul) / SAMPLE_BYTES / (t - last) / 1e6, (unsigned long long)dl_blocks,
-               (unsigned long long)ul_blocks, dl_waits_for, ul_waits_for);
-        fflush(stdout);
+        snprintf(line, sizeof line, "{\"t_s\":%.1f,\"dl_msps\":%.3f,\"ul_msps\":%.3f,\"dl_blocks\":%llu,"
+                 "\"ul_blocks\":%llu,\"dl_waits_for\":\"%s\",\"ul_waits_for\":\"%s\"}\n",
+                 t - t0, (double)(d - last_dl) / SAMPLE_BYTES / (t - last) / 1e6,
+                 (double)(u - last_ul) / SAMPLE_BYTES / (t - last) / 1e6, (unsigned long long)dl_blocks,
+                 (unsigned long long)ul_blocks, dl_waits_for, ul_waits_for);
+        say(line);
         last_dl = d, last_ul = u, last = t;
     }
 }

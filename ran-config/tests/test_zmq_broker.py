@@ -1,6 +1,7 @@
 """cellab-zmq-broker against stand-ins for srsenb and two srsue speaking srsRAN's ZMQ radio framing (a 1-byte
 request, a reply of cf_t samples): downlink copied (and scaled by a UE's dl_gain_db), uplink summed sample for
-sample when the UEs' blocks differ in size, bad input refused. No srsRAN needed; well under a second."""
+sample when the UEs' blocks differ in size, a UE's gain changed while the stream runs (stdin `gain I DB`), bad input
+refused. No srsRAN needed; well under a second."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 import zmq
 
+from cellab.errors import CellabError
 from cellab.paths import find_program
-from cellab.ran.zmq_broker import broker_argv
+from cellab.ran.zmq_broker import BrokerProcess, broker_argv
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +63,7 @@ def stack(broker_bin):
     socks["enb_tx"] = sock(zmq.REP, ep(enb_tx), True)
     socks["ue0_tx"] = sock(zmq.REP, ep(ue0_tx), True)
     socks["ue1_tx"] = sock(zmq.REP, ep(ue1_tx), True)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().startswith("ready"), proc.stderr.read()
     socks["enb_rx"] = sock(zmq.REQ, ep(enb_rx), False)
     socks["ue0_rx"] = sock(zmq.REQ, ep(ue0_rx), False)
@@ -81,6 +83,51 @@ def test_downlink_block_reaches_every_ue_scaled_by_its_gain(stack):
     s["enb_tx"].send(block)
     assert _recv_samples(s["ue0_rx"]).tobytes() == block
     np.testing.assert_allclose(_recv_samples(s["ue1_rx"]), np.frombuffer(block, np.complex64) * 0.1, rtol=1e-5)
+
+
+def _one_downlink_block(s, block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    s["ue0_rx"].send(b"\xff")
+    s["ue1_rx"].send(b"\xff")
+    assert s["enb_tx"].recv() == b"\xff"
+    s["enb_tx"].send(block)
+    return _recv_samples(s["ue0_rx"]), _recv_samples(s["ue1_rx"])
+
+
+def test_a_ues_gain_changes_while_the_stream_runs_and_a_bad_command_changes_nothing(stack):
+    s, proc = stack
+    block = _samples(1 + 2j, -3 + 4j)
+    for command, reply in (("gain 1 0", '{"gain_ue":1,"dl_gain_db":0.000}'),
+                           ("gain 0 6.02", '{"gain_ue":0,"dl_gain_db":6.020}')):
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == reply
+    ue0, ue1 = _one_downlink_block(s, block)
+    np.testing.assert_allclose(ue0, np.frombuffer(block, np.complex64) * 2.0, rtol=1e-3)  # +6.02 dB
+    assert ue1.tobytes() == block  # -20 dB at start, 0 dB now
+    for bad in ("gain 2 0", "gain 1 nan", "gain 1 -101", "gain 1 -3 extra", "cell_gain 1 -3", "gain one -3"):
+        proc.stdin.write(bad + "\n")
+        proc.stdin.flush()
+        assert '"error"' in proc.stdout.readline() and proc.poll() is None, bad
+    ue0, ue1 = _one_downlink_block(s, block)
+    assert ue1.tobytes() == block  # unchanged by the refused commands
+
+
+def test_broker_process_sets_a_gain_once_confirmed_and_refuses_out_of_range(broker_bin, tmp_path):
+    broker = BrokerProcess(tmp_path, 2, netns=None)
+    broker.start()
+    try:
+        broker.set_gain(1, -12.5)
+        assert broker.dl_gains_db == [0.0, -12.5]
+        assert '{"gain_ue":1,"dl_gain_db":-12.500}' in broker.text()
+        for ue, gain in ((2, 0.0), (0, float("nan")), (0, 101.0)):
+            with pytest.raises(CellabError) as err:
+                broker.set_gain(ue, gain)
+            assert "UE 0..1, gain -100..100 dB" in str(err.value)
+        assert broker.dl_gains_db == [0.0, -12.5] and broker.rates() == []  # acks are not stats lines
+    finally:
+        broker.stop()
+    with pytest.raises(CellabError, match="not running"):
+        broker.set_gain(0, 0.0)
 
 
 def test_uplink_is_the_sample_sum_when_blocks_differ_in_size(stack):
@@ -115,7 +162,7 @@ def test_a_block_of_partial_samples_stops_it_naming_the_sender(stack):
 @pytest.mark.parametrize(("args", "message"), [
     (["--enb-tx", "tcp://127.0.0.1:1"], "at least one --ue"),
     (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a"], "needs rx=EP and tx=EP"),
-    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,dl_gain_db=6"], "dl_gain_db: a number of dB in -100..0"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,dl_gain_db=106"], "dl_gain_db: a number of dB in -100..100"),
     (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,gain=1"], "allowed: rx, tx, dl_gain_db"),
     (["--bogus", "1"], "unknown option"),
 ])

@@ -1,7 +1,8 @@
 """Per-UE attenuation on srsran-zmq, as on `virtual`: a run's `ues` list may give each UE its own `attenuation_db`;
 the lab applies the least as the eNB's cell_gain and each UE's excess as its own downlink gain in the ZMQ broker
-(dl_gain_db), both against srsue's fixed noise floor. Without srsRAN: the split and the broker's argv; with the
-bundle (root): one 2-UE `cellab run`, 0 and 12 dB, whose UEs report RSRP and SNR 12 dB apart."""
+(dl_gain_db), both against srsue's fixed noise floor; the lab's attenuator changes a UE's gain while the run goes
+(schedules). Without srsRAN: the split, the broker's argv and the attenuator's control socket; with the bundle
+(root): one 2-UE `cellab run`, 0 and 12 dB, whose UEs report RSRP and SNR 12 dB apart."""
 
 from __future__ import annotations
 
@@ -13,25 +14,70 @@ import sys
 from pathlib import Path
 
 import pytest
+import zmq
+from cellab.labs.cellctl import CellControl, CellControlError
 from cellab.ran.zmq_broker import broker_argv
-from cellab.ran.zmqlab import SrsranZmqLab, validate_params
+from cellab.ran.zmqlab import SrsranZmqLab
+from cellab.ran.zmqlab_attenuation import AttenuationControl, ue_attenuations
 
 from cellab.errors import CellabError
 
 
 def test_each_ue_gets_its_own_attenuation_or_the_runs(tmp_path):
-    lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=3)
-    p = validate_params({"attenuation_db": 5})
-    assert lab.ue_attenuations(p, 3) == [5.0, 5.0, 5.0]
-    assert lab.ue_attenuations(p, [{"name": "a", "attenuation_db": 0}, {"name": "b"},
-                                   {"name": "c", "attenuation_db": 12.5}]) == [0.0, 5.0, 12.5]
+    assert ue_attenuations(5, 3, 3, 25) == [5.0, 5.0, 5.0]
+    assert ue_attenuations(5, [{"name": "a", "attenuation_db": 0}, {"name": "b"},
+                               {"name": "c", "attenuation_db": 12.5}], 3, 25) == [0.0, 5.0, 12.5]
     with pytest.raises(CellabError) as err:
-        lab.ue_attenuations(p, [{"attenuation_db": 30}])
+        ue_attenuations(5, [{"attenuation_db": 30}], 3, 25)
     assert "ues[0].attenuation_db" in str(err.value) and "0..25" in str(err.value)
     argv = broker_argv(Path("/b"), 2, [0.0, -12.5])
     ues = [argv[i + 1] for i, a in enumerate(argv) if a == "--ue"]
     assert ues == ["rx=tcp://127.0.0.1:2100,tx=tcp://127.0.0.1:2101",
                    "rx=tcp://127.0.0.1:2102,tx=tcp://127.0.0.1:2103,dl_gain_db=-12.5"], ues
+
+
+def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_path):
+    """What the attenuator bridge asks (the virtual cell's control protocol) becomes the broker's gain for that
+    UE: the cell's attenuation (the eNB's cell_gain, shared) minus the UE's; a broken request changes nothing."""
+    lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=2)
+    sent: list[tuple[int, float]] = []
+
+    class Broker:  # the lab's broker as set_ue_attenuation meets it (the real one: test_zmq_broker.py)
+        def running(self) -> bool:
+            return True
+
+        def set_gain(self, ue: int, gain_db: float) -> None:
+            if gain_db < -30:
+                raise CellabError("ZMQ broker refused")
+            sent.append((ue, gain_db))
+
+    endpoint = f"ipc://{tmp_path}/attenuation.ctl"
+    control = AttenuationControl(endpoint, 2, lab.set_ue_attenuation, lambda ue: lab._ue_att_db[ue])
+    ctl = CellControl(endpoint, 2000)
+    try:
+        lab.set_ue_attenuation(1, 12.0)  # before the broker runs: kept for its start
+        assert sent == [] and lab._broker_gains_db() == [0.0, -12.0]
+        lab._broker, lab._cell_att_db = Broker(), 5.0  # configure: cell_gain -5 dB
+        assert ctl.set_attenuation(1, 20.0)["attenuation_db"] == 20.0
+        assert ctl.set_attenuation(0, 0.0)["ok"] is True
+        assert sent == [(1, -15.0), (0, 5.0)]
+        assert ctl.get_attenuation(1)["attenuation_db"] == 20.0
+        for ue, db, says in ((2, 10.0, "ue: 0..1"), (0, 61.0, "attenuation_db: 0..60 dB"),
+                             (0, 40.0, "ZMQ broker refused")):
+            with pytest.raises(CellControlError, match=says):
+                ctl.set_attenuation(ue, db)
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, 2000)
+        sock.connect(endpoint)
+        for raw in (b"\xff\xfe", b"[1]", b'{"op": "rm -rf", "ue": 0}', b'{"op": "set_attenuation", "ue": true}'):
+            sock.send(raw)
+            assert json.loads(sock.recv())["ok"] is False, raw
+        sock.close()
+        assert sent == [(1, -15.0), (0, 5.0)] and lab._ue_att_db == [0.0, 20.0]
+    finally:
+        ctl.close()
+        control.stop()
 
 
 @pytest.mark.root
@@ -66,3 +112,43 @@ def test_two_ues_at_different_attenuations_see_their_own_signal(bundle, tmp_path
     assert 9 <= last[0]["rsrp"] - last[1]["rsrp"] <= 15 and 9 <= last[0]["dl_snr_db"] - last[1]["dl_snr_db"] <= 15
     print(f"near rsrp {last[0]['rsrp']:.1f} snr {last[0]['dl_snr_db']:.1f}; far rsrp {last[1]['rsrp']:.1f} "
           f"snr {last[1]['dl_snr_db']:.1f}")
+
+
+@pytest.mark.root
+@pytest.mark.extended  # a minute of srsRAN with two UEs; the attenuator's path to the broker is checked above
+@pytest.mark.timeout(900 + 300)  # the srsRAN lock may be held by another stack for minutes; the run ~60 s
+def test_a_schedule_on_one_ue_moves_its_signal_and_leaves_the_others(bundle, tmp_path):
+    """A schedule played on UE `far` while the run goes (0 dB, 15 dB, back to 0): its own srsue reports RSRP
+    15 dB lower in the middle and back at the end, with no restart; UE `near` keeps its signal throughout."""
+    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
+    (tmp_path / "walk.yaml").write_text(
+        "channels: [2]\nupdate_interval_s: 0.5\nsegments:\n"
+        "  - {kind: hold, db: 0, duration_s: 3}\n  - {kind: hold, db: 15, duration_s: 6}\n"
+        "  - {kind: hold, db: 0, duration_s: 30}\n")
+    camp.write_text("name: zmq-per-ue-schedule\nlab: srsran-zmq\nrepeat: 1\n"
+                    "schedules: {walk: {file: walk.yaml}}\n"
+                    "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
+                    "        ues: [{name: near}, {name: far, schedule: walk}]}\n"
+                    "workload: {tool: iperf3, duration_s: 14}\n"
+                    "timeouts: {run_s: 150, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0, "
+                    "min_stack_speed: null}\n")  # the signal's levels are what is judged, not rates
+    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "60"}
+    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqs",
+                           "--no-report"], capture_output=True, text=True, timeout=500, env=env)
+    log = proc.stdout[-3000:] + proc.stderr[-3000:]
+    [folder] = sorted(out.iterdir())
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        [(run_id, status, error)] = list(db.execute("SELECT run_id, status, error FROM runs"))
+    assert status == "ok", (error, log)
+    run_dir = folder / "runs" / run_id
+    configure = json.loads((run_dir / "lab_status.json").read_text())["configure"]
+    assert configure["broker_dl_gain_db"] == [0.0, 0.0], configure
+    rsrp = {i: [json.loads(x)["rsrp"] for x in (run_dir / "telemetry" / f"ue{i}.jsonl").read_text().splitlines()]
+            for i in (0, 1)}
+    near, far = rsrp[0], rsrp[1]
+    assert len(far) >= 8, far
+    # 0 dB: RSRP ~60; 15 dB: ~45, and back
+    assert abs(max(far) - 60) <= 3 and abs(min(far) - 45) <= 3, far
+    assert abs(far[-1] - 60) <= 3, far
+    assert max(near) - min(near) <= 4 and abs(sum(near) / len(near) - 60) <= 3, near
+    print(f"far RSRP {far}; near RSRP {near}")
