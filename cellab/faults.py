@@ -19,6 +19,7 @@ RRC events and its TTI log), not from the plan: `recovery_metrics`.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -186,12 +187,28 @@ def read_cell_events(cell_log: Path) -> list[dict[str, Any]]:
     return events
 
 
+def read_lab_events(path: Path) -> list[dict[str, Any]]:
+    """A lab's wall-clock events (srsran-zmq's lab_events.jsonl: an `event` and its `t_s` per line), each with a
+    `tti` in ms since the epoch, so that they read like the cell's."""
+    events = []
+    for line in (path.read_text(errors="replace").splitlines() if path.is_file() else []):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("event"), str) and isinstance(row.get("t_s"), (int, float)) \
+                and not isinstance(row["t_s"], bool) and math.isfinite(row["t_s"]):
+            events.append(row | {"tti": round(row["t_s"] * 1000)})
+    return events
+
+
 REATTACH_EVENTS = ("reest_complete", "connect_complete")
 
 
 def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_of: Callable[[int], float],
-                  played: list[dict[str, Any]], max_db: float | None) -> tuple[float | None, float | None, str]:
-    """When the fault started and ended on the run's timeline: the cell's own events (the attenuation it
+                  played: list[dict[str, Any]], max_db: float | None,
+                  events_from: str) -> tuple[float | None, float | None, str]:
+    """When the fault started and ended on the run's timeline: the lab's own events (the attenuation the cell
     applied, its S1 path going down and up), else the injector's reply times."""
     asked = {row["action"]: row for row in played if row["fault"] == index}
     since = asked["start"]["asked_s"] - 0.5 if "start" in asked else None
@@ -216,21 +233,23 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
                 end = t
                 break
     if start is not None:
-        return start, end, "cell"
+        return start, end, events_from
     return (asked["start"]["applied_s"] if "start" in asked else None,
             asked["end"]["applied_s"] if "end" in asked else None, "injector")
 
 
 def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], events: list[dict[str, Any]],
                      delivered: tuple[np.ndarray, np.ndarray] | None, drops: tuple[np.ndarray, np.ndarray] | None,
-                     t_of: Callable[[int], float], span_s: float, max_db: float | None) -> list[dict[str, Any]]:
+                     t_of: Callable[[int], float], span_s: float, max_db: float | None,
+                     events_from: str = "cell") -> list[dict[str, Any]]:
     """Per fault, on the run's timeline (s from the workload's start): start, end, the radio link failure and
-    the re-attach (the cell's RRC events), when throughput came back to 90 % of its pre-fault level, the
-    bytes the cell dropped from the fault's start to then, the longest stall of the UE's downlink.
-    `delivered`/`drops`: (t_s, bytes) per TTI of the faulted UE (the cell's TTI log)."""
+    the re-attach (the RRC events of `events_from`: the virtual cell's, or srsue's on srsran-zmq), when
+    throughput came back to 90 % of its pre-fault level, the bytes the cell dropped from the fault's start to
+    then, the longest stall of the UE's downlink. `delivered`/`drops`: (t_s, bytes) per TTI of the faulted UE
+    (the cell's TTI log)."""
     out = []
     for i, fault in enumerate(faults):
-        start, end, source = _fault_window(fault, i, events, t_of, played, max_db)
+        start, end, source = _fault_window(fault, i, events, t_of, played, max_db, events_from)
         row: dict[str, Any] = {"fault": i, "kind": fault.kind, "ue": fault.ue, "planned_at_s": fault.at_s,
                                "planned_duration_s": fault.duration_s, "start_s": start, "end_s": end,
                                "times_from": source}

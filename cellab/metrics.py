@@ -421,11 +421,15 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
                       max_db: float | None) -> list[dict[str, Any]]:
     """Recovery per fault (cellab.faults.recovery_metrics) from the lab's own records: the virtual cell's events
     (its log) and its TTI log (the faulted UE's delivered and dropped bytes per TTI), on the workload's time
-    axis. Without them (a lab that keeps no clock), the times are the injector's and the throughput figures
-    are left out."""
-    from cellab.faults import read_cell_events, recovery_metrics
+    axis; on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`).
+    Without them (a lab that keeps no clock), the times are the injector's and the throughput figures are left
+    out."""
+    from cellab.faults import read_cell_events, read_lab_events, recovery_metrics
 
     events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
+    if mark is None and "lab-events" in artifacts:  # wall-clock events, their `tti` in ms since the epoch
+        return recovery_metrics(faults, played, read_lab_events(artifacts["lab-events"]), None, None,
+                                lambda tti: tti / 1000.0 - t0_s, span_s, max_db, events_from="srsue")
     if mark is None:
         return recovery_metrics(faults, played, [], None, None, lambda tti: float("nan"), span_s, max_db)
 

@@ -46,6 +46,7 @@ from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.proc import stop_all
 
 from .report import effective_per_ue
+from .ue_events import read_rrc_events, rrc_state
 from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim,
                          write_ue_telemetry)
 from .uhd_args import SAMPLE_RATE_HZ
@@ -78,6 +79,7 @@ class SrsranZmqLab(EmbeddedLab):
     snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
     cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
     attenuator_max_db = ATTENUATOR_MAX_DB
+    fault_kinds = frozenset({"radio_outage"})  # the attenuator's maximum; recovery from srsue's own RRC events
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
@@ -95,6 +97,7 @@ class SrsranZmqLab(EmbeddedLab):
         self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
         self._ue_att_db: list[float] = [0.0] * ues  # each UE's: beyond the cell's, the broker's gain on its downlink
         self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
+        self._attenuation_events: list[dict[str, Any]] = []  # each value the broker applied, with its wall time
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
@@ -282,6 +285,8 @@ class SrsranZmqLab(EmbeddedLab):
         while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
         if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
             self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
+            self._attenuation_events = self._attenuation_events[-999:] + [
+                {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
 
     def _broker_gains_db(self) -> list[float]:
@@ -497,6 +502,12 @@ class SrsranZmqLab(EmbeddedLab):
                     "broker": {"running": bool(self._broker and self._broker.running()),
                                "rates": self._broker.rates()[-5:] if self._broker else []}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
+        events = [e for e in self._attenuation_events if e["t_s"] >= self._configured_at_s]
+        for ue in self._ues:  # srsue's own RRC events: a radio-link failure and the way back (faults' recovery)
+            events += read_rrc_events(ue.log, ue.index, self._configured_at_s)
+        (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(
+            events, key=lambda e: e["t_s"])))
+        out["lab-events"] = run_dir / "lab_events.jsonl"
         if self._effective:  # the eNB's SR receptions per UE (read by ground_truth): the metrics' second truth
             (run_dir / "sr_effective.json").write_text(json.dumps(self._effective, indent=1))
             out["sr-effective"] = run_dir / "sr_effective.json"
@@ -509,6 +520,11 @@ class SrsranZmqLab(EmbeddedLab):
             except Exception:  # noqa: BLE001 (not written yet: no UE reported)
                 continue
         return out
+
+    def fault_state(self) -> dict[str, Any]:
+        """Each UE's RRC state after its srsue's events since configure (attached then)."""
+        return {"rrc_state": {str(ue.index): rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s),
+                                                       attached=True) for ue in self._ues}}
 
     def _collect_ue(self, ue: SrsueProcess, console_offset: int, run_dir: Path) -> dict[str, Path]:
         """srsue's console since configure, its log and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under

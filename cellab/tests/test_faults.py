@@ -88,12 +88,13 @@ def test_overlap_is_per_box_faults_on_two_boxes_may_overlap(tmp_path):
     assert len(campaign.faults["s1-cut-2s"]) == 2
 
 
-@pytest.mark.parametrize("lab", ["wired", "srsran-zmq"])
-def test_labs_that_inject_no_faults_refuse_them_naming_lab_and_fault(tmp_path, lab):
+@pytest.mark.parametrize(("lab", "outage"), [("wired", False), ("srsran-zmq", True)])
+def test_labs_refuse_the_faults_they_cannot_inject_naming_lab_and_fault(tmp_path, lab, outage):
     text = _error(tmp_path, "  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 0.5}]\n"
                             "  outage-3s: [{kind: radio_outage, at_s: 4, duration_s: 3}]\n"
                             "  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}]", lab)
-    assert f"faults.outage-0.5s[0].kind: lab {lab} cannot inject radio_outage" in text, text
+    # srsran-zmq: a radio outage through its attenuator (the broker's gain); no S1 cut yet
+    assert (f"faults.outage-0.5s[0].kind: lab {lab} cannot inject radio_outage" in text) is not outage, text
     assert f"faults.s1-cut-2s[0].kind: lab {lab} cannot inject s1_cut" in text
 
 
@@ -136,6 +137,30 @@ def test_recovery_figures_come_from_the_cells_events_and_bytes_not_the_plan():
     assert row["lost_bytes"] == 50_000
     assert row["longest_stall_s"] == pytest.approx(2.66 - 2.005, abs=0.002)
     assert not_recovered([row], {"rrc_state": {"0": "connected"}, "s1_up": True}) is None
+
+
+def test_on_srsran_zmq_recovery_comes_from_the_attenuation_applied_and_srsues_rrc_events(tmp_path):
+    """srsran-zmq keeps no TTI clock: its lab_events.jsonl holds the attenuation the broker applied and srsue's
+    RRC events on the wall clock; the workload started at t0."""
+    import json
+
+    from cellab.metrics import fault_run_metrics
+
+    t0 = 1_790_000_000.0
+    rows = [("attenuation", 2.010, {"attenuation_db": 60.0}), ("t310_start", 2.100, {}), ("rlf", 2.503, {}),
+            ("attenuation", 5.012, {"attenuation_db": 0.0}), ("reest_start", 5.390, {}),
+            ("reest_complete", 5.441, {}), ("rlf", float("nan"), {})]  # a broken line is left out
+    (tmp_path / "lab_events.jsonl").write_text("".join(
+        json.dumps({"event": name, "ue": 0, "t_s": t0 + t, **extra}) + "\n" for name, t, extra in rows) + "{\n")
+    played = [{"fault": 0, "action": "start", "asked_s": 2.0, "applied_s": 2.02},
+              {"fault": 0, "action": "end", "asked_s": 5.0, "applied_s": 5.02}]
+    (row,) = fault_run_metrics([FaultSpec(kind="radio_outage", at_s=2.0, duration_s=3.0)], played,
+                               {"lab-events": tmp_path / "lab_events.jsonl"}, None, t0, 10.0, 60.0)
+    assert row["times_from"] == "srsue"
+    assert (row["start_s"], row["end_s"]) == pytest.approx((2.010, 5.012), abs=1e-3)
+    assert row["rlf_s"] == pytest.approx(2.503, abs=1e-3) and row["out_of_sync_s"] == pytest.approx(2.1, abs=1e-3)
+    assert row["reattach_by"] == "reest" and row["reattach_after_end_s"] == pytest.approx(0.429, abs=1e-3)
+    assert "throughput_back_s" not in row  # no per-TTI bytes on this lab
 
 
 def test_a_fault_the_lab_did_not_recover_from_is_named_with_its_state():

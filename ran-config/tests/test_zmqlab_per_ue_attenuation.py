@@ -122,7 +122,7 @@ def test_a_schedule_on_one_ue_moves_its_signal_and_leaves_the_others(bundle, tmp
     15 dB lower in the middle and back at the end, with no restart; UE `near` keeps its signal throughout."""
     out, camp = tmp_path / "out", tmp_path / "camp.yaml"
     (tmp_path / "walk.yaml").write_text(
-        "channels: [2]\nupdate_interval_s: 0.5\nsegments:\n"
+        "channels: [1]\nupdate_interval_s: 0.5\nsegments:\n"  # played on the UE's own channel (2)
         "  - {kind: hold, db: 0, duration_s: 3}\n  - {kind: hold, db: 15, duration_s: 6}\n"
         "  - {kind: hold, db: 0, duration_s: 30}\n")
     camp.write_text("name: zmq-per-ue-schedule\nlab: srsran-zmq\nrepeat: 1\n"

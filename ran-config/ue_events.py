@@ -1,0 +1,66 @@
+"""srsue's own RRC events, from its log (rendered with `rrc_level = info`), on the wall clock: what the
+srsran-zmq lab records of a radio link failure and the way back, in the shape of the virtual cell's events
+(cellab.faults: `t310_start`, `rlf`, `reest_start`, `reest_complete`, `connect_complete`), with `t_s`.
+
+srsue writes each line with its local wall time, `2026-11-26T14:13:31.411743 [RRC    ] [I] ...`; the lines
+read (srsRAN 4G 23.04, seen in this lab's runs):
+- `Detected 1 out-of-sync from PHY. Trying to resync. Starting T310 timer 200 ms`
+- `Timer T310 expired: Radio Link Failure`
+- `SRB0 - Tx rrcConnectionReestablishmentRequest`, `SRB1 - Tx rrcConnectionReestablishmentComplete`
+- `SRB1 - Tx rrcConnectionSetupComplete` (a new connection: the first attach, or after a failed re-establishment)
+Timers run on the stack's clock: on a host where srsRAN runs at half speed T310's 200 ms take 400 ms of wall time.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) \[RRC\s*\] \[[IWE]\] (.*)$")
+EVENTS = (
+    ("t310_start", "Starting T310 timer"),
+    ("rlf", "Timer T310 expired"),
+    ("reest_start", "Tx rrcConnectionReestablishmentRequest"),
+    ("reest_complete", "Tx rrcConnectionReestablishmentComplete"),
+    ("connect_complete", "Tx rrcConnectionSetupComplete"),
+)
+#: the RRC state after each event (a UE ends a run connected unless its last event left it otherwise)
+STATE_AFTER = {"t310_start": "connected", "rlf": "reestablishing", "reest_start": "reestablishing",
+               "reest_complete": "connected", "connect_complete": "connected"}
+MAX_LOG_BYTES = 256 * 1024 * 1024  # a run's share of srsue's log is far less; a runaway log is not read whole
+
+
+def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0) -> list[dict[str, Any]]:
+    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order."""
+    try:
+        with open(log_path, "rb") as log:
+            raw = log.read(MAX_LOG_BYTES)
+    except OSError:
+        return []
+    events = []
+    for line in raw.decode(errors="replace").splitlines():
+        if "[RRC" not in line:
+            continue
+        match = LINE_RE.match(line)
+        if match is None:
+            continue
+        name = next((event for event, text in EVENTS if text in match.group(2)), None)
+        if name is None:
+            continue
+        try:
+            t_s = datetime.fromisoformat(match.group(1)).timestamp()  # srsue's local time, as this host's
+        except ValueError:
+            continue
+        if t_s >= since_s:
+            events.append({"event": name, "ue": ue, "t_s": t_s})
+    return events
+
+
+def rrc_state(events: list[dict[str, Any]], attached: bool) -> str:
+    """The UE's RRC state after its events (`attached`: it connected before them, at configure)."""
+    state = "connected" if attached else "idle"
+    for event in events:
+        state = STATE_AFTER.get(event["event"], state)
+    return state
