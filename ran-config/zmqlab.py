@@ -69,6 +69,7 @@ REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
 UE_STOP_GRACE_S = 0.5
 CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
+RECONNECT_WAIT_S = 20.0  # a UE that lost the cell: its re-establishment (1-2 s measured) before a restart
 
 
 class SrsranZmqLab(EmbeddedLab):
@@ -225,6 +226,16 @@ class SrsranZmqLab(EmbeddedLab):
             reasons.append(f"core {self.core_flavour} -> {core}")
         elif self._applied is not None and (down := self._core_down()):
             reasons.append(down)  # the core afresh, and the UEs attached to it again
+        if not reasons and (lost := self._lost_ues()):
+            # a radio link failure since the last configure (the attenuator's safe state after a stopped schedule,
+            # a fault): srsue re-establishes by itself once it hears the cell again; restart only if it does not
+            if common != self._cell_att_db:
+                enb.cell_gain(CELL_ID, -common)
+                self._cell_att_db = common
+            for i, db in enumerate(per_ue):
+                self.set_ue_attenuation(i, db)
+            reasons += [f"srsue {i} lost the cell and did not come back within {RECONNECT_WAIT_S:g} s"
+                        for i in self._wait_reconnected(lost)]
         steps_s: dict[str, float] = {}  # where a restart's time goes
         if reasons:
             if status.state in ("running", "starting"):
@@ -288,6 +299,21 @@ class SrsranZmqLab(EmbeddedLab):
             self._attenuation_events = self._attenuation_events[-999:] + [
                 {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
+
+    def _lost_ues(self) -> list[int]:
+        """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""
+        if self._applied is None:
+            return []
+        return [ue.index for ue in self._ues
+                if rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s), attached=True) != "connected"]
+
+    def _wait_reconnected(self, lost: list[int]) -> list[int]:
+        """Those of `lost` still not connected after RECONNECT_WAIT_S."""
+        deadline = time.monotonic() + RECONNECT_WAIT_S
+        while lost and time.monotonic() < deadline:
+            time.sleep(0.2)
+            lost = [i for i in lost if i in self._lost_ues()]
+        return lost
 
     def _broker_gains_db(self) -> list[float]:
         return [round((self._cell_att_db or 0.0) - db, 3) for db in self._ue_att_db]
