@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,3 +45,20 @@ def bundle() -> Path:
     with host_lock(SRSRAN_LOCK, LOCK_WAIT_S, "srsran-zmq test"):
         pass
     return folder
+
+
+def run_zmq_campaign(bundle: Path, tmp_path: Path, campaign_yaml: str, prefix: str,
+                     lock_wait_s: float = 120.0) -> tuple[Path, list[tuple[str, str, str | None, str]], str]:
+    """`cellab run` of a campaign on the srsran-zmq lab (no report): its result folder, its runs in plan order
+    (run_id, status, error, factors JSON) and the tail of the command's output."""
+    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
+    camp.write_text(campaign_yaml)
+    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": str(lock_wait_s)}
+    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", prefix,
+                           "--no-report"], capture_output=True, text=True, timeout=lock_wait_s + 600, env=env)
+    log = proc.stdout[-3000:] + proc.stderr[-3000:]
+    folders = sorted(out.iterdir()) if out.is_dir() else []
+    assert len(folders) == 1, (folders, log)
+    with sqlite3.connect(folders[0] / "results.sqlite") as db:
+        runs = list(db.execute("SELECT run_id, status, error, factors FROM runs ORDER BY idx"))
+    return folders[0], runs, log

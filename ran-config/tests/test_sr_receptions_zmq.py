@@ -6,17 +6,14 @@ difference (period, unused occasions, spacing). Skipped, saying why, without the
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cellab.ran.zmqlab import default_core
 
+from .conftest import LOCK_WAIT_S, run_zmq_campaign
 
-LOCK_WAIT_S = 900.0
+
 
 
 
@@ -29,21 +26,15 @@ LOCK_WAIT_S = 900.0
 @pytest.mark.extended
 @pytest.mark.parametrize("period_ms", [10, 40])
 def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path, period_ms: int):
-    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
-    camp.write_text(f"name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\n"
-                    f"fixed: {{n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll, sr_period_ms: {period_ms}}}\n"
-                    "workload: {tool: probe, duration_s: 2, sr_probes: 20}\n"
-                    "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n")
-    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "120"}
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqs",
-                           "--no-report"], capture_output=True, text=True, timeout=900, env=env)
-    log = proc.stdout[-2000:] + proc.stderr[-2000:]
-    [folder] = sorted(out.iterdir())
-    with sqlite3.connect(folder / "results.sqlite") as db:
-        runs = list(db.execute("SELECT run_id, status, error FROM runs ORDER BY idx"))
-    assert [status for _, status, _ in runs] == ["ok"], (runs, log)
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
+        "name: zmq-sr-receptions\nlab: srsran-zmq\nrepeat: 1\n"
+        f"fixed: {{n_prb: 25, cc: cubic, attenuation_db: 0, receiver: exll, sr_period_ms: {period_ms}}}\n"
+        "workload: {tool: probe, duration_s: 2, sr_probes: 20}\n"
+        "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"),
+        "zqs")
+    assert [status for _, status, *_ in runs] == ["ok"], (runs, log)
     seen = {}
-    for run_id, _, _ in runs:
+    for run_id, *_ in runs:
         run_dir = folder / "runs" / run_id
         truth = json.loads((run_dir / "manifest.json").read_text())["ground_truth"]
         # the record names the lab's core and its version, as the daemons said it (Open5GS when installed)

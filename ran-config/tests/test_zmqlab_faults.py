@@ -7,38 +7,26 @@ Beside it, a run without the fault. Skipped, saying why, without the srsRAN bund
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from cellab.testing import only_folder
-
-LOCK_WAIT_S = 900.0  # another srsRAN test or session may hold the stack for minutes
+from .conftest import LOCK_WAIT_S, run_zmq_campaign
 
 
 @pytest.mark.root
 @pytest.mark.extended  # two srsRAN runs (about 1.5 min)
 @pytest.mark.timeout(LOCK_WAIT_S + 600)
 def test_a_radio_outage_on_the_real_stack_is_an_rlf_and_a_reestablishment_from_srsues_log(bundle, tmp_path):
-    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
-    camp.write_text("name: zmq-outage\nlab: srsran-zmq\nrepeat: 1\n"
-                    "factors: {faults: [none, outage-3s]}\n"
-                    "faults: {outage-3s: [{kind: radio_outage, at_s: 3, duration_s: 3}]}\n"
-                    "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20}\n"
-                    "workload: {tool: iperf3, duration_s: 14}\n"
-                    "timeouts: {run_s: 150, request_s: 10}\n"
-                    "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n")  # judged: events, not rates
-    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": str(LOCK_WAIT_S)}
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqf",
-                           "--no-report"], capture_output=True, text=True, timeout=LOCK_WAIT_S + 500, env=env)
-    log = proc.stdout[-3000:] + proc.stderr[-3000:]
-    folder = only_folder(out)
-    with sqlite3.connect(folder / "results.sqlite") as db:
-        rows = {json.loads(factors)["faults"]: (run_id, status, error)
-                for run_id, status, error, factors in db.execute("SELECT run_id, status, error, factors FROM runs")}
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
+        "name: zmq-outage\nlab: srsran-zmq\nrepeat: 1\n"
+        "factors: {faults: [none, outage-3s]}\n"
+        "faults: {outage-3s: [{kind: radio_outage, at_s: 3, duration_s: 3}]}\n"
+        "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20}\n"
+        "workload: {tool: iperf3, duration_s: 14}\n"
+        "timeouts: {run_s: 150, request_s: 10}\n"
+        "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"),  # judged: events, not rates
+        "zqf", LOCK_WAIT_S)
+    rows = {json.loads(factors)["faults"]: (run_id, status, error) for run_id, status, error, factors in runs}
     assert {k: v[1] for k, v in rows.items()} == {"none": "ok", "outage-3s": "ok"}, (rows, log)
     report = json.loads((folder / "runs" / rows["outage-3s"][0] / "faults.json").read_text())
     (fault,) = report["recovery"]

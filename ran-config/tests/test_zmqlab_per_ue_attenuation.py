@@ -7,10 +7,6 @@ the lab applies the least as the eNB's cell_gain and each UE's excess as its own
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,8 @@ from cellab.ran.zmqlab import SrsranZmqLab
 from cellab.ran.zmqlab_attenuation import AttenuationControl, ue_attenuations
 
 from cellab.errors import CellabError
+
+from .conftest import run_zmq_campaign
 
 
 def test_each_ue_gets_its_own_attenuation_or_the_runs(tmp_path):
@@ -80,23 +78,43 @@ def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_pat
         control.stop()
 
 
+def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp_path, monkeypatch):
+    """configure's safety net: a UE whose srsue logged a radio link failure since the last configure (the
+    attenuator's safe state, a fault) counts as lost until its log shows the re-establishment; a UE that never
+    lost the cell is not waited for."""
+    from types import SimpleNamespace
+
+    import cellab.ran.zmqlab as zmqlab
+
+    lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=2)
+    logs = [tmp_path / "ue0.log", tmp_path / "ue1.log"]
+    logs[0].write_text("2026-11-26T14:13:31.009128 [RRC    ] [I] Detected 1 out-of-sync from PHY. Trying to resync. "
+                       "Starting T310 timer 200 ms\n2026-11-26T14:13:31.411743 [RRC    ] [I] Timer T310 expired: "
+                       "Radio Link Failure\n")
+    logs[1].write_text("2026-11-26T14:13:31.000000 [RRC    ] [I] MEAS:  New measurement serving cell\n")
+    lab._ues = [SimpleNamespace(index=i, log=log) for i, log in enumerate(logs)]
+    lab._applied = object()
+    lab._configured_at_s = 0.0
+    assert lab._lost_ues() == [0]
+    monkeypatch.setattr(zmqlab, "RECONNECT_WAIT_S", 0.5)
+    assert lab._wait_reconnected([0]) == [0]  # still out after the wait: configure restarts the radio
+    with open(logs[0], "a") as log:
+        log.write("2026-11-26T14:13:34.453147 [RRC    ] [I] SRB1 - Tx rrcConnectionReestablishmentComplete (2 B)\n")
+    assert lab._wait_reconnected([0]) == [] and lab._lost_ues() == []
+
+
 @pytest.mark.root
 @pytest.mark.extended  # a minute of srsRAN with two UEs; the per-UE split itself is checked above without it
 @pytest.mark.timeout(900 + 300)  # the srsRAN lock may be held by another stack for minutes; the run ~50 s
 def test_two_ues_at_different_attenuations_see_their_own_signal(bundle, tmp_path):
-    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
-    camp.write_text("name: zmq-per-ue\nlab: srsran-zmq\nrepeat: 1\n"
-                    "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
-                    "        ues: [{name: near, attenuation_db: 0}, {name: far, attenuation_db: 12}]}\n"
-                    "workload: {tool: iperf3, duration_s: 3}\n"
-                    "timeouts: {run_s: 120, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0}\n")
-    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "60"}
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqa",
-                           "--no-report"], capture_output=True, text=True, timeout=400, env=env)
-    log = proc.stdout[-3000:] + proc.stderr[-3000:]
-    [folder] = sorted(out.iterdir())
-    with sqlite3.connect(folder / "results.sqlite") as db:
-        [(run_id, status, error)] = list(db.execute("SELECT run_id, status, error FROM runs"))
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
+        "name: zmq-per-ue\nlab: srsran-zmq\nrepeat: 1\n"
+        "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
+        "        ues: [{name: near, attenuation_db: 0}, {name: far, attenuation_db: 12}]}\n"
+        "workload: {tool: iperf3, duration_s: 3}\n"
+        "timeouts: {run_s: 120, request_s: 6}\n"
+        "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"), "zqa", 60)  # levels judged, not rates
+    [(run_id, status, error, _)] = runs
     assert status == "ok", (error, log)
     run_dir = folder / "runs" / run_id
     configure = json.loads((run_dir / "lab_status.json").read_text())["configure"]
@@ -120,32 +138,22 @@ def test_two_ues_at_different_attenuations_see_their_own_signal(bundle, tmp_path
 def test_a_schedule_on_one_ue_moves_its_signal_and_leaves_the_others(bundle, tmp_path):
     """A schedule played on UE `far` while the run goes (0 dB, 15 dB, back to 0): its own srsue reports RSRP
     15 dB lower in the middle and back at the end, with no restart; UE `near` keeps its signal throughout. The
-    schedule is longer than the workload: stopped at the run's end, the attenuator goes to its safe state (60 dB)
-    and `far` loses the cell; the second run's configure brings it back through re-establishment, no restart."""
-    out, camp = tmp_path / "out", tmp_path / "camp.yaml"
+    second run plays it again without restarting the radio."""
     (tmp_path / "walk.yaml").write_text(
         "channels: [1]\nupdate_interval_s: 0.5\nsegments:\n"  # played on the UE's own channel (2)
         "  - {kind: hold, db: 0, duration_s: 3}\n  - {kind: hold, db: 15, duration_s: 6}\n"
         "  - {kind: hold, db: 0, duration_s: 30}\n")
-    camp.write_text("name: zmq-per-ue-schedule\nlab: srsran-zmq\nrepeat: 2\n"
-                    "schedules: {walk: {file: walk.yaml}}\n"
-                    "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
-                    "        ues: [{name: near}, {name: far, schedule: walk}]}\n"
-                    "workload: {tool: iperf3, duration_s: 14}\n"
-                    "timeouts: {run_s: 150, request_s: 6}\nretry: {max_attempts: 1, backoff_s: 0, "
-                    "min_stack_speed: null}\n")  # the signal's levels are what is judged, not rates
-    env = os.environ | {"CELLAB_SRSRAN_BIN": str(bundle), "CELLAB_SRSRAN_LOCK_TIMEOUT_S": "60"}
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--prefix", "zqs",
-                           "--no-report"], capture_output=True, text=True, timeout=500, env=env)
-    log = proc.stdout[-3000:] + proc.stderr[-3000:]
-    [folder] = sorted(out.iterdir())
-    with sqlite3.connect(folder / "results.sqlite") as db:
-        runs = list(db.execute("SELECT run_id, status, error FROM runs ORDER BY idx"))
-    assert [status for _, status, _ in runs] == ["ok", "ok"], (runs, log)
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
+        "name: zmq-per-ue-schedule\nlab: srsran-zmq\nrepeat: 2\n"
+        "schedules: {walk: {file: walk.yaml}}\n"
+        "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
+        "        ues: [{name: near}, {name: far, schedule: walk}]}\n"
+        "workload: {tool: iperf3, duration_s: 14}\n"
+        "timeouts: {run_s: 150, request_s: 20}\nretry: {max_attempts: 1, backoff_s: 0, "
+        "min_stack_speed: null}\n"), "zqs", 60)  # the signal's levels are what is judged, not rates
+    assert [status for _, status, *_ in runs] == ["ok", "ok"], (runs, log)
     second = json.loads((folder / "runs" / runs[1][0] / "lab_status.json").read_text())["configure"]
-    assert second["restarted"] is False, second  # far came back by itself once its gain was restored
-    far_log = (folder / "runs" / runs[1][0] / "ue1_srsue.log").read_text(errors="replace")
-    assert "Timer T310 expired" in far_log and "Tx rrcConnectionReestablishmentComplete" in far_log
+    assert second["restarted"] is False, second
     run_dir = folder / "runs" / runs[0][0]
     configure = json.loads((run_dir / "lab_status.json").read_text())["configure"]
     assert configure["broker_dl_gain_db"] == [0.0, 0.0], configure
