@@ -46,12 +46,12 @@ from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.proc import stop_all
 
 from .report import effective_per_ue
-from .ue_events import read_rrc_events, rrc_state
+from .ue_events import read_rrc_events
 from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim,
                          write_ue_telemetry)
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
-from .zmqlab_attenuation import ATTENUATOR_MAX_DB, AttenuationControl, ue_attenuations
+from .zmqlab_attenuation import ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, ue_attenuations
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 
@@ -69,10 +69,9 @@ REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
 UE_STOP_GRACE_S = 0.5
 CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
-RECONNECT_WAIT_S = 20.0  # a UE that lost the cell: its re-establishment (1-2 s measured) before a restart
 
 
-class SrsranZmqLab(EmbeddedLab):
+class SrsranZmqLab(UeRadio, EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker
@@ -290,33 +289,6 @@ class SrsranZmqLab(EmbeddedLab):
         mean = sum(msps) / len(msps)
         return {"stack_speed": round(mean / nominal, 3), "stack_msps": round(mean, 3), "nominal_msps": nominal,
                 "stack_speed_min": round(min(msps) / nominal, 3), "stack_samples": len(msps)}
-
-    def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
-        """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, changed
-        while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
-        if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
-            self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
-            self._attenuation_events = self._attenuation_events[-999:] + [
-                {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
-        self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
-
-    def _lost_ues(self) -> list[int]:
-        """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""
-        if self._applied is None:
-            return []
-        return [ue.index for ue in self._ues
-                if rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s), attached=True) != "connected"]
-
-    def _wait_reconnected(self, lost: list[int]) -> list[int]:
-        """Those of `lost` still not connected after RECONNECT_WAIT_S."""
-        deadline = time.monotonic() + RECONNECT_WAIT_S
-        while lost and time.monotonic() < deadline:
-            time.sleep(0.2)
-            lost = [i for i in lost if i in self._lost_ues()]
-        return lost
-
-    def _broker_gains_db(self) -> list[float]:
-        return [round((self._cell_att_db or 0.0) - db, 3) for db in self._ue_att_db]
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
@@ -546,11 +518,6 @@ class SrsranZmqLab(EmbeddedLab):
             except Exception:  # noqa: BLE001 (not written yet: no UE reported)
                 continue
         return out
-
-    def fault_state(self) -> dict[str, Any]:
-        """Each UE's RRC state after its srsue's events since configure (attached then)."""
-        return {"rrc_state": {str(ue.index): rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s),
-                                                       attached=True) for ue in self._ues}}
 
     def _collect_ue(self, ue: SrsueProcess, console_offset: int, run_dir: Path) -> dict[str, Path]:
         """srsue's console since configure, its log and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under

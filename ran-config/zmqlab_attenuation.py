@@ -1,4 +1,5 @@
-"""Each UE's attenuation on the srsran-zmq lab, set before a run and changed while it runs.
+"""Each UE's attenuation on the srsran-zmq lab, set before a run and changed while it runs, and whether srsue
+kept the cell (UeRadio, mixed into the lab).
 
 A UE's attenuation is the eNB's `cell_gain` (shared by every UE: the least of the run's values, set at
 configure) plus its own downlink copy's gain in the ZMQ broker (`common - attenuation`, changed while the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,10 +24,13 @@ import zmq
 
 from cellab.errors import CellabError, InputError
 
+from .ue_events import read_rrc_events, rrc_state
+
 #: the attenuator's span: past MAX_ATTENUATION_DB (25 dB, SNR 5 dB) srsue loses the cell, which a schedule
 #: through a coverage hole and a radio-outage fault want
 ATTENUATOR_MAX_DB = 60.0
 POLL_MS = 200
+RECONNECT_WAIT_S = 20.0  # a UE that lost the cell: its re-establishment (1-2 s measured) before a restart
 
 
 def ue_attenuations(run_value: float, ues: Any, n_ues: int, max_db: float) -> list[float]:
@@ -95,3 +100,48 @@ class AttenuationControl:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2 * POLL_MS / 1000 + 1)
+
+
+class UeRadio:
+    """The srsran-zmq lab's side of each UE's radio: its attenuation through the broker, and whether srsue kept
+    the cell (its own RRC log). Mixed into SrsranZmqLab, whose configure and broker set the fields below."""
+
+    _broker: Any
+    _cell_att_db: float | None
+    _ue_att_db: list[float]
+    _attenuation_events: list[dict[str, Any]]
+    _ues: list[Any]
+    _applied: Any
+    _configured_at_s: float
+
+    def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
+        """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, changed
+        while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
+        if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
+            self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
+            self._attenuation_events = self._attenuation_events[-999:] + [
+                {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
+        self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
+
+    def _lost_ues(self) -> list[int]:
+        """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""
+        if self._applied is None:
+            return []
+        return [ue.index for ue in self._ues
+                if rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s), attached=True) != "connected"]
+
+    def _wait_reconnected(self, lost: list[int]) -> list[int]:
+        """Those of `lost` still not connected after RECONNECT_WAIT_S."""
+        deadline = time.monotonic() + RECONNECT_WAIT_S
+        while lost and time.monotonic() < deadline:
+            time.sleep(0.2)
+            lost = [i for i in lost if i in self._lost_ues()]
+        return lost
+
+    def _broker_gains_db(self) -> list[float]:
+        return [round((self._cell_att_db or 0.0) - db, 3) for db in self._ue_att_db]
+
+    def fault_state(self) -> dict[str, Any]:
+        """Each UE's RRC state after its srsue's events since configure (attached then)."""
+        return {"rrc_state": {str(ue.index): rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s),
+                                                       attached=True) for ue in self._ues}}

@@ -283,10 +283,12 @@ def test_check_subscribers_file_for_an_inventory(tmp_path):
     from cellab.epc.subscribers import check_subscribers_file
 
     srs = EXAMPLES / "srsran-zmq.yaml"  # APN srsapn, UE pool 172.16.0.0/24
-    good = _csv(tmp_path, row(ip="172.16.0.2"), name="good.csv")
-    assert check_subscribers_file(good, srs) == 1  # srsEPC: the row's APN is not epc.conf's, and need not be
-    with pytest.raises(InputErrors, match="row 1.apn"):
+    good = _csv(tmp_path, row(apn="", ip="172.16.0.2"), name="good.csv")
+    assert check_subscribers_file(good, srs) == 1  # srsEPC: a row without an APN gets epc.conf's (srsapn)
+    with pytest.raises(InputErrors, match="row 1.apn"):  # Open5GS: no APN is internet, which it does not serve
         check_subscribers_file(good, srs, flavour="open5gs")
+    with pytest.raises(InputErrors, match="row 1.apn: APN internet is not served"):  # srsEPC would give it srsapn
+        check_subscribers_file(_csv(tmp_path, row(ip="172.16.0.2"), name="other.csv"), srs)
     short = _csv(tmp_path, row(imsi="00101000000001", ip="172.16.0.2"), name="short.csv")
     with pytest.raises(InputErrors, match="row 1.imsi"):
         check_subscribers_file(short, srs)

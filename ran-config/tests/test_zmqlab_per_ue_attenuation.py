@@ -84,7 +84,7 @@ def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp
     lost the cell is not waited for."""
     from types import SimpleNamespace
 
-    import cellab.ran.zmqlab as zmqlab
+    import cellab.ran.zmqlab_attenuation as radio
 
     lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=2)
     logs = [tmp_path / "ue0.log", tmp_path / "ue1.log"]
@@ -96,7 +96,7 @@ def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp
     lab._applied = object()
     lab._configured_at_s = 0.0
     assert lab._lost_ues() == [0]
-    monkeypatch.setattr(zmqlab, "RECONNECT_WAIT_S", 0.5)
+    monkeypatch.setattr(radio, "RECONNECT_WAIT_S", 0.5)
     assert lab._wait_reconnected([0]) == [0]  # still out after the wait: configure restarts the radio
     with open(logs[0], "a") as log:
         log.write("2026-11-26T14:13:34.453147 [RRC    ] [I] SRB1 - Tx rrcConnectionReestablishmentComplete (2 B)\n")
