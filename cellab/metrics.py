@@ -429,7 +429,7 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
     events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
     if mark is None and "lab-events" in artifacts:  # wall-clock events, their `tti` in ms since the epoch
         return recovery_metrics(faults, played, read_lab_events(artifacts["lab-events"]), None, None,
-                                lambda tti: tti / 1000.0 - t0_s, span_s, max_db, events_from="srsue")
+                                lambda tti: tti / 1000.0 - t0_s, span_s, max_db, events_from="lab")
     if mark is None:
         return recovery_metrics(faults, played, [], None, None, lambda tti: float("nan"), span_s, max_db)
 

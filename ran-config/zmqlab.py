@@ -79,7 +79,9 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
     snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
     cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
     attenuator_max_db = ATTENUATOR_MAX_DB
-    fault_kinds = frozenset({"radio_outage"})  # the attenuator's maximum; recovery from srsue's own RRC events
+    # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut: the core's link to
+    # the server down (S1 runs over the SCTP shim's AF_UNIX sockets: no link to cut)
+    fault_kinds = frozenset({"radio_outage", "sgi_cut"})
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
@@ -97,7 +99,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
         self._ue_att_db: list[float] = [0.0] * ues  # each UE's: beyond the cell's, the broker's gain on its downlink
         self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
-        self._attenuation_events: list[dict[str, Any]] = []  # each value the broker applied, with its wall time
+        self._lab_events: list[dict[str, Any]] = []  # attenuation the broker applied, SGi cuts: with their wall time
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
@@ -434,6 +436,27 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
     def core_record(self) -> dict[str, str]:
         return {"flavour": self.core_flavour or "", "version": self.core_version}
 
+    def inject_fault(self, step: Any) -> dict[str, Any]:
+        """sgi_cut: the core namespace's link to the server (srv0) down at the fault's start, up at its end (the
+        kernel restores its connected route). Radio outages go through the attenuator agent."""
+        if getattr(step, "kind", None) != "sgi_cut":
+            raise CellabError(f"the srsran-zmq lab injects {getattr(step, 'kind', step)} faults through their owner "
+                              "(radio_outage: the attenuator agent); its own: sgi_cut")
+        up = not step.active
+        done = subprocess.run(netns.in_netns(self.core_ns, ["ip", "link", "set", "srv0", "up" if up else "down"]),
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise CellabError(f"srsran-zmq lab: SGi link {'up' if up else 'down'}: {done.stderr.strip()[:200]}")
+        self._lab_events = self._lab_events[-999:] + [{"event": "sgi_up" if up else "sgi_down", "t_s": time.time()}]
+        return {"ok": True, "sgi_up": up}
+
+    def fault_state(self) -> dict[str, Any]:
+        """Each UE's RRC state (srsue's log) and whether the SGi link is up."""
+        show = subprocess.run(netns.in_netns(self.core_ns, ["ip", "-o", "link", "show", "srv0"]),
+                              capture_output=True, text=True, check=False)
+        flags = show.stdout.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in show.stdout else []
+        return super().fault_state() | {"sgi_up": "UP" in flags}
+
     def fault(self) -> str | None:
         """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited), if
         anything: the runner names it when a run fails. The broker first: srsenb and srsue stall without it."""
@@ -500,7 +523,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
                     "broker": {"running": bool(self._broker and self._broker.running()),
                                "rates": self._broker.rates()[-5:] if self._broker else []}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
-        events = [e for e in self._attenuation_events if e["t_s"] >= self._configured_at_s]
+        events = [e for e in self._lab_events if e["t_s"] >= self._configured_at_s]
         for ue in self._ues:  # srsue's own RRC events: a radio-link failure and the way back (faults' recovery)
             events += read_rrc_events(ue.log, ue.index, self._configured_at_s)
         (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(

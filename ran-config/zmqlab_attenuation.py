@@ -109,7 +109,7 @@ class UeRadio:
     _broker: Any
     _cell_att_db: float | None
     _ue_att_db: list[float]
-    _attenuation_events: list[dict[str, Any]]
+    _lab_events: list[dict[str, Any]]
     _ues: list[Any]
     _applied: Any
     _configured_at_s: float
@@ -119,7 +119,7 @@ class UeRadio:
         while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
         if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
             self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
-            self._attenuation_events = self._attenuation_events[-999:] + [
+            self._lab_events = self._lab_events[-999:] + [
                 {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
 

@@ -156,7 +156,7 @@ def test_on_srsran_zmq_recovery_comes_from_the_attenuation_applied_and_srsues_rr
               {"fault": 0, "action": "end", "asked_s": 5.0, "applied_s": 5.02}]
     (row,) = fault_run_metrics([FaultSpec(kind="radio_outage", at_s=2.0, duration_s=3.0)], played,
                                {"lab-events": tmp_path / "lab_events.jsonl"}, None, t0, 10.0, 60.0)
-    assert row["times_from"] == "srsue"
+    assert row["times_from"] == "lab"
     assert (row["start_s"], row["end_s"]) == pytest.approx((2.010, 5.012), abs=1e-3)
     assert row["rlf_s"] == pytest.approx(2.503, abs=1e-3) and row["out_of_sync_s"] == pytest.approx(2.1, abs=1e-3)
     assert row["reattach_by"] == "reest" and row["reattach_after_end_s"] == pytest.approx(0.429, abs=1e-3)
