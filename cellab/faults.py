@@ -172,34 +172,30 @@ class FaultPlayer:
 
 # ---- recovery, from the lab's own events -------------------------------------------------------------------
 
-def read_cell_events(cell_log: Path) -> list[dict[str, Any]]:
-    """The virtual cell's events (one JSON object per line of its log with an `event` and a `tti`)."""
-    events = []
-    if not cell_log.is_file():
-        return events
-    for line in cell_log.read_text(errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("event"), str) and isinstance(row.get("tti"), int):
-            events.append(row)
-    return events
-
-
-def read_lab_events(path: Path) -> list[dict[str, Any]]:
-    """A lab's wall-clock events (srsran-zmq's lab_events.jsonl: an `event` and its `t_s` per line), each with a
-    `tti` in ms since the epoch, so that they read like the cell's."""
+def _event_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects naming an `event`, one per line of a log (other lines and broken ones left out)."""
     events = []
     for line in (path.read_text(errors="replace").splitlines() if path.is_file() else []):
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("event"), str) and isinstance(row.get("t_s"), (int, float)) \
-                and not isinstance(row["t_s"], bool) and math.isfinite(row["t_s"]):
-            events.append(row | {"tti": round(row["t_s"] * 1000)})
+        if isinstance(row, dict) and isinstance(row.get("event"), str):
+            events.append(row)
     return events
+
+
+def read_cell_events(cell_log: Path) -> list[dict[str, Any]]:
+    """The virtual cell's events (one JSON object per line of its log with an `event` and a `tti`)."""
+    return [row for row in _event_lines(cell_log) if isinstance(row.get("tti"), int)]
+
+
+def read_lab_events(path: Path) -> list[dict[str, Any]]:
+    """A lab's wall-clock events (srsran-zmq's lab_events.jsonl: an `event` and its `t_s` per line), each with a
+    `tti` in ms since the epoch, so that they read like the cell's."""
+    return [row | {"tti": round(row["t_s"] * 1000)} for row in _event_lines(path)
+            if isinstance(row.get("t_s"), (int, float)) and not isinstance(row["t_s"], bool)
+            and math.isfinite(row["t_s"])]
 
 
 REATTACH_EVENTS = ("reest_complete", "connect_complete")
