@@ -32,10 +32,15 @@ STATE_AFTER = {"t310_start": "connected", "rlf": "reestablishing", "reest_start"
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a run's share of srsue's log is far less; a runaway log is not read whole
 
 
-def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0) -> list[dict[str, Any]]:
-    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order."""
+def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0, offset: int = 0) -> list[dict[str, Any]]:
+    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order, read from byte
+    `offset` on (from the start if the log is shorter: a new srsue wrote it afresh)."""
     try:
         with open(log_path, "rb") as log:
+            if offset <= log.seek(0, 2):
+                log.seek(offset)
+            else:
+                log.seek(0)
             raw = log.read(MAX_LOG_BYTES)
     except OSError:
         return []

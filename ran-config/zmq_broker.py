@@ -70,8 +70,13 @@ class BrokerProcess:
         return self.proc.proc.poll() if self.proc else None
 
     def text(self) -> str:
+        return self._text_from(0)
+
+    def _text_from(self, offset: int) -> str:
         try:
-            return self.log.read_text(errors="replace")
+            with open(self.log, "rb") as log:
+                log.seek(offset)
+                return log.read().decode(errors="replace")
         except OSError:
             return ""
 
@@ -92,9 +97,10 @@ class BrokerProcess:
         """Its stats lines: {t_s, dl_msps, ul_msps, dl_blocks, ul_blocks} every STATS_PERIOD_S."""
         return [row for row in self._json_lines() if "dl_msps" in row]
 
-    def _json_lines(self) -> list[dict]:
+    def _json_lines(self, offset: int = 0) -> list[dict]:
+        """Its JSON lines from byte `offset` of its log on."""
         out = []
-        for line in self.text().splitlines():
+        for line in self._text_from(offset).splitlines():
             if line.startswith("{"):
                 try:
                     row = json.loads(line)
@@ -110,12 +116,12 @@ class BrokerProcess:
             raise CellabError(f"ZMQ broker: gain {gain_db!r} dB for UE {ue}: UE 0..{self.n_ues - 1}, "
                               f"gain {MIN_GAIN_DB:g}..{MAX_GAIN_DB:g} dB")
         with self._command_lock:
-            replies = self._replies()
+            offset = self.log.stat().st_size if self.log.exists() else 0  # its answer comes after what is there
             if self.proc is None or not self.proc.send_line(f"gain {ue} {gain_db:.3f}"):
                 raise CellabError(f"ZMQ broker not running: {self.last_line()}")
             deadline = time.monotonic() + GAIN_REPLY_TIMEOUT_S
             while time.monotonic() < deadline:
-                new = self._replies()[len(replies):]
+                new = [row for row in self._json_lines(offset) if "gain_ue" in row or "error" in row]
                 if new:
                     if "error" in new[0]:
                         raise CellabError(f"ZMQ broker refused gain {gain_db:g} dB for UE {ue}: {new[0]['error']}")
@@ -124,9 +130,6 @@ class BrokerProcess:
                 time.sleep(0.01)
         raise CellabError(f"ZMQ broker did not confirm gain {gain_db:g} dB for UE {ue} within "
                           f"{GAIN_REPLY_TIMEOUT_S:g} s: {self.last_line()}")
-
-    def _replies(self) -> list[dict]:
-        return [row for row in self._json_lines() if "gain_ue" in row or "error" in row]
 
     def stop(self) -> None:
         if self.proc is not None:

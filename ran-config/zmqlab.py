@@ -46,7 +46,6 @@ from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 from cellab.proc import stop_all
 
 from .report import effective_per_ue
-from .ue_events import read_rrc_events
 from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim,
                          write_ue_telemetry)
 from .uhd_args import SAMPLE_RATE_HZ
@@ -102,6 +101,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         self._lab_events: list[dict[str, Any]] = []  # attenuation the broker applied, SGi cuts: with their wall time
         self._enb_restarts = 0
         self._console_offsets: list[int] = []
+        self._log_offsets: list[int] = []
         self._configured_at_s = 0.0
         self._broker_lines_at = 0  # the broker's stats lines before the run (timing_faults reads those after)
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
@@ -230,11 +230,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         if not reasons and (lost := self._lost_ues()):
             # a radio link failure since the last configure (the attenuator's safe state after a stopped schedule,
             # a fault): srsue re-establishes by itself once it hears the cell again; restart only if it does not
-            if common != self._cell_att_db:
-                enb.cell_gain(CELL_ID, -common)
-                self._cell_att_db = common
-            for i, db in enumerate(per_ue):
-                self.set_ue_attenuation(i, db)
+            self._apply_attenuation(enb, per_ue)
             reasons += [f"srsue {i} lost the cell and did not come back within {RECONNECT_WAIT_S:g} s"
                         for i in self._wait_reconnected(lost)]
         steps_s: dict[str, float] = {}  # where a restart's time goes
@@ -257,17 +253,14 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         if result.restarted and not reasons:  # it died between status and configure
             reasons = result.restart_reasons
             self._stop_radio()
-        if reasons or self._applied is None or common != self._cell_att_db:
-            enb.cell_gain(CELL_ID, -common)
-            self._cell_att_db = common
-        for i, db in enumerate(per_ue):  # the broker's gains: now if it runs, else at its start
-            self.set_ue_attenuation(i, db)
+        self._apply_attenuation(enb, per_ue, renew_cell_gain=bool(reasons) or self._applied is None)
         if reasons:
             self._applied = None  # until the UEs are attached again
             self._start_ues(p.n_prb)
         self._enb_restarts = enb.status().restarts
         self._applied = p
         self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
+        self._log_offsets = [ue.log.stat().st_size if ue.log.exists() else 0 for ue in self._ues]
         self._configured_at_s = time.time()
         self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
@@ -276,6 +269,16 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
                                "ue_attenuation_db": per_ue, "cell_gain_db": -common,
                                "broker_dl_gain_db": self._broker_gains_db(),
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
+
+    def _apply_attenuation(self, enb: EnbClient, per_ue: list[float], renew_cell_gain: bool = False) -> None:
+        """The least of the UEs' attenuations as the eNB's cell_gain (sent when it changed, or when srsenb may have
+        lost it), each UE's beyond it as its broker gain (now if the broker runs, else at its start)."""
+        common = min(per_ue)
+        if renew_cell_gain or common != self._cell_att_db:
+            enb.cell_gain(CELL_ID, -common)
+            self._cell_att_db = common
+        for i, db in enumerate(per_ue):
+            self.set_ue_attenuation(i, db)
 
     def timing_faults(self) -> dict[str, Any]:
         """How fast the stack ran since configure: srsenb's downlink samples through the broker against the cell's
@@ -447,7 +450,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise CellabError(f"srsran-zmq lab: SGi link {'up' if up else 'down'}: {done.stderr.strip()[:200]}")
-        self._lab_events = self._lab_events[-999:] + [{"event": "sgi_up" if up else "sgi_down", "t_s": time.time()}]
+        self.note_event({"event": "sgi_up" if up else "sgi_down"})
         return {"ok": True, "sgi_up": up}
 
     def fault_state(self) -> dict[str, Any]:
@@ -525,7 +528,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
         events = [e for e in self._lab_events if e["t_s"] >= self._configured_at_s]
         for ue in self._ues:  # srsue's own RRC events: a radio-link failure and the way back (faults' recovery)
-            events += read_rrc_events(ue.log, ue.index, self._configured_at_s)
+            events += self.rrc_events(ue)
         (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(
             events, key=lambda e: e["t_s"])))
         out["lab-events"] = run_dir / "lab_events.jsonl"

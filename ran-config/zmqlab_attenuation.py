@@ -113,22 +113,32 @@ class UeRadio:
     _ues: list[Any]
     _applied: Any
     _configured_at_s: float
+    _log_offsets: list[int]  # each srsue log's size at the last configure: its events since are read from there
 
     def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
         """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, changed
         while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
         if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
-            self._broker.set_gain(ue, self._cell_att_db - attenuation_db)
-            self._lab_events = self._lab_events[-999:] + [
-                {"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db, "t_s": time.time()}]
+            gain_db = self._cell_att_db - attenuation_db
+            if gain_db != self._broker.dl_gains_db[ue]:  # configure repeats the values most runs keep
+                self._broker.set_gain(ue, gain_db)
+                self.note_event({"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db})
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
+
+    def note_event(self, event: dict[str, Any]) -> None:
+        """One of the lab's own events, stamped with the wall clock (the newest thousand are kept)."""
+        self._lab_events = self._lab_events[-999:] + [event | {"t_s": time.time()}]
+
+    def rrc_events(self, ue: Any) -> list[dict[str, Any]]:
+        """srsue `ue`'s RRC events since the last configure (read from where its log stood then)."""
+        offset = self._log_offsets[ue.index] if ue.index < len(self._log_offsets) else 0
+        return read_rrc_events(ue.log, ue.index, self._configured_at_s, offset)
 
     def _lost_ues(self) -> list[int]:
         """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""
         if self._applied is None:
             return []
-        return [ue.index for ue in self._ues
-                if rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s), attached=True) != "connected"]
+        return [ue.index for ue in self._ues if rrc_state(self.rrc_events(ue), attached=True) != "connected"]
 
     def _wait_reconnected(self, lost: list[int]) -> list[int]:
         """Those of `lost` still not connected after RECONNECT_WAIT_S."""
@@ -143,5 +153,4 @@ class UeRadio:
 
     def fault_state(self) -> dict[str, Any]:
         """Each UE's RRC state after its srsue's events since configure (attached then)."""
-        return {"rrc_state": {str(ue.index): rrc_state(read_rrc_events(ue.log, ue.index, self._configured_at_s),
-                                                       attached=True) for ue in self._ues}}
+        return {"rrc_state": {str(ue.index): rrc_state(self.rrc_events(ue), attached=True) for ue in self._ues}}

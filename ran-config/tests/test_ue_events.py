@@ -41,3 +41,12 @@ def test_an_rlf_and_its_reestablishment_are_read_with_their_wall_times(tmp_path)
     assert read_rrc_events(log, 0, since_s=_t("2026-11-26T14:13:36")) == [
         {"event": "rlf", "ue": 0, "t_s": _t("2026-11-26T14:13:36.443115")}]
     assert read_rrc_events(tmp_path / "missing.log", 0) == []
+
+
+def test_events_are_read_from_where_the_log_stood_or_from_its_start_when_it_was_written_afresh(tmp_path):
+    log = tmp_path / "srsue.log"
+    log.write_text(LOG)
+    offset = LOG.index("2026-11-26T14:13:35.928063")
+    assert [e["event"] for e in read_rrc_events(log, 0, offset=offset)] == ["t310_start", "rlf"]
+    log.write_text(LOG[:LOG.index("2026-11-26T14:13:31.009500")])  # a new srsue: shorter than the offset
+    assert [e["event"] for e in read_rrc_events(log, 0, offset=offset)] == ["t310_start"]

@@ -41,6 +41,8 @@ def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_pat
     sent: list[tuple[int, float]] = []
 
     class Broker:  # the lab's broker as set_ue_attenuation meets it (the real one: test_zmq_broker.py)
+        dl_gains_db = [0.0, 0.0]
+
         def running(self) -> bool:
             return True
 
@@ -48,6 +50,7 @@ def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_pat
             if gain_db < -30:
                 raise CellabError("ZMQ broker refused")
             sent.append((ue, gain_db))
+            self.dl_gains_db[ue] = gain_db
 
     endpoint = f"ipc://{tmp_path}/attenuation.ctl"
     control = AttenuationControl(endpoint, 2, lab.set_ue_attenuation, lambda ue: lab._ue_att_db[ue])
