@@ -102,7 +102,7 @@ def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: P
         f"base_srate={s.base_srate_hz / 1e6:g}e6\n"
         f"[rat.eutra]\ndl_earfcn = {s.dl_earfcn}\n"
         "[pcap]\nenable = none\n"
-        f"[log]\nall_level = warning\nrrc_level = info\nphy_lib_level = none\nall_hex_limit = 32\nfilename = {log_path}\n"
+        f"[log]\nall_level = warning\nrrc_level = info\nrrc_hex_limit = 0\nphy_lib_level = none\nall_hex_limit = 32\nfilename = {log_path}\n"
         "file_max_size = -1\n"
         f"[usim]\nmode = soft\nalgo = milenage\nopc = {u['opc']}\nk = {u['k']}\nimsi = {u['imsi']}\nimei = {u['imei']}\n"
         f"[gw]\nnetns = {ue_netns}\nip_devname = {TUN_NAME}\n"

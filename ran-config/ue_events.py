@@ -1,4 +1,5 @@
-"""srsue's own RRC events, from its log (rendered with `rrc_level = info`), on the wall clock: what the
+"""srsue's own RRC events, from its log (rendered with `rrc_level = info` and `rrc_hex_limit = 0`: RRC at info
+dumps the session keys it derives in hex otherwise), on the wall clock: what the
 srsran-zmq lab records of a radio link failure and the way back, in the shape of the virtual cell's events
 (cellab.faults: `t310_start`, `rlf`, `reest_start`, `reest_complete`, `connect_complete`), with `t_s`.
 

@@ -67,6 +67,9 @@ def test_ue_conf_has_a_fixed_noise_floor_and_its_metrics(tmp_path):
     assert "netns = x-ue0" in conf and "device_name = zmq" in conf
     assert "[channel.dl.awgn]\nenable = true\nsnr = -37\n" in conf  # 30 dB SNR at 0 dB attenuation
     assert f"metrics_csv_filename = {tmp_path / 'srsue_metrics.csv'}" in conf
+    # RRC at info for its events (ue_events.py), without the hex dumps of the session keys it derives (k_rrc_enc,
+    # k_rrc_int, k_up_enc: seen in the run folders' srsue.log at the default hex limit)
+    assert "\nrrc_level = info\nrrc_hex_limit = 0\n" in conf
 
 
 def test_missing_binaries_name_the_paths_searched(monkeypatch, tmp_path):
