@@ -105,12 +105,13 @@ def cubic(seconds: float) -> list[ProbeFlow]:
 # `make test` maps two periods; every period is extended (and scored in `make demo`)
 @pytest.mark.parametrize("periods_ms", [pytest.param((10, 40), id="10-40"),
                                         pytest.param(PERIODS_MS, id="all", marks=pytest.mark.extended)])
-def test_sr_strict_estimate_maps_to_every_period(cell_factory, periods_ms):
+def test_sr_strict_estimate_maps_to_every_period(cell_factory, on_time, periods_ms):
     got = {}
     with cell_factory(sr_period_ms=5) as cell:
         for period in periods_ms:
             cell.configure(sr_period_ms=period)
-            sr = cell.fetch(f"sr{period}", cubic(1.5), sr_probes=30).sr_estimate  # was 2 s flows
+            # a host stall shifts the probes' waits: such a try is of the host, and measured again
+            sr = on_time(cell.lab, lambda: cell.fetch(f"sr{period}", cubic(1.5), sr_probes=30).sr_estimate)
             got[period] = (sr["period_ms"], sr["regime"], sr["confidence"], sr["flow_burst_period_ms"])
     print(got)
     assert all(v[0] == p and v[1] == "sr-limited" for p, v in got.items()), got
@@ -119,10 +120,12 @@ def test_sr_strict_estimate_maps_to_every_period(cell_factory, periods_ms):
 
 
 @pytest.mark.parametrize("period", [pytest.param(10, marks=pytest.mark.extended), 40])
-def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, period):
+def test_srsenb_saturated_uplink_is_reported_as_such(cell_factory, on_time, period):
     with cell_factory(sr_period_ms=period, ul_policy="srsenb") as cell:
-        with_probes = cell.fetch("probes", cubic(2.0), sr_probes=30).sr_estimate  # was 2.5 s flows
-        flow_only = cell.fetch("flow", cubic(2.0)).sr_estimate
+        # CI once saw the probes name P/2 here with high confidence, never reproduced alone or beside idle-class
+        # load: a host stall is the one cause the model has, so a stalled try is measured again
+        with_probes = on_time(cell.lab, lambda: cell.fetch("probes", cubic(2.0), sr_probes=30).sr_estimate)
+        flow_only = on_time(cell.lab, lambda: cell.fetch("flow", cubic(2.0)).sr_estimate)
     # the download's ACKs ride BSR grants: the summary says so, and never names a wrong period
     for sr in (with_probes, flow_only):
         assert sr["regime"] == "not-sr-limited" and sr["flow_burst_period_ms"] is None, sr
