@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
 
 import pytest
 
@@ -109,16 +110,33 @@ def pytest_runtest_protocol(item, nextitem):
         return
     import fcntl
 
+    asked = time.monotonic()
     if item.get_closest_marker("background") is not None and "require_root" not in getattr(item, "fixturenames", ()):
         with _idle_class():
             yield
+        _note_timeline(item, "background", asked, asked)
         return
     exclusive = (item.get_closest_marker("cpu_heavy") is not None
                  or ("require_root" in getattr(item, "fixturenames", ())
                      and item.get_closest_marker("shares_cpu") is None))
     with open(CPU_LOCK, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        got = time.monotonic()
         yield
+    _note_timeline(item, "exclusive" if exclusive else "shared", asked, got)
+
+
+def _note_timeline(item, kind: str, asked: float, got: float) -> None:
+    """CELLAB_TEST_TIMELINE=FILE: one JSON line per test (worker, lock kind, when it asked for the lock, got it,
+    ended), to see where a parallel run waits."""
+    path = os.environ.get("CELLAB_TEST_TIMELINE")
+    if path:
+        import json
+
+        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER"), "kind": kind,
+                "asked": asked, "got": got, "ended": time.monotonic()}
+        with open(path, "a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 class _idle_class:
