@@ -51,6 +51,7 @@ from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
 from .zmqlab_attenuation import ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, ue_attenuations
+from .zmqlab_faults import StackFaults
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 
@@ -70,7 +71,7 @@ UE_STOP_GRACE_S = 0.5
 CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
 
 
-class SrsranZmqLab(UeRadio, EmbeddedLab):
+class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker
@@ -78,9 +79,9 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
     snr_at_0db_attenuation_db = REF_SNR_DB  # srsue's AWGN floor against cell_gain -attenuation_db
     cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
     attenuator_max_db = ATTENUATOR_MAX_DB
-    # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut: the core's link to
-    # the server down (S1 runs over the SCTP shim's AF_UNIX sockets: no link to cut)
-    fault_kinds = frozenset({"radio_outage", "sgi_cut"})
+    # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut, s1_cut (S1-U's
+    # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted): zmqlab_faults
+    fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon"})
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
@@ -165,6 +166,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
             netns.address(self.srv_ns, "eth0", f"{SERVER_ADDR}/{LINK_PREFIX}")
             netns.default_route(self.srv_ns, CORE_SIDE_ADDR)
             netns.sysctl(self.core_ns, "net.ipv4.ip_forward", "1")
+            self.prepare_s1_cut()
             self._attenuation = AttenuationControl(self.attenuation_endpoint, self.n_ues, self.set_ue_attenuation,
                                                    lambda ue: self._ue_att_db[ue])
         except BaseException:
@@ -225,7 +227,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
         core = p.core or default_core()
         if core != self.core_flavour:
             reasons.append(f"core {self.core_flavour} -> {core}")
-        elif self._applied is not None and (down := self._core_down()):
+        elif self._applied is not None and (down := self._core_down() or self.s1_lost_reason()):
             reasons.append(down)  # the core afresh, and the UEs attached to it again
         if not reasons and (lost := self._lost_ues()):
             # a radio link failure since the last configure (the attenuator's safe state after a stopped schedule,
@@ -246,6 +248,7 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
             elif self._applied is not None or self._ues_started:
                 self._restart_core()
                 steps_s["core_restart"] = time.monotonic() - started - sum(steps_s.values())
+            self.s1_restored()
         result = enb.configure(ConfigureParams(
             profile_yaml=self._enb_profile_yaml(p.n_prb), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
@@ -439,30 +442,14 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
     def core_record(self) -> dict[str, str]:
         return {"flavour": self.core_flavour or "", "version": self.core_version}
 
-    def inject_fault(self, step: Any) -> dict[str, Any]:
-        """sgi_cut: the core namespace's link to the server (srv0) down at the fault's start, up at its end (the
-        kernel restores its connected route). Radio outages go through the attenuator agent."""
-        if getattr(step, "kind", None) != "sgi_cut":
-            raise CellabError(f"the srsran-zmq lab injects {getattr(step, 'kind', step)} faults through their owner "
-                              "(radio_outage: the attenuator agent); its own: sgi_cut")
-        up = not step.active
-        done = subprocess.run(netns.in_netns(self.core_ns, ["ip", "link", "set", "srv0", "up" if up else "down"]),
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise CellabError(f"srsran-zmq lab: SGi link {'up' if up else 'down'}: {done.stderr.strip()[:200]}")
-        self.note_event({"event": "sgi_up" if up else "sgi_down"})
-        return {"ok": True, "sgi_up": up}
-
-    def fault_state(self) -> dict[str, Any]:
-        """Each UE's RRC state (srsue's log) and whether the SGi link is up."""
-        show = subprocess.run(netns.in_netns(self.core_ns, ["ip", "-o", "link", "show", "srv0"]),
-                              capture_output=True, text=True, check=False)
-        flags = show.stdout.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in show.stdout else []
-        return super().fault_state() | {"sgi_up": "UP" in flags}
-
     def fault(self) -> str | None:
-        """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited), if
-        anything: the runner names it when a run fails. The broker first: srsenb and srsue stall without it."""
+        """What went wrong with the stack since configure (srsenb crashed or restarted, srsue exited, UEs that did
+        not come back after srsEPC's restart), if anything: the runner names it when a run fails."""
+        return self._crash() or self.lost_ues_fault()
+
+    def _crash(self) -> str | None:
+        """A part of the stack that crashed or restarted since configure. The broker first: srsenb and srsue
+        stall without it."""
         if self._broker is not None and not self._broker.running():
             return f"ZMQ broker exited during the run: {self._broker.last_line()}"
         st = self._enb().status()
@@ -490,9 +477,9 @@ class SrsranZmqLab(UeRadio, EmbeddedLab):
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The SR configuration srsENB signalled (the last RRCConnectionSetup's sr-ConfigIndex: with several UEs
         the same period, each UE its own offset); a crash or restart since configure fails the run, naming it."""
-        fault = self.fault()
-        if fault is not None:
-            raise CellabError(fault)
+        crash = self._crash()  # a fault's own aftermath is the recovery's to judge (fault_state)
+        if crash is not None:
+            raise CellabError(crash)
         st = self._enb().status()
         if st.ground_truth is None:
             return None

@@ -1,0 +1,144 @@
+"""The srsran-zmq lab's own faults without root (zmqlab_faults): the policy rules an S1 cut adds and removes, the
+local table moved behind them, the S1-U ends read from the profiles the lab renders from, the rules read back
+from `ip -j rule show`, and core_daemon's refusals. The `ip` calls are recorded by a stand-in lab, not run."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from cellab.errors import CellabError, InputError
+from cellab.faults import FaultStep
+from cellab.ran.zmqlab import SrsranZmqLab
+from cellab.ran.zmqlab_faults import (CUT_PREF, LOCAL_PREF, StackFaults, cut_rule_argv, cut_rules_in,
+                                      local_table_argvs, s1u_addresses)
+from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE
+
+# `ip -j rule show` (iproute2 6.1) in a core namespace with the local table moved and one S1 cut in place
+RULES_CUT = json.dumps([
+    {"priority": 50, "src": "all", "dst": "127.0.1.1", "ipproto": "udp", "dport": 2152, "action": "blackhole"},
+    {"priority": 50, "src": "all", "dst": "127.0.1.100", "ipproto": "udp", "dport": 2152, "action": "blackhole"},
+    {"priority": 100, "src": "all", "table": "local"},
+    {"priority": 32766, "src": "all", "table": "main"},
+    {"priority": 32767, "src": "all", "table": "default"}])
+RULES_CLEAN = json.dumps(json.loads(RULES_CUT)[2:])
+LINK_UP = "7: srv0@if6: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP\\    link/ether 0a:..."
+
+
+def test_the_cut_rules_discard_gtpu_to_each_end_before_the_local_table():
+    assert cut_rule_argv("add", "127.0.1.100") == ["ip", "rule", "add", "pref", "50", "to", "127.0.1.100", "ipproto",
+                                                   "udp", "dport", "2152", "blackhole"]
+    assert cut_rule_argv("del", "127.0.1.1")[:3] == ["ip", "rule", "del"]
+    with pytest.raises(ValueError, match="add or del"):
+        cut_rule_argv("flush", "127.0.1.1")
+    # the local table's rule is added at its new place before the one at 0 goes: never a moment without it
+    assert local_table_argvs() == [["ip", "rule", "add", "pref", str(LOCAL_PREF), "table", "local"],
+                                   ["ip", "rule", "del", "pref", "0"]]
+    assert CUT_PREF < LOCAL_PREF
+
+
+@pytest.mark.parametrize("core", sorted(CORE_PROFILES))
+def test_s1u_runs_between_srsenbs_gtp_address_and_the_cores(core):
+    assert s1u_addresses(ENB_PROFILE.read_text(), CORE_PROFILES[core].read_text()) == ["127.0.1.1", "127.0.1.100"]
+
+
+def test_the_cut_rules_are_read_back_from_ip_json():
+    assert cut_rules_in(RULES_CUT) == ["127.0.1.1", "127.0.1.100"]
+    assert cut_rules_in(RULES_CLEAN) == [] and cut_rules_in("") == []
+    # a blackhole at another preference is not the cut's
+    assert cut_rules_in(json.dumps([{"priority": 7, "dst": "127.0.1.1", "action": "blackhole"}])) == []
+
+
+class Radio:
+    """UeRadio's part of the state: srsue's RRC state."""
+
+    def fault_state(self) -> dict[str, Any]:
+        return {"rrc_state": {"0": "connected"}}
+
+
+class FakeLab(StackFaults, Radio):
+    """The mixin on a stand-in lab with one UE: `ip` calls recorded and answered from `rules`."""
+
+    core_ns = "zz-core"
+
+    def __init__(self, flavour: str = "srsepc"):
+        self.core_flavour = flavour
+        self._ues = [SimpleNamespace(index=0)]
+        self.calls: list[list[str]] = []
+        self.events: list[dict[str, Any]] = []
+        self.rules = RULES_CLEAN
+
+    def _ip(self, argv: list[str], what: str) -> str:
+        self.calls.append(argv)
+        if argv[:3] == ["ip", "rule", "add"] and "blackhole" in argv:
+            rules = json.loads(self.rules)
+            self.rules = json.dumps([{"priority": CUT_PREF, "dst": argv[6], "action": "blackhole"}, *rules])
+        elif argv[:3] == ["ip", "rule", "del"] and "blackhole" in argv:
+            self.rules = json.dumps([r for r in json.loads(self.rules) if r.get("dst") != argv[6]])
+        return {"show": self.rules}.get(argv[-1], LINK_UP if "link" in argv else "")
+
+    def note_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def ues_reaching_server(self) -> dict[str, bool]:
+        return {"0": True}
+
+
+def test_an_s1_cut_adds_both_rules_and_its_end_removes_them_and_the_state_says_so():
+    lab = FakeLab()
+    reply = lab.inject_fault(FaultStep(kind="s1_cut", active=True))
+    assert reply | {"ip_s": []} == {"ok": True, "s1_up": False, "cut_udp_2152_to": ["127.0.1.1", "127.0.1.100"],
+                                   "ip_s": []} and len(reply["ip_s"]) == 2
+    assert [c for c in lab.calls if "blackhole" in c] == [cut_rule_argv("add", "127.0.1.1"),
+                                                          cut_rule_argv("add", "127.0.1.100")]
+    lab.calls.clear()
+    assert lab.inject_fault(FaultStep(kind="s1_cut", active=False))["s1_up"] is True
+    assert [c for c in lab.calls if "blackhole" in c] == [cut_rule_argv("del", "127.0.1.1"),
+                                                          cut_rule_argv("del", "127.0.1.100")]
+    # an end with nothing in place removes nothing (the start failed, or finish() ends it again)
+    lab.calls.clear()
+    lab.inject_fault(FaultStep(kind="s1_cut", active=False))
+    assert not [c for c in lab.calls if "blackhole" in c]
+    assert [e["event"] for e in lab.events] == ["s1_down", "s1_up", "s1_up"]
+    assert lab.fault_state() == {"rrc_state": {"0": "connected"}, "sgi_up": True, "s1_cut_rules": [], "s1_up": True,
+                                 "ue_reaches_server": {"0": True}}
+
+
+def test_the_state_reports_rules_left_in_place_as_s1_down():
+    lab = FakeLab()
+    lab.rules = RULES_CUT
+    state = lab.fault_state()
+    assert state["s1_up"] is False and state["s1_cut_rules"] == ["127.0.1.1", "127.0.1.100"], state
+
+
+@pytest.mark.parametrize("daemon", ["mme", "sgw", "upf", "hss"])
+def test_core_daemon_names_srsepc_only_on_this_lab(daemon):
+    with pytest.raises(InputError) as err:
+        FakeLab().inject_fault(FaultStep(kind="core_daemon", active=True, daemon=daemon))
+    assert err.value.field == "daemon" and err.value.allowed == ["srsepc"] and repr(daemon) in str(err.value)
+
+
+def test_core_daemon_srsepc_needs_the_srsepc_core():
+    with pytest.raises(InputError, match="this run's core is open5gs"):
+        FakeLab("open5gs").inject_fault(FaultStep(kind="core_daemon", active=True, daemon="srsepc"))
+
+
+def test_the_lab_names_the_faults_it_injects_and_refuses_the_others():
+    assert SrsranZmqLab.fault_kinds == {"radio_outage", "sgi_cut", "s1_cut", "core_daemon"}
+    with pytest.raises(CellabError, match="its own: sgi_cut, s1_cut, core_daemon"):
+        FakeLab().inject_fault(FaultStep(kind="ue_pause", active=True))
+
+
+def test_after_srsepcs_restart_s1_is_down_and_the_lost_ue_is_named():
+    lab = FakeLab()
+    lab._s1_lost_at = 1.0
+    lab.ues_reaching_server = lambda: {"0": False}  # type: ignore[method-assign]
+    state = lab.fault_state()
+    assert state["s1_up"] is False and state["not_back"] == ["UE 0 did not come back"], state
+    assert "UE 0 did not come back" in (lab.lost_ues_fault() or "")
+    assert "srsepc was restarted" in (lab.s1_lost_reason() or "")
+    lab.s1_restored()
+    assert lab.s1_lost_reason() is None and lab.lost_ues_fault() is None

@@ -1,0 +1,211 @@
+"""The srsran-zmq lab's own faults inside a run (issue 28; a radio outage goes through the attenuator agent,
+zmqlab_attenuation), mixed into the lab as StackFaults:
+
+| kind | box | how | `fault_state` after |
+|---|---|---|---|
+| `sgi_cut` | the core's link to the server | `srv0` down, then up (the kernel puts its connected route back) | `sgi_up` |
+| `s1_cut` | S1-U (GTP-U) between srsenb and the core | blackhole policy rules, both directions, then removed | `s1_up`, `s1_cut_rules` |
+| `core_daemon` (`daemon: srsepc`) | srsEPC | SIGKILL, restarted through the core agent at the end | `s1_up`, `ue_reaches_server` |
+
+S1 on this lab: srsenb and the EPC share the core namespace and talk over loopback. S1-U is GTP-U over UDP,
+srsenb's `gtp_bind_addr` 127.0.1.1:2152 to and from the core's `gtpu_addr` 127.0.1.100:2152 (the eNB and core
+profiles the lab renders from), which policy-routing rules can discard: a rule's selectors (destination,
+ipproto, dport) meet a locally sent datagram at its route lookup. The rule for the `local` table sits at
+preference 0 and would route loopback first, so `up` moves it behind the cut rules (LOCAL_PREF). S1-MME is
+not cut: with no kernel SCTP here it runs through the srsRAN bundle's shim as AF_UNIX datagrams (abstract names
+`sctpshim-127.0.1.100:36412`), which no route sees; this machine has no iptables/nft and no tc actions. A
+2 s cut in a real network holds the SCTP association (its retransmissions outlast it), so what a short cut
+breaks is the user plane, which is what this one cuts. Its events: `s1_down` once the first rule is in (either
+direction lost stalls a TCP flow: its data or its ACKs), `s1_up` once the last is gone; each `ip` call takes
+0.05-0.5 s on this busy host (the replies' `ip_s`).
+
+A restarted srsEPC has no S1 association with srsenb, and through the shim srsenb never learns that its MME went
+away (no SCTP notification), so it never sets S1 up again and the UE's traffic goes nowhere (measured by hand:
+no ping back within 97 s, ran-config README). `fault_state` says so (`s1_up` false, each UE's ping to the
+server), `fault()` names the UEs that did not come back, and the next configure restarts the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from cellab.errors import CellabError, InputError
+from cellab.labs import netns
+
+from .zmqlab_params import CORE_PROFILES, ENB_PROFILE
+
+GTPU_PORT = 2152
+CUT_PREF = 50  # the S1 cut's rules: before the local table
+LOCAL_PREF = 100  # where up() moves the local table's rule (from 0)
+FAULT_DAEMONS = ("srsepc",)  # core_daemon on this lab: srsEPC is one process (MME, HSS, S/P-GW)
+KILL_WAIT_S = 3.0
+PATH_PING_TRIES, PATH_PING_WAIT_S = 2, 2
+
+
+def local_table_argvs() -> list[list[str]]:
+    """The `local` table's rule moved from preference 0 to LOCAL_PREF (added first: never without one)."""
+    return [["ip", "rule", "add", "pref", str(LOCAL_PREF), "table", "local"], ["ip", "rule", "del", "pref", "0"]]
+
+
+def cut_rule_argv(action: str, address: str) -> list[str]:
+    """`ip rule add|del`: GTP-U datagrams to `address` discarded at their route lookup."""
+    if action not in ("add", "del"):
+        raise ValueError(f"action {action!r}: add or del")
+    return ["ip", "rule", action, "pref", str(CUT_PREF), "to", address, "ipproto", "udp", "dport", str(GTPU_PORT),
+            "blackhole"]
+
+
+def s1u_addresses(enb_profile_yaml: str, core_profile_yaml: str) -> list[str]:
+    """The two ends of S1-U: srsenb's GTP-U address (enb.gtp_bind_addr) and the core's (gtpu_addr)."""
+    enb, core = yaml.safe_load(enb_profile_yaml), yaml.safe_load(core_profile_yaml)
+    return [str(enb["enb"]["gtp_bind_addr"]), str(core["gtpu_addr"])]
+
+
+def cut_rules_in(rules_json: str) -> list[str]:
+    """The destinations of the S1 cut's rules in `ip -j rule show` output (empty: none in place)."""
+    rules = json.loads(rules_json or "[]")
+    return sorted(str(r.get("dst")) for r in rules if isinstance(r, dict) and r.get("priority") == CUT_PREF
+                  and r.get("action") == "blackhole")
+
+
+class StackFaults:
+    """The srsran-zmq lab's `inject_fault` and `fault_state` (the lab's fields and helpers below)."""
+
+    core_ns: str
+    core_flavour: str | None
+    _ues: list[Any]
+    _s1_lost_at: float | None = None  # srsEPC killed under a running srsenb: S1 is gone until the next restart
+
+    if TYPE_CHECKING:  # the lab's own (stubs here would shadow them in its method order)
+        def note_event(self, event: dict[str, Any]) -> None: ...
+        def ue_ns_of(self, index: int) -> str: ...
+        def topology(self) -> Any: ...
+        def _core(self) -> Any: ...
+
+    def _ip(self, argv: list[str], what: str) -> str:
+        done = subprocess.run(netns.in_netns(self.core_ns, argv), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise CellabError(f"srsran-zmq lab: {what}: {done.stderr.strip()[:200]}")
+        return done.stdout
+
+    def prepare_s1_cut(self) -> None:
+        """At up: the core namespace's local table behind the S1 cut's rules."""
+        for argv in local_table_argvs():
+            self._ip(argv, "moving the local table's rule")
+
+    def inject_fault(self, step: Any) -> dict[str, Any]:
+        kind = getattr(step, "kind", None)
+        if kind == "sgi_cut":
+            return self._sgi(up=not step.active)
+        if kind == "s1_cut":
+            return self._s1(cut=step.active)
+        if kind == "core_daemon":
+            return self._core_daemon(step.daemon, killed=step.active)
+        raise CellabError(f"the srsran-zmq lab injects {kind or step} faults through their owner (radio_outage: "
+                          "the attenuator agent); its own: sgi_cut, s1_cut, core_daemon")
+
+    def _sgi(self, up: bool) -> dict[str, Any]:
+        self._ip(["ip", "link", "set", "srv0", "up" if up else "down"], f"SGi link {'up' if up else 'down'}")
+        self.note_event({"event": "sgi_up" if up else "sgi_down"})
+        return {"ok": True, "sgi_up": up}
+
+    def _s1(self, cut: bool) -> dict[str, Any]:
+        addresses = s1u_addresses(ENB_PROFILE.read_text(), CORE_PROFILES[self.core_flavour or "srsepc"].read_text())
+        # each `ip` call takes 0.05-0.2 s here: the start adds without listing (the player starts a fault once);
+        # the end removes what is there (also after a start that failed halfway)
+        present = [] if cut else self._cut_rules()
+        took_s = []
+        for address in addresses if cut else present:
+            began = time.monotonic()
+            self._ip(cut_rule_argv("add" if cut else "del", address), f"S1-U rule to {address}")
+            took_s.append(round(time.monotonic() - began, 3))
+            if cut and len(took_s) == 1:  # one direction lost already stalls TCP (its data or its ACKs)
+                self.note_event({"event": "s1_down"})
+        if not cut:  # both directions through again
+            self.note_event({"event": "s1_up"})
+        return {"ok": True, "s1_up": not cut, "cut_udp_2152_to": addresses if cut else [], "ip_s": took_s}
+
+    def _cut_rules(self) -> list[str]:
+        return cut_rules_in(self._ip(["ip", "-j", "rule", "show"], "listing the rules"))
+
+    def _core_daemon(self, daemon: str | None, killed: bool) -> dict[str, Any]:
+        if daemon not in FAULT_DAEMONS:
+            raise InputError("fault", "daemon", f"{daemon!r}: the srsran-zmq lab kills and restarts srsEPC only",
+                             FAULT_DAEMONS)
+        if self.core_flavour != "srsepc":
+            raise InputError("fault", "daemon", f"srsepc: this run's core is {self.core_flavour}; a core_daemon "
+                             "fault on srsran-zmq needs core: srsepc", ["srsepc (with core: srsepc)"])
+        if not killed:  # the core agent starts what is not running
+            status = self._core().start()
+            if not status.ok:
+                raise CellabError("srsran-zmq lab: srsepc did not restart: " + "; ".join(status.problems))
+            self.note_event({"event": "core_up", "daemon": daemon})
+            return {"ok": True, "daemon": daemon, "pid": status.daemons[0].pid}
+        pid = next((d.pid for d in self._core().status().daemons if d.running and d.pid), None)
+        if pid is None or _comm(pid) != "srsepc":  # the agent's child is srsepc itself: never kill another pid
+            raise CellabError(f"srsran-zmq lab: no running srsepc to kill (core agent's pid {pid})")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while time.monotonic() < deadline and any(d.running for d in self._core().status().daemons):
+            time.sleep(0.05)  # the agent's status reaps it
+        self._s1_lost_at = time.time()
+        self.note_event({"event": "core_down", "daemon": daemon})
+        return {"ok": True, "daemon": daemon, "killed_pid": pid}
+
+    def ues_reaching_server(self) -> dict[str, bool]:
+        """Each UE's data path: a ping from its namespace answered by the server behind the SGi."""
+        server = self.topology().server.address
+        out = {}
+        for ue in self._ues:
+            argv = netns.in_netns(self.ue_ns_of(ue.index), ["ping", "-c", "1", "-W", str(PATH_PING_WAIT_S), server])
+            out[str(ue.index)] = any(subprocess.run(argv, capture_output=True, check=False).returncode == 0
+                                     for _ in range(PATH_PING_TRIES))
+        return out
+
+    def s1_lost_reason(self) -> str | None:
+        """Why S1 needs the stack restarted (srsEPC restarted under the running srsenb), or None."""
+        if self._s1_lost_at is None:
+            return None
+        return ("srsepc was restarted under the running srsenb (core_daemon fault): srsenb, through the SCTP shim, "
+                "never sets S1 up with the new srsEPC")
+
+    def s1_restored(self) -> None:
+        """The stack restarted (srsenb with the core): S1 set up afresh."""
+        self._s1_lost_at = None
+
+    def lost_ues_fault(self) -> str | None:
+        """After srsEPC's restart, the UEs that did not come back (no ping through to the server), named."""
+        why = self.s1_lost_reason()
+        if why is None:
+            return None
+        lost = [f"UE {i}" for i, ok in self.ues_reaching_server().items() if not ok]
+        return f"{', '.join(lost)} did not come back: no ping to the server ({why})" if lost else None
+
+    def fault_state(self) -> dict[str, Any]:
+        """Each UE's RRC state (srsue's log) and ping to the server, the SGi link, the S1 cut's rules left and
+        whether S1 is up (no rule left and no srsEPC restarted under srsenb)."""
+        show = self._ip(["ip", "-o", "link", "show", "srv0"], "SGi link state")
+        flags = show.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in show else []
+        rules = self._cut_rules()
+        state = super().fault_state() | {  # type: ignore[misc]
+            "sgi_up": "UP" in flags, "s1_cut_rules": rules, "s1_up": not rules and self._s1_lost_at is None,
+            "ue_reaches_server": self.ues_reaching_server()}
+        if (why := self.s1_lost_reason()) is not None:
+            state["s1_down_why"] = why
+            state["not_back"] = [f"UE {i} did not come back" for i, ok in state["ue_reaches_server"].items() if not ok]
+        return state
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
