@@ -71,12 +71,12 @@ def on_time():
     return measure_on_time
 
 
-# --- running in parallel (pytest-xdist: `make test` runs `-n 2`) -------------------------------------------
+# --- running in parallel (pytest-xdist: `make test` runs `-n 3`) -------------------------------------------
 # Lab instances never collide (each test has its own prefix, cellab.labs.instances), but two lab tests side by
 # side do not share 2 cores: measured with every lab test parallel, the virtual cells ran 6 % of their TTIs
 # more than 5 ms late (the worst 45 ms) and the BPF congestion controls, host-wide registrations, were loaded
 # and unloaded under each other's flows. So a test that needs root (namespaces, BPF: the lab tests) or runs
-# srsRAN holds this lock exclusively, and every other test holds it shared: unit tests run two at a time, a lab
+# srsRAN holds this lock exclusively, and every other test holds it shared: unit tests run three at a time, a lab
 # test runs alone. Lab tests that keep no clock and load no module (marker `shares_cpu`: wired labs, checking
 # what a campaign, a cluster or an inventory does) run beside others: their instances never collide.
 CPU_LOCK = "/tmp/cellab-pytest-cpu.lock"
