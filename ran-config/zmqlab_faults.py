@@ -27,6 +27,7 @@ server), `fault()` names the UEs that did not come back, and the next configure 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -68,6 +69,12 @@ def s1u_addresses(enb_profile_yaml: str, core_profile_yaml: str) -> list[str]:
     return [str(enb["enb"]["gtp_bind_addr"]), str(core["gtpu_addr"])]
 
 
+@functools.cache
+def lab_s1u_addresses(core_flavour: str) -> tuple[str, ...]:
+    """S1-U's ends on this lab with that core (read once: a fault's start does no more than its `ip` calls)."""
+    return tuple(s1u_addresses(ENB_PROFILE.read_text(), CORE_PROFILES[core_flavour].read_text()))
+
+
 def cut_rules_in(rules_json: str) -> list[str]:
     """The destinations of the S1 cut's rules in `ip -j rule show` output (empty: none in place)."""
     rules = json.loads(rules_json or "[]")
@@ -99,6 +106,8 @@ class StackFaults:
         """At up: the core namespace's local table behind the S1 cut's rules."""
         for argv in local_table_argvs():
             self._ip(argv, "moving the local table's rule")
+        for flavour in CORE_PROFILES:
+            lab_s1u_addresses(flavour)
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
         kind = getattr(step, "kind", None)
@@ -117,7 +126,7 @@ class StackFaults:
         return {"ok": True, "sgi_up": up}
 
     def _s1(self, cut: bool) -> dict[str, Any]:
-        addresses = s1u_addresses(ENB_PROFILE.read_text(), CORE_PROFILES[self.core_flavour or "srsepc"].read_text())
+        addresses = lab_s1u_addresses(self.core_flavour or "srsepc")
         # each `ip` call takes 0.05-0.2 s here: the start adds without listing (the player starts a fault once);
         # the end removes what is there (also after a start that failed halfway)
         present = [] if cut else self._cut_rules()
@@ -130,7 +139,7 @@ class StackFaults:
                 self.note_event({"event": "s1_down"})
         if not cut:  # both directions through again
             self.note_event({"event": "s1_up"})
-        return {"ok": True, "s1_up": not cut, "cut_udp_2152_to": addresses if cut else [], "ip_s": took_s}
+        return {"ok": True, "s1_up": not cut, "cut_udp_2152_to": list(addresses) if cut else [], "ip_s": took_s}
 
     def _cut_rules(self) -> list[str]:
         return cut_rules_in(self._ip(["ip", "-j", "rule", "show"], "listing the rules"))
