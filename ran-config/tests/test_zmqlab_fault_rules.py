@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cellab.errors import CellabError, InputError
+from cellab.campaign import load_campaign
+from cellab.errors import CellabError, InputError, InputErrors
 from cellab.faults import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
 from cellab.ran.zmqlab_faults import (CUT_PREF, LOCAL_PREF, StackFaults, cut_rule_argv, cut_rules_in,
@@ -142,3 +143,20 @@ def test_after_srsepcs_restart_s1_is_down_and_the_lost_ue_is_named():
     assert "srsepc was restarted" in (lab.s1_lost_reason() or "")
     lab.s1_restored()
     assert lab.s1_lost_reason() is None and lab.lost_ues_fault() is None
+
+
+def _load(tmp_path, faults: str):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: f\nlab: srsran-zmq\nfactors: {faults: [none, " + ", ".join(
+        line.split(":")[0].strip() for line in faults.splitlines()) + "]}\nfaults:\n" + faults
+        + "\nworkload: {tool: iperf3, duration_s: 10}\n")
+    return load_campaign(path)
+
+
+def test_validate_takes_s1_cuts_and_srsepc_restarts_on_this_lab_and_refuses_the_rest(tmp_path):
+    campaign = _load(tmp_path, "  s1: [{kind: s1_cut, at_s: 3, duration_s: 2}]\n"
+                               "  epc: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]")
+    assert [f.kind for f in campaign.faults["s1"] + campaign.faults["epc"]] == ["s1_cut", "core_daemon"]
+    with pytest.raises((InputError, InputErrors)) as err:
+        _load(tmp_path, "  restart: [{kind: enb_restart, at_s: 3, duration_s: 2}]")
+    assert "faults.restart[0].kind: lab srsran-zmq cannot inject enb_restart" in str(err.value)
