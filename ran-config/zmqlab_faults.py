@@ -20,8 +20,8 @@ direction lost stalls a TCP flow: its data or its ACKs), `s1_up` once the last i
 0.05-0.5 s on this busy host (the replies' `ip_s`).
 
 A restarted srsEPC has no S1 association with srsenb, and through the shim srsenb never learns that its MME went
-away (no SCTP notification), so it never sets S1 up again and the UE's traffic goes nowhere (measured by hand:
-no ping back within 97 s, ran-config README). `fault_state` says so (`s1_up` false, each UE's ping to the
+away (no SCTP notification), so it never sets S1 up again and the UE's traffic goes nowhere (measured: the new
+srsEPC hears nothing from srsenb for 30 s, no ping back within 97 s; ran-config README). `fault_state` says so (`s1_up` false, each UE's ping to the
 server), `fault()` names the UEs that did not come back, and the next configure restarts the stack.
 """
 
