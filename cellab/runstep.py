@@ -306,12 +306,15 @@ def _run_workloads(session: LabSession, campaign: Campaign, ues: list[RunUE], ru
     workload, timeouts = campaign.workload, campaign.timeouts
     server = _server(session, timeouts.request_s)
     ctl = session.controller
+    measure_tti = getattr(session.lab, "stack_tti_ms", None)  # an inventory lab's stack keeps real time
+    stack_tti_ms = measure_tti() if callable(measure_tti) and workload.sr_probes else None
 
     def one(ue: RunUE) -> dict[str, Path]:
         ue_dir = run_dir / "ues" / ue.name
         ue_dir.mkdir(parents=True, exist_ok=True)
         target = WorkloadTarget(server, UEClient(ctl, ue.agent, timeouts.request_s), ue,
-                                session.topology.server.address, f"{tag}-{ue.name}", ue_dir, packet_log=capture)
+                                session.topology.server.address, f"{tag}-{ue.name}", ue_dir, packet_log=capture,
+                                stack_tti_ms=stack_tti_ms)
         return WORKLOADS[workload.tool](target, workload, timeouts, deadline)
 
     if len(ues) == 1:

@@ -51,6 +51,7 @@ class WorkloadTarget:
     tag: str  # unique per run attempt and UE: artifact names on the agents
     ue_dir: Path  # <run>/ues/<name>/
     packet_log: bool = False  # the probe's per-packet log (one-way delay against the server capture)
+    stack_tti_ms: float | None = None  # the lab's measure of its radio stack's TTI (EmbeddedLab.stack_tti_ms)
 
 
 def clean_up(after_failure: bool, step: Callable[[], T]) -> T | None:
@@ -115,7 +116,7 @@ def probe(t: WorkloadTarget, workload: Workload, timeouts: Timeouts, deadline: f
         reply = t.ue.fetch(ProbeFetchParams(
             server=t.server_address, port=port, flows=probe_flows(workload, t.run_ue), control=t.run_ue.receiver,
             timeout_s=fetch_timeout_s, ms_log=True, packet_log=t.packet_log, sr_probes=workload.sr_probes,
-            sr_probes_max=workload.sr_probes_max, tag=t.tag,
+            sr_probes_max=workload.sr_probes_max, stack_tti_ms=t.stack_tti_ms, tag=t.tag,
         ), timeout_s=min(fetch_timeout_s + timeouts.request_s, max(1.0, deadline - time.monotonic())))
         fetched = True
     finally:

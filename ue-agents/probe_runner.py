@@ -89,6 +89,8 @@ def fetch_argv(req: FetchRequest, out_dir: Path, name: str, program: Path) -> tu
         argv += ["--sr-probes", str(req.sr_probes)]
     if req.sr_probes_max is not None:
         argv += ["--sr-probes-max", str(req.sr_probes_max)]
+    if req.stack_tti_ms is not None:
+        argv += ["--stack-tti-ms", f"{req.stack_tti_ms:.4f}"]
     return argv, files
 
 

@@ -71,6 +71,10 @@ class FetchRequest(Model):
     sr_probes_max: int | None = Field(None, ge=1, le=256,
                                       description="more probes while the SR candidates are not told apart, up to "
                                                   "this many (the probe's default: 2 x sr_probes)")
+    stack_tti_ms: float | None = Field(None, ge=0.5, le=20, allow_inf_nan=False,
+                                       description="the radio stack's TTI on the wall clock, when the lab measures it "
+                                                   "(an emulated stack slower than real time): the SR estimator's "
+                                                   "ruler, before the download's own")
 
     @model_validator(mode="after")
     def _budget(self) -> FetchRequest:

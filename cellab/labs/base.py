@@ -124,6 +124,12 @@ class EmbeddedLab(abc.ABC):
         recovered: {"rrc_state": {ue: state}, "s1_up": bool}; {} when it does not know."""
         return {}
 
+    def stack_tti_ms(self) -> float | None:
+        """How long one TTI of the lab's radio stack lasts on the wall clock now, when the lab measures it (an
+        emulated stack over ZMQ runs as fast as the host lets it, often slower than real time); None when the
+        stack keeps real time or the lab does not know. The UE's SR estimator takes it as its ruler."""
+        return None
+
     def clock_mark(self) -> dict[str, float]:
         """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put
         on the workload's timeline; {} when the lab keeps no clock of its own."""

@@ -90,6 +90,35 @@ def test_lab_kind_and_agents_it_asks_for(tmp_path):
     assert topo.server.netns == "zqu-srv" and topo.ues[0].netns == "zqu-ue0" and topo.ues[0].address == "172.16.0.2"
 
 
+class _Rates:
+    """The broker's stats lines, as the lab reads them."""
+
+    def __init__(self, msps: list[float]):
+        self.lines = [{"dl_msps": m} for m in msps]
+
+    def rates(self) -> list[dict]:
+        return self.lines
+
+
+def test_the_stacks_tti_on_the_wall_clock_comes_from_the_brokers_first_line_after_configure(tmp_path, monkeypatch):
+    import cellab.ran.zmqlab as zmqlab
+
+    monkeypatch.setattr(zmqlab, "STATS_PERIOD_S", 0.1)  # the wait for a line, short
+    lab = SrsranZmqLab(prefix="zqu", bin_dir=tmp_path)
+    assert lab.stack_tti_ms() is None  # nothing configured: no stream to measure
+    lab._applied = ZmqLabParams(n_prb=6)
+    nominal = SAMPLE_RATE_HZ[6] / 1e6
+    lab._broker = _Rates([0.1 * nominal, 0.4 * nominal, 0.6 * nominal, 0.7 * nominal])  # attach, then idle
+    lab._broker_lines_at = 2
+    assert lab.stack_tti_ms() == pytest.approx(1 / 0.6, rel=1e-3)  # the idle stream's first line, not the attach's
+    lab._broker_lines_at = 4
+    assert lab.stack_tti_ms() is None  # no line within the wait
+    lab._broker, lab._broker_lines_at = _Rates([1.01 * nominal]), 0
+    assert lab.stack_tti_ms() is None  # real time: the probe keeps its own ruler
+    lab._broker = _Rates([0.01 * nominal])
+    assert lab.stack_tti_ms() == 20.0  # the probe's bound
+
+
 def test_several_ues_each_with_namespace_address_usim_and_subscriber_row(tmp_path):
     lab = SrsranZmqLab(prefix="zqu", bin_dir=tmp_path, ues=3)
     assert [(h.name, h.netns, h.address) for h in lab.topology().ues] == [

@@ -32,6 +32,7 @@ static void block_stop_signals(struct fetch_ctx *c)
 static void init_pipeline(struct fetch_ctx *c, const struct fetch_tuning *t)
 {
     pipe_init(&c->pl, c->o.control);
+    c->pl.stack_tti_ms = c->o.stack_tti_ms;
     if (!isnan(t->exll_alpha)) c->pl.exll_p.alpha_pkts = t->exll_alpha;
     if (!isnan(t->exll_gamma)) c->pl.exll_p.gamma = t->exll_gamma;
     if (!isnan(t->dfcsd_beta)) c->pl.dfcsd_p.beta_pkts = t->dfcsd_beta;

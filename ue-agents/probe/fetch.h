@@ -58,6 +58,7 @@ struct fetch_opts {
     uint32_t chunk_bytes;
     int sr_probes;
     int sr_probes_max; /* the probing budget: more probes while the candidates are not told apart */
+    double stack_tti_ms; /* --stack-tti-ms: the lab's measure of its stack's TTI, 0 unknown */
 };
 
 struct fetch_ctx {

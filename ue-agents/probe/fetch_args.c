@@ -16,7 +16,9 @@ void fetch_usage(FILE *out)
           "         [--summary FILE] [--log FILE] [--ms-log FILE] [--timeout S] [--connect-timeout S]\n"
           "         [--rcvbuf SIZE] [--chunk SIZE] [--exll-alpha PKTS] [--exll-gamma G] [--dfcsd-beta PKTS]\n"
           "         [--sr-probes N]   (N idle-uplink ICMP probes before the flows, for the SR period; 0..256)\n"
-          "         [--sr-probes-max M] (more probes while the SR candidates are not told apart, up to M; default 2 N)\n",
+          "         [--sr-probes-max M] (more probes while the SR candidates are not told apart, up to M; default 2 N)\n"
+          "         [--stack-tti-ms MS] (the radio stack's TTI on the wall clock, when the lab measures it: the SR\n"
+          "                              estimator's ruler, before the download's own; 0.5..20)\n",
           out);
 }
 
@@ -95,7 +97,8 @@ int fetch_parse_args(struct fetch_ctx *c, int argc, char **argv, struct fetch_tu
         { "connect-timeout", required_argument, 0, 'W' }, { "rcvbuf", required_argument, 0, 'R' },
         { "chunk", required_argument, 0, 'k' }, { "exll-alpha", required_argument, 0, 'A' },
         { "exll-gamma", required_argument, 0, 'G' }, { "dfcsd-beta", required_argument, 0, 'B' },
-        { "sr-probes", required_argument, 0, 'P' }, { "sr-probes-max", required_argument, 0, 'M' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "sr-probes", required_argument, 0, 'P' }, { "sr-probes-max", required_argument, 0, 'M' },
+        { "stack-tti-ms", required_argument, 0, 'S' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     c->o.port = FLOWPROTO_DEFAULT_PORT;
     c->o.capture_mode = "auto";
@@ -220,6 +223,13 @@ int fetch_parse_args(struct fetch_ctx *c, int argc, char **argv, struct fetch_tu
                 return FETCH_ARGS_BAD;
             }
             c->o.sr_probes_max = (int)d;
+            break;
+        case 'S':
+            if (parse_double(optarg, &d) || !(d >= 0.5 && d <= 20)) {
+                snprintf(err, errlen, "--stack-tti-ms '%s' must be a number of ms in 0.5..20", optarg);
+                return FETCH_ARGS_BAD;
+            }
+            c->o.stack_tti_ms = d;
             break;
         case 'h': return FETCH_ARGS_HELP;
         default: return FETCH_ARGS_UNKNOWN;

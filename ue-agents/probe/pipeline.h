@@ -65,6 +65,7 @@ struct pipeline {
     uint64_t t_origin_ns;
     uint64_t last_data_ns;   /* the TTI ruler: spacing of the download's delivery bursts (any flow) */
     struct dvec burst_gaps;  /* ms, 0.3-6 ms apart */
+    double stack_tti_ms;     /* the lab's TTI ruler (fetch --stack-tti-ms), before the download's own */
 };
 
 void pipe_init(struct pipeline *pl, int control);

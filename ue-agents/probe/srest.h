@@ -53,7 +53,8 @@ struct sr_verdict {
     int ping_period_ms;       /* the best model's period, 0 for "no wait" */
     double ping_stretch[SR_FIT_MODELS]; /* each model's fitted wall-clock stretch of the SR cycle (>= 1) */
     double ping_odd_share;
-    double tti_ms;            /* the ruler the stretch range came from (0: none, range 1-1.5) */    /* share of waits in the best period's second half (its odd half-cycle multiple) */
+    double tti_ms;            /* the ruler the stretch range came from (0: none, range 1-1.5) */
+    const char *tti_source;   /* where that ruler came from: "download", "lab" (fetch --stack-tti-ms), NULL none */    /* share of waits in the best period's second half (its odd half-cycle multiple) */
     int ambiguous;            /* the probes cannot tell several periods apart (e.g. P and 2P): no period */
     int n_candidates;
     int candidates_ms[SR_FIT_MODELS]; /* the periods within SR_FIT_MIN_NATS of the best, when ambiguous */

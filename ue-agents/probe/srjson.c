@@ -45,6 +45,7 @@ void sr_verdict_json(struct jsonw *w, const char *key, const struct sr_verdict *
     jw_obj_close(w);
     jw_num(w, "odd_half_share", v->ping_odd_share);
     jw_num(w, "tti_ms", v->tti_ms);
+    if (v->tti_source) jw_str(w, "tti_source", v->tti_source); else jw_null(w, "tti_source");
     jw_num(w, "margin_nats", v->ping_margin_nats);
     if (isfinite(v->ping_margin_nats)) jw_int(w, "best_fit_ms", v->ping_period_ms); else jw_null(w, "best_fit_ms");
     jw_obj_close(w);

@@ -59,9 +59,21 @@ def test_argv_is_a_list_with_every_flow(tmp_path):
     assert "--sr-probes-max" not in argv  # the probe's own default budget, 2 x 10
     budgeted, _ = fetch_argv(req.model_copy(update={"sr_probes_max": 40}), tmp_path, "run1", PROBE)
     assert budgeted[budgeted.index("--sr-probes-max") + 1] == "40"
+    assert "--stack-tti-ms" not in argv  # a stack in real time gives no ruler of the lab's
+    ruled, _ = fetch_argv(req.model_copy(update={"stack_tti_ms": 1.5}), tmp_path, "run1", PROBE)
+    assert ruled[ruled.index("--stack-tti-ms") + 1] == "1.5000"
     with pytest.raises(ValueError, match="sr_probes_max"):
         FetchRequest(server="10.0.0.1", flows=[ProbeFlow(duration_s=2)], sr_probes=10, sr_probes_max=5)
     assert set(files) == {"summary", "packet_log", "ms_log"}
+
+
+def test_the_labs_tti_ruler_is_bounded_here_and_in_the_probe():
+    for bad in (0.1, 25, float("nan")):
+        with pytest.raises(InputErrors, match="stack_tti_ms"):
+            validate_fetch({"server": "10.0.0.1", "flows": [{"size_bytes": 1000}], "stack_tti_ms": bad})
+    refused = subprocess.run([str(PROBE), "fetch", "--server", "10.0.0.1", "--seconds", "1", "--stack-tti-ms", "0.2"],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "--stack-tti-ms '0.2' must be a number of ms in 0.5..20" in refused.stderr
 
 
 def test_usage_errors_exit_2_with_the_allowed_values():
