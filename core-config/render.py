@@ -240,7 +240,9 @@ def srsepc_conf(p: CoreProfile, user_db: Path | None = None) -> str:
     ini["spgw"] = {"gtpu_bind_addr": p.gtpu_addr, "sgi_if_addr": p.gateway, "sgi_if_name": "srs_spgw_sgi",
                    "max_paging_queue": "100"}
     ini["pcap"] = {"enable": "false", "filename": "epc.pcap"}
-    ini["log"] = {"all_level": "info", "all_hex_limit": "32", "filename": log_file}
+    # hex limit 0: at info srsEPC dumps the NAS keys (k_nas_enc, k_nas_int), K_eNB, RES and XRES in hex into epc.log,
+    # which the core agent keeps with the run
+    ini["log"] = {"all_level": "info", "all_hex_limit": "0", "filename": log_file}
     _check_ini("epc.conf", ini)
     text = io.StringIO()
     text.write(f"# srsEPC configuration rendered by cellab from profile {p.name}\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import re
 import shutil
 import subprocess
 import time
@@ -100,6 +101,8 @@ def test_srsue_attaches_to_srsepc_on_our_config(require_root, tmp_path):
         if artifact.is_file():
             text = artifact.read_text(errors="replace").lower()
             assert usim["k"].lower() not in text and usim["opc"].lower() not in text, artifact
+            # no hex dump either: at info with a hex limit srsEPC wrote the NAS keys, K_eNB, RES and XRES so
+            assert not re.search(r"^\s*[0-9a-f]{4}: (?:[0-9a-f]{2} ){4}", text, re.MULTILINE), artifact
 
 
 @pytest.mark.timeout(900)
