@@ -276,6 +276,13 @@ def lab_fault_kinds(lab: str) -> frozenset[str] | None:
     return frozenset()
 
 
+def lab_fault_daemons(lab: str) -> frozenset[str] | None:
+    """The core daemons an embedded lab's core_daemon faults may name (EmbeddedLab.fault_daemons); None: any."""
+    from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+
+    return getattr(embedded_lab_class(lab), "fault_daemons", None) if lab in EMBEDDED_LABS else None
+
+
 def params_model_for(lab: str, source: str | Path) -> type[BaseModel]:
     """The run parameters: common ones and the lab's, with the lab model's validators (file checks...)."""
     lab_model = lab_params_model(lab, source)
@@ -406,7 +413,7 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     used_plans = [(field, value) for field, name, value in _assignments(campaign) if name == "faults"]
     if campaign.faults or used_plans:
         errors += check_fault_plans(campaign.faults, used_plans, campaign.workload.duration_s, campaign.lab,
-                                    lab_fault_kinds(campaign.lab), source)
+                                    lab_fault_kinds(campaign.lab), source, daemons=lab_fault_daemons(campaign.lab))
         scheduled = [field for field, name, value in _assignments(campaign) if name == "schedule" and value != "static"]
         radio = [name for _, name in used_plans if any(f.kind == "radio_outage" for f in campaign.faults.get(name, []))]
         if scheduled and radio:  # both would drive the same attenuator channel

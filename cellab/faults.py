@@ -81,10 +81,11 @@ class FaultStep(BaseModel):
 
 
 def check_fault_plans(plans: dict[str, list[FaultSpec]], used: Iterable[tuple[str, str]], duration_s: float,
-                      lab: str, supported: frozenset[str] | None, source: str | Path) -> list[InputError]:
+                      lab: str, supported: frozenset[str] | None, source: str | Path,
+                      daemons: frozenset[str] | None = None) -> list[InputError]:
     """Errors of the fault plans: times within the workload, no two faults overlapping on one box, every kind
-    one the lab can inject (supported None: not known before a worker takes the run). `used`: (field, plan name)
-    of every `faults` value the campaign sets."""
+    one the lab can inject (supported None: not known before a worker takes the run), every core_daemon one of
+    the lab's `daemons` (None: any). `used`: (field, plan name) of every `faults` value the campaign sets."""
     errors: list[InputError] = []
     allowed = [NO_FAULT, *plans]
     if NO_FAULT in plans:
@@ -111,6 +112,9 @@ def check_fault_plans(plans: dict[str, list[FaultSpec]], used: Iterable[tuple[st
             elif fault.kind not in supported:
                 errors.append(InputError(source, f"{where}.kind", f"lab {lab} cannot inject {fault.kind}",
                                          sorted(supported) or ["(none: this lab injects no faults)"]))
+            elif fault.kind == "core_daemon" and daemons is not None and fault.daemon not in daemons:
+                errors.append(InputError(source, f"{where}.daemon", f"lab {lab} cannot kill {fault.daemon}",
+                                         sorted(daemons)))
             for j, other in enumerate(faults[:i]):
                 if other.box() == fault.box() and fault.at_s < other.end_s and other.at_s < fault.end_s:
                     errors.append(InputError(source, f"{where}.at_s", f"overlaps faults.{name}[{j}] on the "
@@ -316,6 +320,9 @@ def not_recovered(rows: list[dict[str, Any]], final_state: dict[str, Any], span_
     for ue, state in final_state.get("rrc_state", {}).items():
         if state != "connected":
             problems.append(f"UE {ue} ended the run in RRC state {state}")
+    for ue, reaches in final_state.get("ue_reaches_server", {}).items():
+        if reaches is False:
+            problems.append(f"UE {ue} did not come back: no ping to the server at the end")
     for path in ("s1", "sgi"):
         if final_state.get(f"{path}_up") is False:
             problems.append(f"the {path.upper() if path == 's1' else 'SGi'} path was still down at the end")

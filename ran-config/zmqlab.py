@@ -82,6 +82,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut, s1_cut (S1-U's
     # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted): zmqlab_faults
     fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon"})
+    fault_daemons = frozenset({"srsepc"})  # srsEPC as a whole (Open5GS's daemons: not yet)
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:

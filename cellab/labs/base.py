@@ -78,6 +78,8 @@ class EmbeddedLab(abc.ABC):
     #: naming the lab and the fault. `radio_outage` goes through the attenuator agent (cell_attenuator); the
     #: others through `inject_fault`
     fault_kinds: frozenset[str] = frozenset()
+    #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.CORE_DAEMONS)
+    fault_daemons: frozenset[str] | None = None
     #: the downlink SNR (dB) a UE sees at attenuation_db 0, before any receiver cap: a run's SNR is this minus
     #: attenuation_db (None: the lab does not know, e.g. real RF). Lets two labs be compared at equal SNR.
     snr_at_0db_attenuation_db: float | None = None

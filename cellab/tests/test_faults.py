@@ -92,10 +92,15 @@ def test_overlap_is_per_box_faults_on_two_boxes_may_overlap(tmp_path):
 def test_labs_refuse_the_faults_they_cannot_inject_naming_lab_and_fault(tmp_path, lab, outage):
     text = _error(tmp_path, "  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 0.5}]\n"
                             "  outage-3s: [{kind: radio_outage, at_s: 4, duration_s: 3}]\n"
-                            "  s1-cut-2s: [{kind: s1_cut, at_s: 4, duration_s: 2}]", lab)
-    # srsran-zmq: a radio outage through its attenuator (the broker's gain); no S1 cut yet
+                            "  restart: [{kind: enb_restart, at_s: 4, duration_s: 2}]", lab)
+    # srsran-zmq: a radio outage through its attenuator (the broker's gain); no eNB restart inside a run
     assert (f"faults.outage-0.5s[0].kind: lab {lab} cannot inject radio_outage" in text) is not outage, text
-    assert f"faults.s1-cut-2s[0].kind: lab {lab} cannot inject s1_cut" in text
+    assert f"faults.restart[0].kind: lab {lab} cannot inject enb_restart" in text
+
+
+def test_srsran_zmq_kills_only_srsepc_and_says_so_at_validate(tmp_path):
+    text = _error(tmp_path, "  mme-kill: [{kind: core_daemon, daemon: mme, at_s: 4, duration_s: 2}]", "srsran-zmq")
+    assert "faults.mme-kill[0].daemon: lab srsran-zmq cannot kill mme" in text and "srsepc" in text, text
 
 
 def test_the_player_ends_every_fault_it_started_even_when_stopped_early():
@@ -175,6 +180,9 @@ def test_a_fault_the_lab_did_not_recover_from_is_named_with_its_state():
     why = not_recovered([late], {"rrc_state": {"0": "connected"}, "s1_up": True}, 3.0)
     assert "re-attached only at 3.30 s, after the workload's end (3 s)" in why
     assert not_recovered([late], {"rrc_state": {"0": "connected"}}, 4.0) is None
+    # srsran-zmq after an srsEPC restart: S1 down, and the UE named that no longer reaches the server
+    why = not_recovered([late], {"s1_up": False, "ue_reaches_server": {"0": False, "1": True}}, 4.0)
+    assert "UE 0 did not come back: no ping to the server at the end" in why and "UE 1" not in why, why
 
 
 def test_the_example_campaign_validates():
