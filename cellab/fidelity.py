@@ -9,9 +9,12 @@ Cases (docs/fidelity.md):
     snr-<d>db           a Cubic download at a downlink SNR step (each lab given the attenuation that makes that
                         SNR, from its snr_at_0db_attenuation_db): the eNB's CQI and MCS while it sends
     two-ue-<n>prb       two UEs with a Cubic download each: each UE's share of the sum, its RTT
+    recovery-<n>prb     a Cubic download with a 3 s radio outage: the radio link failure after its start, the
+                        re-attach and throughput back after its end (cellab.fidelity_recovery)
 
-Each lab gets four campaigns (one workload per campaign: the probe for the idle cases, iperf3 downloads, iperf3
-uploads; the two-UE case alone, so no second UE is attached during the others),
+Each lab gets five campaigns (one workload per campaign: the probe for the idle cases, iperf3 downloads, iperf3
+uploads; the two-UE case alone, so no second UE is attached during the others; the recovery case alone, so its
+fault disturbs no other case),
 written here as YAML and run by `cellab run` (the runner, the store and the normal report). The virtual
 campaigns add the cell's fidelity settings (VIRTUAL_ONLY); a parameter or UE count a lab does not take (yet)
 is left out and said so, and its cells print "not measured: <reason>".
@@ -33,6 +36,8 @@ from jinja2 import Environment, select_autoescape
 from cellab.errors import CellabError
 from cellab.fidelity_judge import (KNOWN_DEVIATIONS, REAL_LAB, TOLERANCES, VIRTUAL_LAB, KnownDeviation, Row, compare,
                                    shares)
+from cellab.fidelity_recovery import CASE_PREFIX, KIND, recovery_campaign, recovery_levels, recovery_values
+from cellab.fidelity_recovery import METRICS as RECOVERY_METRICS
 from cellab.store import ResultStore, write_atomic
 
 __all__ = ["KNOWN_DEVIATIONS", "TOLERANCES", "KnownDeviation", "Row", "compare", "shares"]  # the table's judge
@@ -42,7 +47,7 @@ SHARED = {"rlc_queue": "srsenb"}  # both labs: the eNB's RLC queue as srsenb siz
 IDLE_FLOW_BYTES = 20_000  # the probe workload needs a flow after its SR probes: a small one
 PING_INTERVAL_MS = 200.0  # ping during the downloads
 DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
-CAMPAIGN_KINDS = ("idle", "load", "upload", "two-ue")  # each lab's campaigns, in the order they run
+CAMPAIGN_KINDS = ("idle", "load", "upload", "two-ue", "recovery")  # each lab's campaigns, in the order they run
 NO_NEW_TB_MCS = 255  # the TTI log's mcs when the TTI sent no new TB (emulator/ttilog.h)
 MIN_SENDING_BPS = 1e6  # an eNB report period counts for CQI/MCS when the UE received at least this
 
@@ -61,6 +66,7 @@ class Grid:
     shared_n_prb: int = 25  # the attenuation steps and the two-UE case
     upload_n_prb: tuple[int, ...] = (25,)
     two_ues: bool = True
+    recovery_n_prb: tuple[int, ...] = (25,)
     max_attempts: int = 2
     # runs per case and lab: a cell is judged on the interval of virtual/real over them (cellab.fidelity_judge)
     repeats: int = 5
@@ -70,7 +76,7 @@ FULL = Grid()
 QUICK = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
              snr_db=(30, 10), repeats=3)
 TEST = Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), download_n_prb=(25,), download_s=8.0,
-            snr_db=(), upload_n_prb=(), two_ues=False, max_attempts=1, repeats=1)
+            snr_db=(), upload_n_prb=(), two_ues=False, recovery_n_prb=(), max_attempts=1, repeats=1)
 GRIDS = {"full": FULL, "quick": QUICK, "test": TEST}
 
 
@@ -97,7 +103,7 @@ def two_ue_case(n_prb: int) -> str:
 
 @dataclass
 class Plan:
-    """One lab's campaigns (kind -> campaign: idle, load, two-ue) and what they leave out."""
+    """One lab's campaigns (kind -> campaign: CAMPAIGN_KINDS) and what they leave out."""
 
     lab: str
     campaigns: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -175,13 +181,16 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
                 "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": DOWNLOAD_SR_MS},
                 "workload": {"tool": "iperf3", "kind": direction, "duration_s": grid.download_s,
                              "ping_interval_ms": PING_INTERVAL_MS}}
+    recovery = recovery_campaign(lab, grid, fixed | {"sr_period_ms": DOWNLOAD_SR_MS}, common, PING_INTERVAL_MS)
+    if recovery:
+        plan.campaigns[KIND] = recovery
     return plan
 
 
 @dataclass
 class CampaignResult:
     lab: str
-    kind: str  # idle | load | upload | two-ue
+    kind: str  # one of CAMPAIGN_KINDS
     folder: Path | None
     error: str | None = None  # the campaign as a whole failed
 
@@ -217,6 +226,7 @@ class CaseValues:
     values: dict[str, float] = field(default_factory=dict)
     detail: dict[str, str] = field(default_factory=dict)  # metric -> extra numbers for the table
     error: str | None = None
+    missing: dict[str, str] = field(default_factory=dict)  # metric -> why this run has no value of it
 
 
 def _stats(samples: list[float]) -> tuple[float, float, float]:
@@ -335,6 +345,8 @@ def _run_values(store: ResultStore, row: dict[str, Any], case: str,
         return radio_values(run_dir)
     if case.startswith("two-ue-"):
         return two_ue_values(ue_rows.get(row["run_id"], {}))
+    if case.startswith(CASE_PREFIX):
+        return recovery_values(row["metrics"] or {}, run_dir, store.manifest(row["run_id"]))
     return download_values(row["metrics"] or {})
 
 
@@ -359,12 +371,13 @@ def two_ue_values(per_ue: dict[str, dict[str, Any]]) -> CaseValues:
 CASE_METRICS = {"idle-": ("idle_rtt_avg_ms",), "dl-": ("throughput_mbps", "load_rtt_avg_ms"),
                 "ul-": ("throughput_mbps", "load_rtt_avg_ms"),
                 "snr-": ("cqi", "mcs"), "two-ue-": ("share.ue0", "share.ue1", "load_rtt_avg_ms.ue0",
-                                                    "load_rtt_avg_ms.ue1")}
+                                                    "load_rtt_avg_ms.ue1"),
+                CASE_PREFIX: RECOVERY_METRICS}
 
 
 def case_names(grid: Grid) -> list[str]:
     idle = [idle_case(n, p) for n in grid.n_prb for p in grid.sr_period_ms]
-    return idle + list(load_levels(grid))
+    return idle + list(load_levels(grid)) + list(recovery_levels(grid))
 
 
 def fidelity_rows(cases: list[str], real: dict[str, Any], virtual: dict[str, Any],
@@ -391,13 +404,19 @@ def fidelity_rows(cases: list[str], real: dict[str, Any], virtual: dict[str, Any
                 [f"{name}: {cvs[0].detail[key]}" for name, cvs in (("real", valid[REAL_LAB]),
                                                                   ("virtual", valid[VIRTUAL_LAB]))
                  if cvs and key in cvs[0].detail] + ([left_out] if left_out else []))
-            rows.append(compare(f"{case} {ue}".strip(), base, samples[REAL_LAB], samples[VIRTUAL_LAB], why, detail,
-                                deviations))
+            rows.append(compare(f"{case} {ue}".strip(), base, samples[REAL_LAB], samples[VIRTUAL_LAB],
+                                why or _why_no_value(valid, samples, key), detail, deviations))
     return rows
 
 
 def _as_list(values: CaseValues | list[CaseValues] | None) -> list[CaseValues]:
     return [] if values is None else values if isinstance(values, list) else [values]
+
+
+def _why_no_value(valid: dict[str, list[CaseValues]], samples: dict[str, list[float]], key: str) -> str | None:
+    """A lab whose valid runs have no value of the metric, with the reason its first run gives."""
+    return next((f"{lab}: {cv.missing[key]}" for lab, cvs in valid.items() if not samples[lab]
+                 for cv in cvs if key in cv.missing), None)
 
 
 def _why_missing(runs: list[CaseValues], lab: str) -> str | None:

@@ -4,7 +4,7 @@ campaigns' result folders (each with its normal report).
 
     make bench BENCH=fidelity                          # the full grid (about 22 min)
     CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, 0/20 dB, two UEs
-    python -m cellab.fidelity_bench --quick [--out DIR]
+    python -m cellab.fidelity_bench --quick [--out DIR] [--cases 'recovery-*']   # the cases matching a glob
 
 Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN); says so and returns otherwise.
 """
@@ -12,6 +12,7 @@ Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN);
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import time
@@ -43,13 +44,26 @@ def _srsran_missing() -> str | None:
     return None
 
 
-def run(grid_name: str, out_dir: Path) -> list[fidelity.Row]:
+def only_cases(plan: fidelity.Plan, pattern: str) -> fidelity.Plan:
+    """The plan with the cases matching a glob (a campaign left without one is dropped)."""
+    for kind, campaign in list(plan.campaigns.items()):
+        levels = {case: level for case, level in campaign["factors"]["case"].items()
+                  if fnmatch.fnmatchcase(case, pattern)}
+        if levels:
+            campaign["factors"]["case"] = levels
+        else:
+            del plan.campaigns[kind]
+    plan.missing_cases = {c: why for c, why in plan.missing_cases.items() if fnmatch.fnmatchcase(c, pattern)}
+    return plan
+
+
+def run(grid_name: str, out_dir: Path, cases: str = "*") -> list[fidelity.Row]:
     grid = fidelity.GRIDS[grid_name]
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_start = _load()
     results, missing, notes = [], {}, []
     for lab, prefix in ((fidelity.VIRTUAL_LAB, "fdv"), (fidelity.REAL_LAB, "fdr")):
-        plan = fidelity.build_plan(lab, grid)
+        plan = only_cases(fidelity.build_plan(lab, grid), cases)
         notes += [f"{lab}: {why}" for why in plan.omitted_params.values()]
         missing |= plan.missing_cases
         t0 = time.monotonic()
@@ -60,7 +74,7 @@ def run(grid_name: str, out_dir: Path) -> list[fidelity.Row]:
             if r.error:
                 notes.append(f"{lab} {r.kind} campaign: {r.error}")
         results.append(done)
-    conditions = {"grid": grid_name, "started": started, "load": f"start {load_start}, end {_load()}",
+    conditions = {"grid": grid_name, "cases": cases, "started": started, "load": f"start {load_start}, end {_load()}",
                   "notes": notes, "folders": [r.folder.name for rs in results for r in rs if r.folder],
                   "virtual_only": fidelity.VIRTUAL_ONLY, "shared": fidelity.SHARED}
     return _table(out_dir, results, missing, conditions)
@@ -69,7 +83,9 @@ def run(grid_name: str, out_dir: Path) -> list[fidelity.Row]:
 def _table(out_dir: Path, results: list[list[fidelity.CampaignResult]], missing: dict[str, str],
            conditions: dict) -> list[fidelity.Row]:
     virtual, real = (fidelity.read_results(r) for r in results)
-    rows = fidelity.fidelity_rows(fidelity.case_names(fidelity.GRIDS[conditions["grid"]]), real, virtual, missing)
+    names = [case for case in fidelity.case_names(fidelity.GRIDS[conditions["grid"]])
+             if fnmatch.fnmatchcase(case, conditions.get("cases", "*"))]
+    rows = fidelity.fidelity_rows(names, real, virtual, missing)
     page, _ = fidelity.write_page(out_dir, rows, conditions)
     for note in conditions["notes"]:
         print(f"note: {note}")
@@ -92,7 +108,7 @@ def reread(out_dir: Path) -> list[fidelity.Row] | None:
         return None
     results, missing = [], {}
     for lab in (fidelity.VIRTUAL_LAB, fidelity.REAL_LAB):
-        missing |= fidelity.build_plan(lab, grid).missing_cases
+        missing |= only_cases(fidelity.build_plan(lab, grid), conditions.get("cases", "*")).missing_cases
         results.append([fidelity.CampaignResult(lab, kind, folder) for folder in folders
                         for kind in fidelity.CAMPAIGN_KINDS if folder.name.startswith(f"fidelity-{kind}-{lab}-")])
     return _table(out_dir, results, missing, conditions)
@@ -102,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m cellab.fidelity_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the reduced grid (also CELLAB_FIDELITY_GRID=quick)")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder (default {OUT_DIR})")
+    parser.add_argument("--cases", default="*", help="only the cases matching this glob (e.g. 'recovery-*')")
     parser.add_argument("--reread", action="store_true",
                         help="the table again from the last run's campaign folders (no run)")
     args = parser.parse_args(argv or [])
@@ -116,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     if why:
         print(f"fidelity: skipped: {why}")
         return
-    run(grid_name, args.out)
+    run(grid_name, args.out, args.cases)
 
 
 if __name__ == "__main__":

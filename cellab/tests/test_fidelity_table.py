@@ -135,7 +135,7 @@ def test_page_and_json(tmp_path):
 @pytest.mark.parametrize("lab", ["virtual", "srsran-zmq"])
 def test_built_campaigns_validate(tmp_path, lab):
     built = fidelity.build_plan(lab, fidelity.QUICK)
-    assert list(built.campaigns) == ["idle", "load", "upload", "two-ue"]
+    assert list(built.campaigns) == ["idle", "load", "upload", "two-ue", "recovery"]
     assert built.campaigns["upload"]["workload"]["kind"] == "upload"
     assert built.campaigns["load"]["workload"]["kind"] == "download"
     assert list(built.campaigns["upload"]["factors"]["case"]) == ["ul-cubic-25prb"]
@@ -151,7 +151,7 @@ def test_builder_leaves_out_what_a_lab_cannot_run():
     built = fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb", "sr_period_ms"}, 1, 30.0))
     assert "rlc_queue" not in built.campaigns["load"]["fixed"] and "rlc_queue" in built.omitted_params
     assert built.missing_cases == {"two-ue-25prb": "lab srsran-zmq serves at most 1 UE(s) (yet)"}
-    assert list(built.campaigns) == ["idle", "load", "upload"]
+    assert list(built.campaigns) == ["idle", "load", "upload", "recovery"]
     assert list(built.campaigns["load"]["factors"]["case"]) == ["dl-cubic-25prb", "snr-30db", "snr-10db"]
 
 
