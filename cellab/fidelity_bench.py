@@ -3,7 +3,7 @@ back, printed as a table with tolerances and written as runs/out/fidelity/fideli
 campaigns' result folders (each with its normal report).
 
     make bench BENCH=fidelity                          # the full grid (about 22 min)
-    CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, 0/20 dB, two UEs
+    CELLAB_FIDELITY_GRID=quick make bench BENCH=fidelity   # 25 PRB, SR 20, Cubic, SNR 30/10 dB, two UEs, recovery
     python -m cellab.fidelity_bench --quick [--out DIR] [--cases 'recovery-*']   # the cases matching a glob
 
 Needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN); says so and returns otherwise.
