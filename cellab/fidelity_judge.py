@@ -64,15 +64,15 @@ TOLERANCES: dict[str, tuple[str, Tolerance]] = {
     # (N310 1, srsenb's SIB2) from the first out-of-sync indication, so they differ only by how soon the UE
     # declares out of sync (the virtual cell: the first radio frame of the outage; srsue: its PHY's sync loss)
     # and by the real stack's slow motion, which stretches its T310 (to 0.4 s at half real time).
-    "rlf_delay_s": ("RLF after outage start (s)", Tolerance("absolute", 0.3, "s")),
+    "rlf_delay_s": ("RLF after start (s)", Tolerance("absolute", 0.3, "s")),
     # Re-attach ±1 s: the virtual cell's re-establishment is the model's 150 ms after the first in-sync frame;
     # srsue searches the cell, runs the RACH and the three RRC messages on a stack in slow motion, measured 0.43
     # and 1.32 s after a 3 s outage's end (ran-config/README.md)
-    "reattach_after_end_s": ("re-attach after outage end (s)", Tolerance("absolute", 1.0, "s")),
+    "reattach_after_end_s": ("re-attach after end (s)", Tolerance("absolute", 1.0, "s")),
     # Throughput back ±1.5 s: the re-attach's second, then Linux's backed-off retransmission timer on both labs,
     # whose phase at the re-attach moves the recovery by up to a backed-off RTO between runs (the virtual cell
     # alone: 0.49 and 3.60 s after a 3 s outage, emulator/README.md), so few repeats mostly leave it undecided
-    "throughput_back_after_end_s": ("throughput back after outage end (s)", Tolerance("absolute", 1.5, "s")),
+    "throughput_back_after_end_s": ("rate back after end (s)", Tolerance("absolute", 1.5, "s")),
 }
 
 

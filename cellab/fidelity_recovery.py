@@ -36,10 +36,10 @@ CASE_PREFIX = "recovery-"
 PLAN = "outage-3s"
 OUTAGE_AT_S = 3.0  # after Cubic's slow start at 25 PRB: the second before it is the pre-fault level
 OUTAGE_S = 3.0  # well past T310 (200 ms) and short of srsenb's rlf_release_timer_ms (4 s): a re-establishment
-# 6 s after the outage: the re-attach must come inside the workload or the run fails (faults.not_recovered), and
-# srsue re-established up to 1.3 s after a 3 s outage's end (ran-config/README.md) before Cubic's backed-off
-# retransmission timer, which can wait seconds more, brings the rate back
-WORKLOAD_S = 12.0
+# 8 s after the outage: the re-attach must come inside the workload or the run fails (faults.not_recovered), and
+# the rate must be back for its figure; after srsue's re-establishment Cubic's backed-off retransmission timer
+# waits seconds more (first runs, 12 s workload: back 3.3-5.4 s after the end, the latest at 11.4 s)
+WORKLOAD_S = 14.0
 # The recovery delays are the stack's timers in wall time, so a slow stack is kept and its speed shown; below
 # this floor srsenb was starved (0.26 of real time measured: ran-config/tests/test_zmqlab_starved.py)
 MIN_STACK_SPEED = 0.4

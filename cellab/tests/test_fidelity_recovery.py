@@ -111,11 +111,11 @@ def test_a_quantity_one_lab_cannot_measure_is_not_measured_with_its_reason(tmp_p
     virtual = {"recovery-25prb": [CaseValues({"rlf_delay_s": 0.2, "reattach_after_end_s": 0.15,
                                               "throughput_back_after_end_s": 0.5}) for _ in range(3)]}
     rows = {r.metric: r for r in fidelity_rows(["recovery-25prb"], real, virtual, deviations=())}
-    assert list(rows) == ["RLF after outage start (s)", "re-attach after outage end (s)",
-                          "throughput back after outage end (s)"]
-    assert rows["RLF after outage start (s)"].verdict == "PASS"
-    assert rows["re-attach after outage end (s)"].verdict == "FAIL"
-    assert rows["throughput back after outage end (s)"].verdict == (
+    assert list(rows) == ["RLF after start (s)", "re-attach after end (s)",
+                          "rate back after end (s)"]
+    assert rows["RLF after start (s)"].verdict == "PASS"
+    assert rows["re-attach after end (s)"].verdict == "FAIL"
+    assert rows["rate back after end (s)"].verdict == (
         "not measured: srsran-zmq: no server capture with the workload's start time")
 
 
