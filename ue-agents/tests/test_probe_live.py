@@ -111,7 +111,7 @@ def test_sr_strict_estimate_maps_to_every_period(cell_factory, on_time, periods_
         for period in periods_ms:
             cell.configure(sr_period_ms=period)
             # a host stall shifts the probes' waits: such a try is of the host, and measured again
-            sr = on_time(cell.lab, lambda: cell.fetch(f"sr{period}", cubic(1.5), sr_probes=30).sr_estimate)
+            sr = on_time(cell.lab, lambda p=period: cell.fetch(f"sr{p}", cubic(1.5), sr_probes=30).sr_estimate)
             got[period] = (sr["period_ms"], sr["regime"], sr["confidence"], sr["flow_burst_period_ms"])
     print(got)
     assert all(v[0] == p and v[1] == "sr-limited" for p, v in got.items()), got
