@@ -273,24 +273,31 @@ def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], even
     return out
 
 
-def _throughput_recovery(delivered: tuple[np.ndarray, np.ndarray], drops: tuple[np.ndarray, np.ndarray] | None,
-                         start: float, end: float, span_s: float) -> dict[str, Any]:
-    t, b = delivered
+def rate_back(t: np.ndarray, b: np.ndarray, start: float, end: float, span_s: float) -> tuple[float | None,
+                                                                                              float | None]:
+    """(the pre-fault rate in bit/s, the first BIN_S bin from the fault's end from which three bins carry
+    RECOVERED_SHARE of it, s from the workload's start) of bytes `b` at times `t`; None where there is none."""
     edges = np.arange(0.0, span_s + BIN_S / 2, BIN_S)
     sums, _ = np.histogram(t, bins=edges, weights=b)
     rate = sums * 8 / BIN_S
     centers = edges[:-1]
     pre = (centers >= max(0.3, start - PRE_WINDOW_S)) & (centers + BIN_S <= start)
-    row: dict[str, Any] = {"pre_fault_bps": float(rate[pre].mean()) if pre.any() else None}
-    recovered = None
-    if row["pre_fault_bps"]:
-        target = RECOVERED_SHARE * row["pre_fault_bps"]
-        for k in np.nonzero(centers >= end - 1e-9)[0]:
-            window = rate[k:k + 3]
-            if len(window) == 3 and window.mean() >= target:
-                recovered = float(centers[k])
-                break
-    row["throughput_back_s"] = recovered
+    pre_bps = float(rate[pre].mean()) if pre.any() else None
+    if not pre_bps:
+        return pre_bps, None
+    target = RECOVERED_SHARE * pre_bps
+    for k in np.nonzero(centers >= end - 1e-9)[0]:
+        window = rate[k:k + 3]
+        if len(window) == 3 and window.mean() >= target:
+            return pre_bps, float(centers[k])
+    return pre_bps, None
+
+
+def _throughput_recovery(delivered: tuple[np.ndarray, np.ndarray], drops: tuple[np.ndarray, np.ndarray] | None,
+                         start: float, end: float, span_s: float) -> dict[str, Any]:
+    t, b = delivered
+    pre_bps, recovered = rate_back(t, b, start, end, span_s)
+    row: dict[str, Any] = {"pre_fault_bps": pre_bps, "throughput_back_s": recovered}
     row["recovery_s"] = recovered - end if recovered is not None else None
     row["disruption_s"] = recovered - start if recovered is not None else None
     until = recovered if recovered is not None else span_s

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cellab.errors import CellabError
-from cellab.faults import BIN_S, PRE_WINDOW_S, RECOVERED_SHARE
+from cellab.faults import rate_back
 
 if TYPE_CHECKING:
     from cellab.fidelity import CaseValues, Grid
@@ -43,7 +43,7 @@ WORKLOAD_S = 14.0
 # The recovery delays are the stack's timers in wall time, so a slow stack is kept and its speed shown; below
 # this floor srsenb was starved (0.26 of real time measured: ran-config/tests/test_zmqlab_starved.py)
 MIN_STACK_SPEED = 0.4
-CAPTURE_BIN_MS = 10  # flowstat's bins, re-binned to BIN_S on the workload's clock
+CAPTURE_BIN_MS = 10  # flowstat's bins, re-binned to cellab.faults.BIN_S on the workload's clock
 IPERF3_CONTROL_BYTES = 100_000  # as cellab.metrics: iperf3's control connection is not the download
 METRICS = ("rlf_delay_s", "reattach_after_end_s", "throughput_back_after_end_s")
 
@@ -93,20 +93,9 @@ def capture_sent(pcap: Path, t0_s: float) -> tuple[np.ndarray, np.ndarray]:
 
 def throughput_back_s(sent: tuple[np.ndarray, np.ndarray], start_s: float, end_s: float,
                       span_s: float) -> float | None:
-    """The first BIN_S bin from the outage's end from which three bins carry RECOVERED_SHARE of the rate of the
-    PRE_WINDOW_S before its start (cellab.faults' rule), s from the workload's start; None: not within span_s."""
-    t, b = sent
-    edges = np.arange(0.0, span_s + BIN_S / 2, BIN_S)
-    rate_bps = np.histogram(t, bins=edges, weights=b)[0] * 8 / BIN_S
-    starts = edges[:-1]
-    pre = (starts >= start_s - PRE_WINDOW_S) & (starts + BIN_S <= start_s)
-    if not pre.any() or rate_bps[pre].mean() <= 0:
-        return None
-    target_bps = RECOVERED_SHARE * rate_bps[pre].mean()
-    for k in np.nonzero(starts >= end_s - 1e-9)[0]:
-        if k + 3 <= len(rate_bps) and rate_bps[k:k + 3].mean() >= target_bps:
-            return float(starts[k])
-    return None
+    """When the server's sending rate was back after the outage, by cellab.faults' rule (rate_back), s from the
+    workload's start; None: not within span_s."""
+    return rate_back(*sent, start_s, end_s, span_s)[1]
 
 
 def recovery_values(metrics: dict[str, Any], run_dir: Path, manifest: dict[str, Any]) -> CaseValues:
