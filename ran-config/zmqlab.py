@@ -51,7 +51,7 @@ from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import STATS_PERIOD_S, BrokerProcess, ue_ports
 from .zmqlab_attenuation import ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, ue_attenuations
-from .zmqlab_faults import StackFaults
+from .zmqlab_faults import FAULT_DAEMONS, StackFaults
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 
@@ -82,7 +82,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut, s1_cut (S1-U's
     # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted): zmqlab_faults
     fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon"})
-    fault_daemons = frozenset({"srsepc"})  # srsEPC as a whole (Open5GS's daemons: not yet)
+    fault_daemons = frozenset(FAULT_DAEMONS)  # srsEPC as a whole (Open5GS's daemons: not yet)
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:
@@ -288,11 +288,8 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         """How fast the stack ran since configure: srsenb's downlink samples through the broker against the cell's
         sample rate (1.0 = real time; over ZMQ srsRAN is clocked by its samples, so a busy host slows everything
         down instead of dropping TTIs). {} before a configure or the broker's first stats line after it."""
-        if self._broker is None or self._applied is None:
-            return {}
-        msps = [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
-                if isinstance(r.get("dl_msps"), (int, float))]
-        if not msps:
+        msps = self._stream_msps()
+        if not msps or self._applied is None:
             return {}
         nominal = SAMPLE_RATE_HZ[self._applied.n_prb] / 1e6
         mean = sum(msps) / len(msps)
@@ -309,16 +306,19 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         if self._broker is None or self._applied is None:
             return None
         deadline = time.monotonic() + 1.5 * STATS_PERIOD_S
-        while True:
-            msps = [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
-                    if isinstance(r.get("dl_msps"), (int, float)) and r["dl_msps"] > 0]
-            if msps or time.monotonic() > deadline:
-                break
+        while not (msps := [m for m in self._stream_msps() if m > 0]) and time.monotonic() <= deadline:
             time.sleep(0.1)
         if not msps:
             return None
         speed = msps[0] / (SAMPLE_RATE_HZ[self._applied.n_prb] / 1e6)
         return None if abs(speed - 1) < 0.05 else round(min(20.0, max(0.5, 1.0 / speed)), 4)
+
+    def _stream_msps(self) -> list[float]:
+        """The downlink Msps of the broker's stats lines since configure (none before a configure)."""
+        if self._broker is None or self._applied is None:
+            return []
+        return [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
+                if isinstance(r.get("dl_msps"), (int, float))]
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
