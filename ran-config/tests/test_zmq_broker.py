@@ -5,8 +5,10 @@ refused. No srsRAN needed; well under a second."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -180,3 +182,91 @@ def test_a_taken_port_is_named(broker_bin):
         argv[argv.index("--enb-rx") + 1] = f"tcp://127.0.0.1:{port}"
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=5)
     assert proc.returncode == 1 and f"cannot bind tcp://127.0.0.1:{port}" in proc.stderr, proc.stderr
+
+
+def _index_samples(first: int, count: int) -> bytes:
+    """Samples whose value is their index in the stream (a UE's uplink: index = its time)."""
+    return np.arange(first, first + count, dtype=np.float32).astype(np.complex64).tobytes()
+
+
+def test_a_restarted_srsenb_finds_the_ues_hearing_silence_and_gets_their_uplink_from_where_its_downlink_began(
+        broker_bin):
+    """srsenb's connection drops with the broker's downlink request in flight (a crash): the UE hears zero blocks
+    paced at the cell's rate, its uplink taken and dropped; a new srsenb on the same ports gets the request again,
+    and its first uplink request gets the UE's stream from the sample its first downlink block reached."""
+    enb_tx, enb_rx, ue_rx, ue_tx = _free_ports(4)
+    ep = "tcp://127.0.0.1:{}".format
+    argv = [str(broker_bin), "--enb-tx", ep(enb_tx), "--enb-rx", ep(enb_rx), "--stats-s", "60", "--srate-hz", "1e5",
+            "--ue", f"rx={ep(ue_rx)},tx={ep(ue_tx)}"]
+    ctx = zmq.Context()
+
+    def sock(kind, endpoint, bind):
+        s = ctx.socket(kind)
+        s.setsockopt(zmq.RCVTIMEO, 3000)
+        s.setsockopt(zmq.LINGER, 0)
+        (s.bind if bind else s.connect)(endpoint)
+        return s
+
+    block = 100  # samples per block
+    ue_sent = [0]  # the UE's uplink samples so far: each carries its index
+    stop = threading.Event()
+    ue_tx_sock = sock(zmq.REP, ep(ue_tx), True)
+    ue_tx_sock.setsockopt(zmq.RCVTIMEO, 100)  # it checks `stop` between requests
+
+    def ue_uplink():  # the UE's tx answers whenever the broker asks
+        while not stop.is_set():
+            try:
+                ue_tx_sock.recv()
+            except zmq.Again:
+                continue
+            ue_tx_sock.send(_index_samples(ue_sent[0], block))
+            ue_sent[0] += block
+
+    tx1 = sock(zmq.REP, ep(enb_tx), True)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    uplink = threading.Thread(target=ue_uplink, daemon=True)
+    try:
+        assert proc.stdout.readline().startswith("ready"), proc.stderr.read()
+        uplink.start()
+        rx1, ue = sock(zmq.REQ, ep(enb_rx), False), sock(zmq.REQ, ep(ue_rx), False)
+        ue.send(b"\xff")
+        assert tx1.recv() == b"\xff"
+        tx1.send(_samples(*[1] * block))
+        assert len(_recv_samples(ue)) == block
+        rx1.send(b"\xff")
+        np.testing.assert_array_equal(_recv_samples(rx1).real, np.arange(block))  # sample 0 with sample 0
+        ue.send(b"\xff")
+        assert tx1.recv() == b"\xff"  # asked, and srsenb dies before it answers
+        tx1.close()
+        rx1.close()
+        assert json.loads(proc.stdout.readline()) | {"wall_s": 0} == {"event": "enb_lost", "wall_s": 0,
+                                                                      "dl_sample": block, "enb_losses": 1}
+        heard = [_recv_samples(ue)]
+        for _ in range(4):
+            ue.send(b"\xff")
+            heard.append(_recv_samples(ue))
+        assert all(len(b) == block and not b.any() for b in heard)  # silence, block by block
+        tx2 = sock(zmq.REP, ep(enb_tx), True)  # the new srsenb, on the same ports
+        assert tx2.recv() == b"\xff"  # the broker asked again
+        tx2.send(_samples(*[2] * block))
+        got = block + sum(len(b) for b in heard)  # the UE's downlink samples before the new srsenb's first
+        while True:
+            ue.send(b"\xff")
+            b = _recv_samples(ue)
+            if b.any():
+                np.testing.assert_array_equal(b, 2)
+                break
+            got += len(b)
+        back = json.loads(proc.stdout.readline())
+        assert back["event"] == "enb_back" and back["dl_sample"] == got, back
+        rx2 = sock(zmq.REQ, ep(enb_rx), False)
+        rx2.send(b"\xff")
+        first = _recv_samples(rx2).real
+        assert first[0] == back["dl_sample"] and np.all(np.diff(first) == 1), (first[:3], back)
+        assert proc.poll() is None
+    finally:
+        stop.set()
+        proc.kill()
+        proc.wait()
+        uplink.join(5)
+        ctx.destroy(linger=0)
