@@ -1,7 +1,9 @@
 """cellab-zmq-broker (broker/zmq_broker.c) supervised by the srsran-zmq lab when it runs several UEs: srsenb's
 ZMQ ports stay 2000 (tx) / 2001 (rx), the broker sits on them and serves UE i on ports 2100+2i (its rx) and
 2101+2i (its tx). Ready on its "ready" line; its stats lines (JSON, sample rates moved) stay in its log. A UE's
-downlink gain changes while the stream runs through its stdin (`gain I DB`, answered in its log): set_gain."""
+downlink gain changes while the stream runs through its stdin (`gain I DB`, answered in its log): set_gain. When
+srsenb's connection drops (a crash, the enb_restart fault) the UEs hear silence paced at the cell's sample rate
+(`srate_hz`) until a new srsenb takes the ports: its `enb_lost` / `enb_back` lines (`events`)."""
 
 from __future__ import annotations
 
@@ -28,11 +30,15 @@ def ue_ports(index: int) -> tuple[int, int]:
     return UE_PORT_BASE + 2 * index, UE_PORT_BASE + 2 * index + 1
 
 
-def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None) -> list[str]:
-    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..100; per-UE attenuation)."""
+def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None,
+                srate_hz: float | None = None) -> list[str]:
+    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..100; per-UE attenuation); srate_hz: the
+    cell's sample rate, the pace of the silence the UEs hear while srsenb is gone."""
     local = "tcp://127.0.0.1:{}".format
     argv = [str(binary), "--enb-tx", local(ENB_TX_PORT), "--enb-rx", local(ENB_RX_PORT),
             "--stats-s", str(STATS_PERIOD_S)]
+    if srate_hz:
+        argv += ["--srate-hz", f"{srate_hz:g}"]
     for i in range(n_ues):
         rx, tx = ue_ports(i)
         gain = dl_gains_db[i] if dl_gains_db else 0.0
@@ -43,8 +49,9 @@ def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None
 class BrokerProcess:
     """One broker in the stack's namespace (where srsenb's and the UEs' ZMQ ports are)."""
 
-    def __init__(self, work_dir: Path, n_ues: int, *, netns: str | None, dl_gains_db: list[float] | None = None):
-        self.work_dir, self.n_ues, self.netns = work_dir, n_ues, netns
+    def __init__(self, work_dir: Path, n_ues: int, *, netns: str | None, dl_gains_db: list[float] | None = None,
+                 srate_hz: float | None = None):
+        self.work_dir, self.n_ues, self.netns, self.srate_hz = work_dir, n_ues, netns, srate_hz
         self.dl_gains_db = list(dl_gains_db) if dl_gains_db else [0.0] * n_ues
         self.log = work_dir / "zmq_broker.log"
         self.proc: ManagedProcess | None = None
@@ -52,7 +59,7 @@ class BrokerProcess:
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db)
+        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db, self.srate_hz)
         self.proc = ManagedProcess(argv, self.log, netns=self.netns, commands=True)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -94,8 +101,13 @@ class BrokerProcess:
         return how + f" (log {self.log})"
 
     def rates(self) -> list[dict[str, float]]:
-        """Its stats lines: {t_s, dl_msps, ul_msps, dl_blocks, ul_blocks} every STATS_PERIOD_S."""
+        """Its stats lines: {t_s, dl_msps, ul_msps, dl_blocks, ul_blocks, silent_blocks, enb_losses} every
+        STATS_PERIOD_S (dl_msps: srsenb's samples only; silent_blocks: zero blocks while srsenb was gone)."""
         return [row for row in self._json_lines() if "dl_msps" in row]
+
+    def events(self) -> list[dict[str, float | str]]:
+        """Its event lines: {event: enb_lost | enb_back, wall_s, dl_sample, enb_losses}."""
+        return [row for row in self._json_lines() if isinstance(row.get("event"), str)]
 
     def _json_lines(self, offset: int = 0) -> list[dict]:
         """Its JSON lines from byte `offset` of its log on."""

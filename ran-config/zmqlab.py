@@ -80,8 +80,9 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
     attenuator_max_db = ATTENUATOR_MAX_DB
     # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut, s1_cut (S1-U's
-    # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted): zmqlab_faults
-    fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon"})
+    # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted), enb_restart (srsenb killed and
+    # started again through its agent, the UEs kept on the broker): zmqlab_faults
+    fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon", "enb_restart"})
     fault_daemons = frozenset(FAULT_DAEMONS)  # srsEPC as a whole (Open5GS's daemons: not yet)
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
@@ -102,6 +103,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
         self._lab_events: list[dict[str, Any]] = []  # attenuation the broker applied, SGi cuts: with their wall time
         self._enb_restarts = 0
+        self._enb_params: ConfigureParams | None = None  # the run's srsenb configuration (an enb_restart's restart)
         self._console_offsets: list[int] = []
         self._log_offsets: list[int] = []
         self._configured_at_s = 0.0
@@ -230,6 +232,9 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
             reasons.append(f"core {self.core_flavour} -> {core}")
         elif self._applied is not None and (down := self._core_down() or self.s1_lost_reason()):
             reasons.append(down)  # the core afresh, and the UEs attached to it again
+        if not reasons and (lost := self.lost_ues_fault()):  # srsenb restarted in the last run, a UE not back
+            reasons.append(lost)
+        self.enb_restart_settled()  # every UE back, or the stack restarts below
         if not reasons and (lost := self._lost_ues()):
             # a radio link failure since the last configure (the attenuator's safe state after a stopped schedule,
             # a fault): srsue re-establishes by itself once it hears the cell again; restart only if it does not
@@ -250,10 +255,11 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
                 self._restart_core()
                 steps_s["core_restart"] = time.monotonic() - started - sum(steps_s.values())
             self.s1_restored()
-        result = enb.configure(ConfigureParams(
+        self._enb_params = ConfigureParams(
             profile_yaml=self._enb_profile_yaml(p.n_prb), profile_name=ENB_PROFILE.name,
             overrides=RadioOverrides(n_prb=p.n_prb, sr_period_ms=p.sr_period_ms, cqi_period_ms=p.cqi_period_ms),
-            ready_timeout_s=ENB_READY_TIMEOUT_S))
+            ready_timeout_s=ENB_READY_TIMEOUT_S)
+        result = enb.configure(self._enb_params)
         if result.restarted and not reasons:  # it died between status and configure
             reasons = result.restart_reasons
             self._stop_radio()
@@ -283,6 +289,10 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
             self._cell_att_db = common
         for i, db in enumerate(per_ue):
             self.set_ue_attenuation(i, db)
+
+    def renew_cell_gain(self) -> None:
+        """The eNB's cell_gain sent again (a restarted srsenb starts at its profile's)."""
+        self._enb().cell_gain(CELL_ID, -(self._cell_att_db or 0.0))
 
     def timing_faults(self) -> dict[str, Any]:
         """How fast the stack ran since configure: srsenb's downlink samples through the broker against the cell's
@@ -314,11 +324,12 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         return None if abs(speed - 1) < 0.05 else round(min(20.0, max(0.5, 1.0 / speed)), 4)
 
     def _stream_msps(self) -> list[float]:
-        """The downlink Msps of the broker's stats lines since configure (none before a configure)."""
+        """The downlink Msps of the broker's stats lines since configure (none before a configure), but those of
+        periods the UEs heard silence (srsenb gone: an enb_restart), which measure the fault, not the stack."""
         if self._broker is None or self._applied is None:
             return []
         return [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
-                if isinstance(r.get("dl_msps"), (int, float))]
+                if isinstance(r.get("dl_msps"), (int, float)) and not r.get("silent_blocks")]
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
@@ -366,7 +377,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         t0 = time.monotonic()
         settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
         self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns,
-                                     dl_gains_db=self._broker_gains_db())
+                                     dl_gains_db=self._broker_gains_db(), srate_hz=SAMPLE_RATE_HZ[n_prb])
         self._broker.start()
         binary = find_srsue(self.bin_dir)
         for i in range(self.n_ues):
@@ -536,6 +547,10 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
                                "rates": self._broker.rates()[-5:] if self._broker else []}}
         (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
         events = [e for e in self._lab_events if e["t_s"] >= self._configured_at_s]
+        if self._broker is not None:  # srsenb's connection lost and a new srsenb's first block, as the broker saw
+            events += [{"event": f"broker_{e['event']}", "t_s": e["wall_s"], "dl_sample": e.get("dl_sample")}
+                       for e in self._broker.events() if isinstance(e.get("wall_s"), (int, float))
+                       and e["wall_s"] >= self._configured_at_s]
         for ue in self._ues:  # srsue's own RRC events: a radio-link failure and the way back (faults' recovery)
             events += self.rrc_events(ue)
         (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(

@@ -6,6 +6,7 @@ zmqlab_attenuation), mixed into the lab as StackFaults:
 | `sgi_cut` | the core's link to the server | `srv0` down, then up (the kernel puts its connected route back) | `sgi_up` |
 | `s1_cut` | S1-U (GTP-U) between srsenb and the core | blackhole policy rules, both directions, then removed | `s1_up`, `s1_cut_rules` |
 | `core_daemon` (`daemon: srsepc`) | srsEPC | SIGKILL, restarted through the core agent at the end | `s1_up`, `ue_reaches_server` |
+| `enb_restart` | srsenb | SIGKILL (a crash), started again by the eNB agent's `configure` at the end | `enb_running`, `ue_reaches_server` |
 
 S1 on this lab: srsenb and the EPC share the core namespace and talk over loopback. S1-U is GTP-U over UDP,
 srsenb's `gtp_bind_addr` 127.0.1.1:2152 to and from the core's `gtpu_addr` 127.0.1.100:2152 (the eNB and core
@@ -23,6 +24,14 @@ A restarted srsEPC has no S1 association with srsenb, and through the shim srsen
 away (no SCTP notification), so it never sets S1 up again and the UE's traffic goes nowhere (measured: the new
 srsEPC hears nothing from srsenb for 30 s, no ping back within 97 s; ran-config README). `fault_state` says so (`s1_up` false, each UE's ping to the
 server), `fault()` names the UEs that did not come back, and the next configure restarts the stack.
+
+An eNB restart kills srsenb with SIGKILL, a crash: nothing reaches the MME or the UEs first, and the fault starts
+when the process is gone (the agent's own stop, SIGTERM, lets srsenb shut its radio down for up to 5 s first). The
+pid is the eNB agent's (its typed `status`), checked to be srsenb's; at the end the agent's typed `configure`
+with the run's configuration starts srsenb again (it is not running) and the lab sends its cell_gain again. The
+broker keeps the UEs (zmq_broker.c: silence while srsenb is gone, the new srsenb's uplink aligned); srsue finds
+the new cell by itself, or not: `fault_state` pings the server from each UE, `fault()` names the UEs not back, and
+the next configure restarts the stack when one is not.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ GTPU_PORT = 2152
 CUT_PREF = 50  # the S1 cut's rules: before the local table
 LOCAL_PREF = 100  # where up() moves the local table's rule (from 0)
 FAULT_DAEMONS = ("srsepc",)  # core_daemon on this lab: srsEPC is one process (MME, HSS, S/P-GW)
-KILL_WAIT_S = 3.0
+KILL_WAIT_S = 3.0  # a killed daemon's agent has reaped it (srsepc, srsenb)
 PATH_PING_TRIES, PATH_PING_WAIT_S = 2, 2
 
 
@@ -89,12 +98,17 @@ class StackFaults:
     core_flavour: str | None
     _ues: list[Any]
     _s1_lost_at: float | None = None  # srsEPC killed under a running srsenb: S1 is gone until the next restart
+    _enb_restarted_at: float | None = None  # srsenb killed under the UEs: are they back? (until the next restart)
+    _enb_params: Any
+    _enb_restarts: int
 
     if TYPE_CHECKING:  # the lab's own (stubs here would shadow them in its method order)
         def note_event(self, event: dict[str, Any]) -> None: ...
         def ue_ns_of(self, index: int) -> str: ...
         def topology(self) -> Any: ...
+        def renew_cell_gain(self) -> None: ...
         def _core(self) -> Any: ...
+        def _enb(self) -> Any: ...
 
     def _ip(self, argv: list[str], what: str) -> str:
         done = subprocess.run(netns.in_netns(self.core_ns, argv), capture_output=True, text=True, check=False)
@@ -117,8 +131,10 @@ class StackFaults:
             return self._s1(cut=step.active)
         if kind == "core_daemon":
             return self._core_daemon(step.daemon, killed=step.active)
+        if kind == "enb_restart":
+            return self._enb_restart(killed=step.active)
         raise CellabError(f"the srsran-zmq lab injects {kind or step} faults through their owner (radio_outage: "
-                          "the attenuator agent); its own: sgi_cut, s1_cut, core_daemon")
+                          "the attenuator agent); its own: sgi_cut, s1_cut, core_daemon, enb_restart")
 
     def _sgi(self, up: bool) -> dict[str, Any]:
         self._ip(["ip", "link", "set", "srv0", "up" if up else "down"], f"SGi link {'up' if up else 'down'}")
@@ -168,6 +184,31 @@ class StackFaults:
         self.note_event({"event": "core_down", "daemon": daemon})
         return {"ok": True, "daemon": daemon, "killed_pid": pid}
 
+    def _enb_restart(self, killed: bool) -> dict[str, Any]:
+        enb = self._enb()
+        if killed:
+            status = enb.status()
+            pid = status.pid if status.state in ("running", "starting") else None
+            if pid is None or _comm(pid) != "srsenb":  # the agent's child is srsenb itself: never kill another pid
+                raise CellabError(f"srsran-zmq lab: no running srsenb to kill (eNB agent: {status.state}, pid "
+                                  f"{status.pid})")
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + KILL_WAIT_S
+            while time.monotonic() < deadline and enb.status().state in ("running", "starting"):
+                time.sleep(0.05)  # the agent's status reaps it
+            self._enb_restarted_at = time.time()
+            self.note_event({"event": "enb_down"})
+            return {"ok": True, "killed_pid": pid}
+        if self._enb_params is None:
+            raise CellabError("srsran-zmq lab: no srsenb configuration to restart with (configure did not run)")
+        began = time.monotonic()
+        result = enb.configure(self._enb_params)  # srsenb is not running: the agent starts it
+        self._enb_restarts = enb.status().restarts  # this start is the fault's, not a crash of the run
+        self.renew_cell_gain()  # a new srsenb starts at the profile's gain
+        self.note_event({"event": "enb_up"})
+        return {"ok": True, "pid": result.pid, "restarted": result.restarted,
+                "restart_reasons": result.restart_reasons, "start_s": round(time.monotonic() - began, 3)}
+
     def ues_reaching_server(self) -> dict[str, bool]:
         """Each UE's data path: a ping from its namespace answered by the server behind the SGi."""
         server = self.topology().server.address
@@ -185,13 +226,24 @@ class StackFaults:
         return ("srsepc was restarted under the running srsenb (core_daemon fault): srsenb, through the SCTP shim, "
                 "never sets S1 up with the new srsEPC")
 
+    def enb_restart_reason(self) -> str | None:
+        """srsenb was restarted under the UEs since the stack's last restart (an enb_restart fault), or None."""
+        if self._enb_restarted_at is None:
+            return None
+        return "srsenb was restarted under the running UEs (enb_restart fault)"
+
     def s1_restored(self) -> None:
-        """The stack restarted (srsenb with the core): S1 set up afresh."""
-        self._s1_lost_at = None
+        """The stack restarted (srsenb with the core): S1 set up afresh, the UEs attached anew."""
+        self._s1_lost_at = self._enb_restarted_at = None
+
+    def enb_restart_settled(self) -> None:
+        """A configure found every UE back after srsenb's restart: the next runs judge their own faults."""
+        self._enb_restarted_at = None
 
     def lost_ues_fault(self) -> str | None:
-        """After srsEPC's restart, the UEs that did not come back (no ping through to the server), named."""
-        why = self.s1_lost_reason()
+        """After srsEPC's or srsenb's restart under the UEs, the UEs that did not come back (no ping through to
+        the server), named."""
+        why = self.s1_lost_reason() or self.enb_restart_reason()
         if why is None:
             return None
         lost = [f"UE {i}" for i, ok in self.ues_reaching_server().items() if not ok]
@@ -208,6 +260,9 @@ class StackFaults:
             "ue_reaches_server": self.ues_reaching_server()}
         if (why := self.s1_lost_reason()) is not None:
             state["s1_down_why"] = why
+        if self._enb_restarted_at is not None:
+            state["enb_running"] = self._enb().status().state == "running"
+        if why is not None or self._enb_restarted_at is not None:
             state["not_back"] = [f"UE {i} did not come back" for i, ok in state["ue_reaches_server"].items() if not ok]
         return state
 

@@ -1,6 +1,7 @@
 """The srsran-zmq lab's own faults without root (zmqlab_faults): the policy rules an S1 cut adds and removes, the
 local table moved behind them, the S1-U ends read from the profiles the lab renders from, the rules read back
-from `ip -j rule show`, and core_daemon's refusals. The `ip` calls are recorded by a stand-in lab, not run."""
+from `ip -j rule show`, core_daemon's refusals, and an eNB restart through a stand-in eNB agent (the kill
+recorded, not sent). The `ip` calls are recorded by a stand-in lab, not run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from cellab.campaign import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
 from cellab.faults import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
+from cellab.ran import zmqlab_faults
 from cellab.ran.zmqlab_faults import (CUT_PREF, LOCAL_PREF, StackFaults, cut_rule_argv, cut_rules_in,
                                       local_table_argvs, s1u_addresses)
 from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE
@@ -60,6 +62,29 @@ class Radio:
         return {"rrc_state": {"0": "connected"}}
 
 
+class FakeEnb:
+    """The eNB agent's typed client: srsenb's state, its pid and starts; configure starts it when not running."""
+
+    def __init__(self):
+        self.state, self.pid, self.restarts = "running", 4242, 1
+        self.configured: list[Any] = []
+        self.gains: list[tuple[int, float]] = []
+
+    def status(self):
+        return SimpleNamespace(state=self.state, pid=self.pid, restarts=self.restarts)
+
+    def configure(self, params):
+        self.configured.append(params)
+        restarted = self.state != "running"
+        if restarted:
+            self.state, self.pid, self.restarts = "running", self.pid + 1, self.restarts + 1
+        return SimpleNamespace(restarted=restarted, restart_reasons=["srsenb was not running: killed by SIGKILL"]
+                               if restarted else [], pid=self.pid)
+
+    def cell_gain(self, cell_id: int, gain_db: float):
+        self.gains.append((cell_id, gain_db))
+
+
 class FakeLab(StackFaults, Radio):
     """The mixin on a stand-in lab with one UE: `ip` calls recorded and answered from `rules`."""
 
@@ -71,6 +96,16 @@ class FakeLab(StackFaults, Radio):
         self.calls: list[list[str]] = []
         self.events: list[dict[str, Any]] = []
         self.rules = RULES_CLEAN
+        self.enb = FakeEnb()
+        self._enb_params = "the run's srsenb configuration"
+        self._enb_restarts = 1
+        self._cell_att_db = 5.0
+
+    def _enb(self) -> FakeEnb:
+        return self.enb
+
+    def renew_cell_gain(self) -> None:
+        self.enb.cell_gain(1, -self._cell_att_db)
 
     def _ip(self, argv: list[str], what: str) -> str:
         self.calls.append(argv)
@@ -128,9 +163,59 @@ def test_core_daemon_srsepc_needs_the_srsepc_core():
 
 
 def test_the_lab_names_the_faults_it_injects_and_refuses_the_others():
-    assert SrsranZmqLab.fault_kinds == {"radio_outage", "sgi_cut", "s1_cut", "core_daemon"}
-    with pytest.raises(CellabError, match="its own: sgi_cut, s1_cut, core_daemon"):
+    assert SrsranZmqLab.fault_kinds == {"radio_outage", "sgi_cut", "s1_cut", "core_daemon", "enb_restart"}
+    with pytest.raises(CellabError, match="its own: sgi_cut, s1_cut, core_daemon, enb_restart"):
         FakeLab().inject_fault(FaultStep(kind="ue_pause", active=True))
+
+
+def _kill_recorded(monkeypatch, comm: str = "srsenb") -> list[tuple[int, int]]:
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setattr(zmqlab_faults, "_comm", lambda pid: comm)
+    monkeypatch.setattr(zmqlab_faults.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    return killed
+
+
+def test_an_enb_restart_kills_the_agents_srsenb_and_its_end_starts_it_again_with_the_runs_configuration(monkeypatch):
+    lab = FakeLab()
+    killed = _kill_recorded(monkeypatch)
+    lab.enb.status = lambda: SimpleNamespace(state="crashed" if killed else "running", pid=4242, restarts=1)
+    reply = lab.inject_fault(FaultStep(kind="enb_restart", active=True))
+    assert reply == {"ok": True, "killed_pid": 4242} and killed == [(4242, zmqlab_faults.signal.SIGKILL)]
+    assert "srsenb was restarted" in (lab.enb_restart_reason() or "")
+    del lab.enb.status  # the stand-in's own again
+    lab.enb.state = "crashed"
+    reply = lab.inject_fault(FaultStep(kind="enb_restart", active=False))
+    assert reply["restarted"] is True and reply["pid"] == 4243 and "SIGKILL" in reply["restart_reasons"][0], reply
+    assert lab.enb.configured == ["the run's srsenb configuration"]
+    assert lab._enb_restarts == 2  # the fault's start of srsenb is not a crash of the run
+    assert lab.enb.gains == [(1, -5.0)]  # the new srsenb gets the run's cell gain again
+    assert [e["event"] for e in lab.events] == ["enb_down", "enb_up"]
+
+
+def test_an_enb_restart_kills_nothing_but_srsenb(monkeypatch):
+    lab = FakeLab()
+    killed = _kill_recorded(monkeypatch, comm="bash")
+    with pytest.raises(CellabError, match="no running srsenb to kill"):
+        lab.inject_fault(FaultStep(kind="enb_restart", active=True))
+    lab.enb.state = "crashed"
+    with pytest.raises(CellabError, match="no running srsenb to kill"):
+        lab.inject_fault(FaultStep(kind="enb_restart", active=True))
+    assert killed == [] and lab.enb_restart_reason() is None
+
+
+def test_after_srsenbs_restart_a_ue_not_back_is_named_and_a_configure_that_found_them_back_settles_it():
+    lab = FakeLab()
+    lab._enb_restarted_at = 1.0
+    lab.ues_reaching_server = lambda: {"0": False}  # type: ignore[method-assign]
+    state = lab.fault_state()
+    assert state["not_back"] == ["UE 0 did not come back"] and state["enb_running"] is True, state
+    assert state["s1_up"] is True and "s1_down_why" not in state, state
+    assert lab.lost_ues_fault() == ("UE 0 did not come back: no ping to the server (srsenb was restarted under the "
+                                    "running UEs (enb_restart fault))")
+    lab.ues_reaching_server = lambda: {"0": True}  # type: ignore[method-assign]
+    assert lab.lost_ues_fault() is None and lab.fault_state()["not_back"] == []
+    lab.enb_restart_settled()
+    assert lab.enb_restart_reason() is None and "not_back" not in lab.fault_state()
 
 
 def test_after_srsepcs_restart_s1_is_down_and_the_lost_ue_is_named():
@@ -153,10 +238,12 @@ def _load(tmp_path, faults: str):
     return load_campaign(path)
 
 
-def test_validate_takes_s1_cuts_and_srsepc_restarts_on_this_lab_and_refuses_the_rest(tmp_path):
+def test_validate_takes_s1_cuts_and_srsepc_and_srsenb_restarts_on_this_lab_and_refuses_the_rest(tmp_path):
     campaign = _load(tmp_path, "  s1: [{kind: s1_cut, at_s: 3, duration_s: 2}]\n"
-                               "  epc: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]")
-    assert [f.kind for f in campaign.faults["s1"] + campaign.faults["epc"]] == ["s1_cut", "core_daemon"]
+                               "  epc: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]\n"
+                               "  enb: [{kind: enb_restart, at_s: 3, duration_s: 2}]")
+    assert [f.kind for f in campaign.faults["s1"] + campaign.faults["epc"] + campaign.faults["enb"]] == [
+        "s1_cut", "core_daemon", "enb_restart"]
     with pytest.raises((InputError, InputErrors)) as err:
-        _load(tmp_path, "  restart: [{kind: enb_restart, at_s: 3, duration_s: 2}]")
-    assert "faults.restart[0].kind: lab srsran-zmq cannot inject enb_restart" in str(err.value)
+        _load(tmp_path, "  pause: [{kind: ue_pause, at_s: 3, duration_s: 2}]")
+    assert "faults.pause[0].kind: lab srsran-zmq cannot inject ue_pause" in str(err.value)
