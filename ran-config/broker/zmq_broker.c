@@ -384,9 +384,10 @@ static void take_uplink(struct ue *u, size_t bytes)
 }
 
 /* no srsenb to hear them: each UE's uplink dropped up to sample `until` (asked again once its buffer is
- * empty: a srsue whose tx is not asked for stops receiving too) */
-static void drop_uplink_until(uint64_t until)
+ * empty: a srsue whose tx is not asked for stops receiving too); 1 once every UE is there */
+static int drop_uplink_until(uint64_t until)
 {
+    int there = 1;
     for (int i = 0; i < B.n_ues; i++) {
         struct ue *u = &B.ue[i];
         if (u->ul_taken >= until)
@@ -398,7 +399,9 @@ static void drop_uplink_until(uint64_t until)
         uint64_t behind = until - u->ul_taken;
         size_t bytes = u->ul_len / SAMPLE_BYTES < behind ? u->ul_len : (size_t)behind * SAMPLE_BYTES;
         take_uplink(u, bytes);
+        there &= u->ul_taken >= until;
     }
+    return there;
 }
 
 /* srsenb's next uplink request (a ROUTER: [peer][empty][request]); 0 after timeout_ms without one */
@@ -466,10 +469,10 @@ static void *uplink(void *arg)
                 int resumed = E.resumed && E.epoch == epoch;
                 uint64_t until = resumed ? E.resume_at : dl_samples;
                 pthread_mutex_unlock(&enb_lock);
-                drop_uplink_until(until);
-                if (resumed)
+                if (drop_uplink_until(until) && resumed) /* one pull may hold less than the way to `until` */
                     break;
-                usleep(1000);
+                if (!resumed)
+                    usleep(1000);
             }
             served_epoch = epoch;
         }
