@@ -205,6 +205,7 @@ class StackFaults:
         result = enb.configure(self._enb_params)  # srsenb is not running: the agent starts it
         self._enb_restarts = enb.status().restarts  # this start is the fault's, not a crash of the run
         self.renew_cell_gain()  # a new srsenb starts at the profile's gain
+        self._s1_lost_at = None  # the new srsenb set S1 up with whatever core runs now
         self.note_event({"event": "enb_up"})
         return {"ok": True, "pid": result.pid, "restarted": result.restarted,
                 "restart_reasons": result.restart_reasons, "start_s": round(time.monotonic() - began, 3)}
