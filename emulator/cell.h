@@ -113,6 +113,10 @@ struct ue {
     int t310_on, n_oos, n_is, ctx_released; /* ctx_released: the eNB released the UE's context */
     uint64_t t310_start, rlf_tti, rrc_done_tti, enb_release_tti;
     uint64_t rrc_drop_bytes, rrc_drop_pkts, s1_drop_pkts, s1_drop_bytes, rlf_count, reest_count, conn_count;
+    /* the UE's host paused (control op set_ue_host, fault ue_pause): the modem stays connected, but what it
+     * receives reaches no host and the host's namespace sends nothing */
+    int host_down;
+    uint64_t host_dl_drop_pkts, host_dl_drop_bytes, host_ul_drop_pkts;
     /* per-TTI record fields, reset every TTI */
     uint32_t r_tbs_bits, r_delivered, r_ul_grant, r_ul_delivered, r_drop_bytes;
     int r_prb, r_retx, r_mcs, r_flags;
@@ -155,6 +159,8 @@ struct cell {
     uint64_t s1_cuts;
     int sgi_down; /* the SGi path is cut (control op set_sgi): packets between the core and the server are lost */
     uint64_t sgi_cuts, sgi_drop_pkts, sgi_drop_bytes;
+    int enb_down; /* the eNB is restarting (control op set_enb, with --rlf): no cell on the air, no UE context */
+    uint64_t enb_restarts, host_cuts;
     struct fifo dl_delay, ul_delay;
     /* counters */
     uint64_t no_route_pkts, delay_drop_pkts, tun_write_drops, late_ttis, resyncs;
@@ -216,9 +222,13 @@ void dl_reset_harq(struct cell *c, struct ue *u, uint64_t t);
  * context release; events on stdout. Without --rlf every UE stays connected and nothing here runs. */
 static inline int ue_connected(const struct cell *c, const struct ue *u)
 {
-    return !c->p.rlf || u->rrc_state == RRC_CONNECTED;
+    return (!c->p.rlf || u->rrc_state == RRC_CONNECTED) && !c->enb_down; /* no eNB: nothing scheduled either */
 }
 void rrc_tti(struct cell *c, struct ue *u, uint64_t t);
+/* the eNB restarting (fault enb_restart): every UE's context and queues gone at once; the UEs lose the cell
+ * (T310, RLF) and come back with a new connection once it is on the air again */
+void rrc_enb_down(struct cell *c, uint64_t t);
+void rrc_enb_up(struct cell *c, uint64_t t);
 void cell_event(struct cell *c, const char *event, int ue, const char *extra_json);
 
 /* dl_sched.c: the downlink scheduler (radio model, trace mode, unlimited) */

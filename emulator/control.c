@@ -24,6 +24,12 @@ static uint64_t err_percentile_us(const struct cell *c, double q)
 
 static void rrc_stats(struct cell *c, struct ue *u, json_t *o);
 
+/* the RRC model on, or a fault injected: the stats then carry the fault counters */
+static int faults_seen(const struct cell *c)
+{
+    return c->p.rlf || c->s1_cuts || c->sgi_cuts || c->host_cuts;
+}
+
 json_t *stats_json(struct cell *c)
 {
     json_t *ues = json_array();
@@ -44,7 +50,7 @@ json_t *stats_json(struct cell *c)
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
         json_object_set_new(o, "dl_queue_new_pkts", json_integer((json_int_t)u->dl_new_pkts));
         json_object_set_new(o, "ul_drop_pkts", json_integer((json_int_t)u->ul_drop_pkts));
-        if (c->p.rlf || c->s1_cuts || c->sgi_cuts) /* only then: other runs' stats stay as they were (test_replay) */
+        if (faults_seen(c)) /* only then: other runs' stats stay as they were (test_replay) */
             rrc_stats(c, u, o);
         json_array_append_new(ues, o);
     }
@@ -65,7 +71,10 @@ json_t *stats_json(struct cell *c)
                      ues);
     if (c->p.cpus_awake) /* asked for: whether it holds (the replay's stats stay as they were) */
         json_object_set_new(out, "cpus_awake", json_boolean(c->cpu_latency_fd >= 0));
-    if (c->p.rlf || c->s1_cuts || c->sgi_cuts) {
+    if (faults_seen(c)) {
+        json_object_set_new(out, "enb_up", json_boolean(!c->enb_down));
+        json_object_set_new(out, "enb_restarts", json_integer((json_int_t)c->enb_restarts));
+        json_object_set_new(out, "host_cuts", json_integer((json_int_t)c->host_cuts));
         json_object_set_new(out, "s1_up", json_boolean(!c->s1_down));
         json_object_set_new(out, "s1_cuts", json_integer((json_int_t)c->s1_cuts));
         json_object_set_new(out, "sgi_up", json_boolean(!c->sgi_down));
@@ -105,6 +114,10 @@ static void rrc_stats(struct cell *c, struct ue *u, json_t *o)
     json_object_set_new(o, "rrc_drop_bytes", json_integer((json_int_t)u->rrc_drop_bytes));
     json_object_set_new(o, "s1_drop_pkts", json_integer((json_int_t)u->s1_drop_pkts));
     json_object_set_new(o, "s1_drop_bytes", json_integer((json_int_t)u->s1_drop_bytes));
+    json_object_set_new(o, "host_up", json_boolean(!u->host_down));
+    json_object_set_new(o, "host_dl_drop_pkts", json_integer((json_int_t)u->host_dl_drop_pkts));
+    json_object_set_new(o, "host_dl_drop_bytes", json_integer((json_int_t)u->host_dl_drop_bytes));
+    json_object_set_new(o, "host_ul_drop_pkts", json_integer((json_int_t)u->host_ul_drop_pkts));
 }
 
 static json_t *err_reply(const char *msg)
@@ -123,6 +136,47 @@ static json_t *ue_from_request(struct cell *c, json_t *req, int *k, char *err, s
     return NULL;
 }
 
+/* The faults the cell injects itself, each an up/down switch with an event at every change: the S1 path
+ * (set_s1) and the SGi path (set_sgi) cut; the eNB restarting (set_enb, needs --rlf: rrc.c); one UE's host
+ * paused (set_ue_host, "ue": k: what its modem receives is dropped before its TUN, what it sends is lost). */
+static json_t *fault_op(struct cell *c, const char *op, json_t *req)
+{
+    static const char *const what[] = {"the S1 path between the eNB and the core",
+                                       "the SGi path between the core and the server", "the eNB (a restart)",
+                                       "the UE's host (paused)"};
+    int which = !strcmp(op, "set_s1") ? 0 : !strcmp(op, "set_sgi") ? 1 : !strcmp(op, "set_enb") ? 2 : 3, k = -1;
+    char err[160];
+    json_t *up = json_object_get(req, "up"), *rep;
+    if (which == 3 && (rep = ue_from_request(c, req, &k, err, sizeof(err))))
+        return rep;
+    if (!json_is_boolean(up)) {
+        snprintf(err, sizeof(err), "up: must be true or false (%s)", what[which]);
+        return err_reply(err);
+    }
+    if (which == 2 && !c->p.rlf)
+        return err_reply("set_enb: the eNB restart needs the RRC model (start the cell with --rlf)");
+    int down = !json_is_true(up);
+    int *down_now = which == 0 ? &c->s1_down : which == 1 ? &c->sgi_down : which == 2 ? &c->enb_down
+                                                                                      : &c->ue[k].host_down;
+    static const char *const events[][2] = {
+        {"s1_up", "s1_down"}, {"sgi_up", "sgi_down"}, {"enb_up", "enb_down"}, {"ue_host_up", "ue_host_down"}};
+    if (down != *down_now) {
+        if (which == 2) { /* rrc.c: the contexts and queues go, the UEs fail their radio link and reconnect */
+            (down ? rrc_enb_down : rrc_enb_up)(c, c->tti);
+        } else {
+            *down_now = down;
+            uint64_t *cuts = which == 0 ? &c->s1_cuts : which == 1 ? &c->sgi_cuts : &c->host_cuts;
+            *cuts += (uint64_t)down;
+            cell_event(c, events[which][down], k, NULL);
+        }
+    }
+    static const char *const keys[] = {"s1_up", "sgi_up", "enb_up", "host_up"};
+    rep = json_pack("{s:b,s:b,s:I}", "ok", 1, keys[which], !*down_now, "tti", (json_int_t)c->tti);
+    if (which == 3)
+        json_object_set_new(rep, "ue", json_integer(k));
+    return rep;
+}
+
 json_t *handle_request(struct cell *c, const char *text, size_t len)
 {
     json_error_t jerr;
@@ -133,10 +187,10 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     }
     const char *op = json_string_value(json_object_get(req, "op"));
     json_t *rep = NULL;
-    char err[160];
+    char err[200];
     int k = 0;
     if (!op) {
-        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi)");
+        rep = err_reply("op: missing (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi, set_enb, set_ue_host)");
     } else if (!strcmp(op, "set_attenuation")) {
         json_t *v = json_object_get(req, "attenuation_db");
         if (!(rep = ue_from_request(c, req, &k, err, sizeof(err)))) {
@@ -165,21 +219,9 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     } else if (!strcmp(op, "pause") || !strcmp(op, "resume")) {
         c->paused = !strcmp(op, "pause");
         rep = json_pack("{s:b,s:b,s:I}", "ok", 1, "paused", c->paused, "tti", (json_int_t)c->tti);
-    } else if (!strcmp(op, "set_s1") || !strcmp(op, "set_sgi")) {
-        int s1 = !strcmp(op, "set_s1"), *down_now = s1 ? &c->s1_down : &c->sgi_down;
-        json_t *up = json_object_get(req, "up");
-        if (!json_is_boolean(up)) {
-            rep = err_reply(s1 ? "up: must be true or false (the S1 path between the eNB and the core)"
-                               : "up: must be true or false (the SGi path between the core and the server)");
-        } else {
-            int down = !json_is_true(up);
-            if (down != *down_now) {
-                *down_now = down;
-                *(s1 ? &c->s1_cuts : &c->sgi_cuts) += (uint64_t)down;
-                cell_event(c, s1 ? (down ? "s1_down" : "s1_up") : (down ? "sgi_down" : "sgi_up"), -1, NULL);
-            }
-            rep = json_pack("{s:b,s:b,s:I}", "ok", 1, s1 ? "s1_up" : "sgi_up", !*down_now, "tti", (json_int_t)c->tti);
-        }
+    } else if (!strcmp(op, "set_s1") || !strcmp(op, "set_sgi") || !strcmp(op, "set_enb") ||
+               !strcmp(op, "set_ue_host")) {
+        rep = fault_op(c, op, req);
     } else if (!strcmp(op, "stalls")) {
         json_t *since = json_object_get(req, "since_ns");
         if (since && (!json_is_integer(since) || json_integer_value(since) < 0))
@@ -191,7 +233,7 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
             fflush(c->tti_log);
         rep = stats_json(c);
     } else {
-        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi)",
+        snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi, set_enb, set_ue_host)",
                  op);
         rep = err_reply(err);
     }

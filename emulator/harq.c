@@ -36,6 +36,10 @@ void dl_deliver(struct cell *c, struct ue *u, uint64_t t)
         struct pkt *p = fifo_pop(&u->dlq);
         if (u->n_lost && overlaps_lost(u, p->end_off - p->len, p->end_off)) {
             u->dl_lost_pkts++;
+        } else if (u->host_down) { /* the modem received it; its host is paused (ue_pause) and takes nothing */
+            u->host_dl_drop_pkts++;
+            u->host_dl_drop_bytes += p->len;
+            u->r_drop_bytes += p->len;
         } else {
             record_delivery_error(c, t);
             tun_write(c, u->fd, p);

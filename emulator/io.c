@@ -102,6 +102,10 @@ void read_ue(struct cell *c, struct ue *u)
         ssize_t n = read(u->fd, c->buf, sizeof(c->buf));
         if (n <= 0)
             return;
+        if (u->host_down) { /* a paused host sends nothing: what its namespace's kernel still sends is lost */
+            u->host_ul_drop_pkts++;
+            continue;
+        }
         if (ul_queue_full(c, u, (uint64_t)n)) {
             u->ul_drop_pkts++;
             continue;

@@ -7,7 +7,8 @@
  * re-establishes (reest_ms later it is connected again; RLC UM re-establishment discards the SDUs still queued,
  * TS 36.322 5.4) unless the eNB has released its context (rlf_release_ms after the failure, srsenb's
  * rlf_release_timer_ms), in which case, as after T311 expired, it sets up a new connection (connect_ms). Every
- * transition is an event on stdout, with its TTI and CLOCK_MONOTONIC time. */
+ * transition is an event on stdout, with its TTI and CLOCK_MONOTONIC time. An eNB restart (control op set_enb,
+ * fault enb_restart) takes every context at once; the UEs find out as from a lost radio link. */
 #include "cell.h"
 
 #include <stdio.h>
@@ -57,9 +58,21 @@ static void connected_again(struct cell *c, struct ue *u, uint64_t t, int k, con
     cell_event(c, event, k, extra);
 }
 
+static void radio_link_failure(struct cell *c, struct ue *u, uint64_t t, const char *extra_json)
+{
+    u->rrc_state = RRC_SEARCH;
+    u->t310_on = 0;
+    u->rlf_tti = t;
+    u->enb_release_tti = t + (uint64_t)c->p.rlf_release_ms;
+    u->rlf_count++;
+    leave_connected(c, u, t);
+    cell_event(c, "rlf", (int)(u - c->ue), extra_json);
+}
+
 void rrc_tti(struct cell *c, struct ue *u, uint64_t t)
 {
-    int k = (int)(u - c->ue), frame = t % 10 == 0, in_sync = u->cqi_true > 0;
+    /* no eNB on the air (restarting): every frame is out of sync */
+    int k = (int)(u - c->ue), frame = t % 10 == 0, in_sync = u->cqi_true > 0 && !c->enb_down;
     char extra[64];
     if (u->rrc_state != RRC_CONNECTED && !u->ctx_released && t >= u->enb_release_tti) {
         u->ctx_released = 1; /* srsenb's rlf_release_timer_ms: the bearer goes, and what it held */
@@ -90,15 +103,8 @@ void rrc_tti(struct cell *c, struct ue *u, uint64_t t)
                 }
             }
         }
-        if (u->t310_on && t - u->t310_start >= (uint64_t)c->p.t310_ms) {
-            u->rrc_state = RRC_SEARCH;
-            u->t310_on = 0;
-            u->rlf_tti = t;
-            u->enb_release_tti = t + (uint64_t)c->p.rlf_release_ms;
-            u->rlf_count++;
-            leave_connected(c, u, t);
-            cell_event(c, "rlf", k, NULL);
-        }
+        if (u->t310_on && t - u->t310_start >= (uint64_t)c->p.t310_ms)
+            radio_link_failure(c, u, t, NULL);
         break;
     case RRC_SEARCH:
         if (t - u->rlf_tti >= (uint64_t)c->p.t311_ms) {
@@ -137,4 +143,34 @@ void rrc_tti(struct cell *c, struct ue *u, uint64_t t)
         }
         break;
     }
+}
+
+/* A restarting srsenb (fault enb_restart): the process and everything it held are gone at once: every UE's
+ * context (bearer, HARQ, uplink grants, the RLC queue's SDUs: dl_flush "enb restart"), and later packets from
+ * the core find no bearer. The UEs learn it as from a lost radio link: no cell on the air is out of sync every
+ * frame, so T310 starts and expires into a radio link failure (the UE's own timers, in rrc_tti). */
+void rrc_enb_down(struct cell *c, uint64_t t)
+{
+    c->enb_down = 1;
+    c->enb_restarts++;
+    cell_event(c, "enb_down", -1, NULL);
+    for (int k = 0; k < c->p.n_ues; k++) {
+        struct ue *u = &c->ue[k];
+        u->ctx_released = 1;
+        leave_connected(c, u, t);
+        flush_dl(c, u, t, k, "enb restart");
+    }
+}
+
+/* The eNB on the air again, with no context: a UE that has not yet declared a radio link failure (a restart
+ * shorter than T310 + a frame) finds its connection gone at its next uplink attempt (its SR unanswered, RACH
+ * with an unknown C-RNTI): the model declares it at once. Every UE then sets up a new connection (the
+ * re-establishment is rejected without a context: connect_ms from its first in-sync frame, rrc_tti). */
+void rrc_enb_up(struct cell *c, uint64_t t)
+{
+    c->enb_down = 0;
+    cell_event(c, "enb_up", -1, NULL);
+    for (int k = 0; k < c->p.n_ues; k++)
+        if (c->ue[k].rrc_state == RRC_CONNECTED)
+            radio_link_failure(c, &c->ue[k], t, "\"cause\": \"enb_restart\"");
 }

@@ -26,6 +26,7 @@ from cellab.paths import find_program
 
 from cellab.labs.cellctl import CellControl
 from cellab.proc import die_with_parent
+from .hostpause import HostFreezer
 from .params import MAX_UES, CellParams, validate_params
 
 STATE_ROOT = Path("/run/cellab")
@@ -49,8 +50,10 @@ class VirtualLab(EmbeddedLab):
     cell_attenuator = True
     #: radio_outage: the attenuator agent drives the UE's channel to its maximum (the cell's RLF model runs);
     #: s1_cut / sgi_cut: the cell's set_s1 / set_sgi op (packets between the eNB and the core, or between the
-    #: core and the server, lost both ways)
-    fault_kinds = frozenset({"radio_outage", "s1_cut", "sgi_cut"})
+    #: core and the server, lost both ways); enb_restart: the cell's set_enb op (every UE's context and queues
+    #: gone, the UEs fail their radio link and connect anew); ue_pause: the UE's host frozen (hostpause.py) and
+    #: its packets dropped between its modem and its namespace (the cell's set_ue_host op)
+    fault_kinds = frozenset({"radio_outage", "s1_cut", "sgi_cut", "enb_restart", "ue_pause"})
     parameters = frozenset(CellParams.model_fields)
     #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
     cell_keeps_lease = False
@@ -77,6 +80,7 @@ class VirtualLab(EmbeddedLab):
             values["n_ues"] = ues
         self.params = validate_params(values)
         self.state_dir = STATE_ROOT / self.prefix
+        self.host_freezer = HostFreezer(self.prefix, self.state_dir)
 
     @property
     def ue_count(self) -> int:
@@ -193,21 +197,46 @@ class VirtualLab(EmbeddedLab):
                 "sr_config_index": int(ue["i_sr"]), "source": "config"}
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """s1_cut / sgi_cut: the cell's `set_s1` / `set_sgi` op (up false at the start, true at the end); the reply
-        has the cell's TTI."""
-        ops = {"s1_cut": "set_s1", "sgi_cut": "set_sgi"}
-        if getattr(step, "kind", None) not in ops:
+        """The faults the lab injects itself (`step`: a cellab.faults.FaultStep); the reply has the cell's TTI.
+        s1_cut / sgi_cut / enb_restart: the cell's `set_s1` / `set_sgi` / `set_enb` op (up false at the start,
+        true at the end). ue_pause: at the start the cell stops passing UE `ue`'s packets to and from its
+        namespace (its modem stays connected), then the host's processes are frozen; at the end they are
+        thawed, then its packets pass again."""
+        ops = {"s1_cut": "set_s1", "sgi_cut": "set_sgi", "enb_restart": "set_enb"}
+        kind = getattr(step, "kind", None)
+        if kind == "ue_pause":
+            return self._pause_ue_host(self._check_ue(step.ue), bool(step.active))
+        if kind not in ops:
             raise CellabError(f"the virtual lab injects {getattr(step, 'kind', step)} faults through their owner "
-                              "(radio_outage: the attenuator agent); its own: s1_cut, sgi_cut")
+                              "(radio_outage: the attenuator agent); its own: s1_cut, sgi_cut, enb_restart, ue_pause")
         with self.control(2000) as ctl:
-            return ctl.request(ops[step.kind], up=not step.active)
+            return ctl.request(ops[kind], up=not step.active)
+
+    def ue_agent_marks(self, ue: int) -> list[tuple[str, str]]:
+        """How UE `ue`'s agent is told from every other process: the argv flag and value naming this instance's
+        UE (the virtual UE agent's namespace; a virtual phone's serial on virtual-android)."""
+        marks = [("--netns", self.ue_ns(ue))]
+        serial = getattr(self, "serial", None)
+        return marks + [("--serial", serial(ue))] if callable(serial) else marks
+
+    def _pause_ue_host(self, ue: int, pause: bool) -> dict[str, Any]:
+        if pause:
+            with self.control(2000) as ctl:
+                reply = ctl.request("set_ue_host", ue=ue, up=False)
+            return reply | self.host_freezer.freeze(ue, self.ue_ns(ue), self.ue_agent_marks(ue))
+        thawed = self.host_freezer.thaw(ue)
+        with self.control(2000) as ctl:
+            return ctl.request("set_ue_host", ue=ue, up=True) | thawed
 
     def fault_state(self) -> dict[str, Any]:
-        """Each UE's RRC state (with the RLF model on) and the S1 path, from the cell."""
+        """Each UE's RRC state (with the RLF model on), the S1 and SGi paths and the eNB, from the cell; the UEs
+        whose host is still paused (`ue_paused`: frozen, or the cell still holding its packets)."""
         with self.control(1000) as ctl:
             stats = ctl.stats()
+        paused = set(self.host_freezer.paused()) | {u["ue"] for u in stats["ues"] if u.get("host_up") is False}
         return {"rrc_state": {str(u["ue"]): u["rrc_state"] for u in stats["ues"] if "rrc_state" in u},
-                **{k: stats[k] for k in ("s1_up", "sgi_up") if k in stats}}
+                **{k: stats[k] for k in ("s1_up", "sgi_up", "enb_up") if k in stats},
+                "ue_paused": sorted(paused)}
 
     def clock_mark(self) -> dict[str, float]:
         """The cell's TTI now, with the wall clock at the middle of the request (≤ 1 ms apart on this host)."""
@@ -243,14 +272,17 @@ class VirtualLab(EmbeddedLab):
         return out
 
     def _remove(self) -> None:
-        self._stop_cell()
-        for name in netns.listnetns():
-            if name == self.srv_ns or re.fullmatch(re.escape(self.prefix) + r"-ue\d+", name):
-                try:
-                    netns.remove(name)
-                except OSError:
-                    pass
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        try:  # never a frozen process left behind (ue_pause): thawed first, while the records are there
+            self.host_freezer.thaw_all()
+        finally:
+            self._stop_cell()
+            for name in netns.listnetns():
+                if name == self.srv_ns or re.fullmatch(re.escape(self.prefix) + r"-ue\d+", name):
+                    try:
+                        netns.remove(name)
+                    except OSError:
+                        pass
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def down(self) -> None:
         self._remove()
