@@ -62,8 +62,19 @@ def test_enb_restart_and_ue_pause_recover_on_the_cells_events(vlab, tmp_path):
     counter = tmp_path / "agent-count"
     agent = subprocess.Popen([sys.executable, "-c", FAKE_AGENT, "agent", "--role", "ue", "--netns", lab.ue_ns(1),
                               str(counter)], start_new_session=True)
+    child = None
+    try:  # the stand-in and its child never outlive the test (SIGKILL reaches frozen tasks too)
+        child = int(_wait_for(Path(f"{counter}.child")))
+        _play_and_check(lab, tmp_path, counter, child)
+    finally:
+        agent.kill()
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+        agent.wait(5)
+
+
+def _play_and_check(lab, tmp_path: Path, counter: Path, child: int) -> None:
     echo = subprocess.Popen(in_ns(lab.ue_ns(1), sys.executable, ECHO, "serve", "10.200.1.2", str(PORT), "30"))
-    child = int(_wait_for(Path(f"{counter}.child")))
     flow = None
     try:
         faults = [FaultSpec(kind="enb_restart", at_s=0.2, duration_s=0.5),
@@ -129,7 +140,8 @@ def test_enb_restart_and_ue_pause_recover_on_the_cells_events(vlab, tmp_path):
     rows = recovery_metrics(faults, played, events, None, None, t_of, 3.7, None)
     assert rows[0]["reattach_by"] == "connect" and rows[1]["reattach_by"] == "connect"
     assert abs(rows[0]["rlf_s"] - t_of(tti_of("rlf", ue=0)[0])) < 1e-9
-    assert 0.29 <= rows[0]["reattach_after_end_s"] <= 0.45, rows[0]  # connect_ms + up to a frame (+ the reply)
+    # connect_ms + up to a frame, less the reply's latency; wide: the TTI-to-wall mapping assumes a cell on time
+    assert 0.2 <= rows[0]["reattach_after_end_s"] <= 0.6, rows[0]
     assert rows[2]["rlf_s"] is None  # ue_pause: the modem stayed connected
 
     # ue_pause: frozen (the agent, its child in another session, the echo in the namespace), nothing reached
@@ -160,12 +172,7 @@ def test_enb_restart_and_ue_pause_recover_on_the_cells_events(vlab, tmp_path):
     lab.inject_fault(FaultStep(kind="ue_pause", active=True, ue=1))
     frozen_at = counter.read_text()
     lab.down()
-    try:
-        assert not (cgroup2_root() / f"cellab-{lab.prefix}-ue1").exists()
-        time.sleep(0.1)
-        assert int(counter.read_text()) > int(frozen_at)
-    finally:
-        agent.kill()
-        os.kill(child, signal.SIGKILL)
-        agent.wait(5)
+    assert not (cgroup2_root() / f"cellab-{lab.prefix}-ue1").exists()
+    time.sleep(0.1)
+    assert int(counter.read_text()) > int(frozen_at)
 
