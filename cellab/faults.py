@@ -8,8 +8,8 @@ fault at its time into the workload, for its duration, through whoever owns the 
 | `s1_cut` | the S1 path (eNB ↔ core) | the lab's typed `inject_fault` (virtual: the cell's `set_s1` op) |
 | `sgi_cut` | the SGi path (core ↔ server) | the lab's `inject_fault` (virtual: the cell's `set_sgi` op) |
 | `core_daemon` | the core (`daemon`: mme, sgw, upf, hss, srsepc) | the lab's `inject_fault` (killed, restarted at the end) |
-| `enb_restart` | the eNB | the lab's `inject_fault` |
-| `ue_pause` | the UE's host | the lab's `inject_fault` (stopped, continued at the end) |
+| `enb_restart` | the eNB | the lab's `inject_fault` (virtual: the cell's `set_enb`; srsran-zmq: srsenb killed, restarted at the end) |
+| `ue_pause` | the UE's host | the lab's `inject_fault` (virtual: frozen by the cgroup v2 freezer and its packets dropped; at most `UE_PAUSE_MAX_S`) |
 
 Each lab kind says which it can inject (`EmbeddedLab.fault_kinds`); validation refuses the others, naming the
 lab and the fault. Recovery is measured on the run's timeline from the lab's own events (the virtual cell's
@@ -39,6 +39,9 @@ NO_FAULT = "none"
 RECOVERED_SHARE = 0.9
 BIN_S = 0.1
 PRE_WINDOW_S = 1.0  # the pre-fault level: the mean over this long before the fault (after the first 0.3 s)
+#: the longest ue_pause a run survives: the bus declares an agent silent for 5 s lost (its pending requests, the
+#: paused UE's workload, fail); measured on the virtual lab: a 3 s pause recovered, 6 s ended in AgentLost
+UE_PAUSE_MAX_S = 3.0
 
 
 class FaultSpec(Strict):
@@ -112,6 +115,10 @@ def check_fault_plans(plans: dict[str, list[FaultSpec]], used: Iterable[tuple[st
             elif fault.kind not in supported:
                 errors.append(InputError(source, f"{where}.kind", f"lab {lab} cannot inject {fault.kind}",
                                          sorted(supported) or ["(none: this lab injects no faults)"]))
+            elif fault.kind == "ue_pause" and fault.duration_s > UE_PAUSE_MAX_S:
+                errors.append(InputError(source, f"{where}.duration_s", f"a {fault.duration_s:g} s ue_pause: the "
+                                         "controller declares an agent silent for 5 s lost and its workload fails",
+                                         [f"0..{UE_PAUSE_MAX_S:g}"]))
             elif fault.kind == "core_daemon" and daemons is not None and fault.daemon not in daemons:
                 errors.append(InputError(source, f"{where}.daemon", f"lab {lab} cannot kill {fault.daemon}",
                                          sorted(daemons)))
@@ -205,11 +212,16 @@ def read_lab_events(path: Path) -> list[dict[str, Any]]:
 REATTACH_EVENTS = ("reest_complete", "connect_complete")
 
 
+#: the lab's own events that open and close a fault's window (the virtual cell's)
+WINDOW_EVENTS = {"s1_cut": ("s1_down", "s1_up"), "sgi_cut": ("sgi_down", "sgi_up"),
+                 "enb_restart": ("enb_down", "enb_up"), "ue_pause": ("ue_host_down", "ue_host_up")}
+
+
 def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_of: Callable[[int], float],
                   played: list[dict[str, Any]], max_db: float | None,
                   events_from: str) -> tuple[float | None, float | None, str]:
     """When the fault started and ended on the run's timeline: the lab's own events (the attenuation the cell
-    applied, its S1 path going down and up), else the injector's reply times."""
+    applied, its S1 or SGi path, eNB or UE host going down and up), else the injector's reply times."""
     asked = {row["action"]: row for row in played if row["fault"] == index}
     since = asked["start"]["asked_s"] - 0.5 if "start" in asked else None
     start = end = None
@@ -223,13 +235,15 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
             elif start is not None and ev.get("attenuation_db", max_db) < max_db - 0.5:
                 end = t
                 break
-    elif fault.kind in ("s1_cut", "sgi_cut"):
-        path = fault.kind.split("_")[0]
+    elif fault.kind in WINDOW_EVENTS:
+        down, up = WINDOW_EVENTS[fault.kind]
         for ev in events:
+            if fault.kind == "ue_pause" and ev.get("ue") != fault.ue:
+                continue
             t = t_of(ev["tti"])
-            if ev.get("event") == f"{path}_down" and start is None and (since is None or t >= since):
+            if ev.get("event") == down and start is None and (since is None or t >= since):
                 start = t
-            elif ev.get("event") == f"{path}_up" and start is not None:
+            elif ev.get("event") == up and start is not None:
                 end = t
                 break
     if start is not None:
@@ -330,6 +344,10 @@ def not_recovered(rows: list[dict[str, Any]], final_state: dict[str, Any], span_
     for ue, reaches in final_state.get("ue_reaches_server", {}).items():
         if reaches is False:
             problems.append(f"UE {ue} did not come back: no ping to the server at the end")
+    for ue in final_state.get("ue_paused", []):
+        problems.append(f"UE {ue}'s host was still paused at the end")
+    if final_state.get("enb_up") is False:
+        problems.append("the eNB was still down at the end")
     for path in ("s1", "sgi"):
         if final_state.get(f"{path}_up") is False:
             problems.append(f"the {path.upper() if path == 's1' else 'SGi'} path was still down at the end")

@@ -60,10 +60,11 @@ def test_faults_are_a_factor_none_and_each_plan_in_one_matrix(tmp_path):
      "faults.outage-0.5s[0].daemon", "'amf' is not allowed (allowed: mme, sgw, upf, hss, srsepc)"),
     ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 2}, {kind: radio_outage, at_s: 5, duration_s: 1}]",
      "faults.outage-0.5s[1].at_s", "overlaps faults.outage-0.5s[0] on the radio of UE 0 (4..6 s)"),
-    ("  outage-0.5s: [{kind: enb_restart, at_s: 4, duration_s: 1}]",
-     "faults.outage-0.5s[0].kind", "lab virtual cannot inject enb_restart (allowed: radio_outage, s1_cut, sgi_cut)"),
     ("  outage-0.5s: [{kind: core_daemon, daemon: mme, at_s: 4, duration_s: 1}]",
-     "faults.outage-0.5s[0].kind", "lab virtual cannot inject core_daemon"),
+     "faults.outage-0.5s[0].kind",
+     "lab virtual cannot inject core_daemon (allowed: enb_restart, radio_outage, s1_cut, sgi_cut, ue_pause)"),
+    ("  outage-0.5s: [{kind: ue_pause, at_s: 4, duration_s: 3.5}]",
+     "faults.outage-0.5s[0].duration_s", "a 3.5 s ue_pause: the controller declares an agent silent for 5 s lost"),
     ("  outage-0.5s: [{kind: fire, at_s: 4, duration_s: 1}]", "faults.outage-0.5s[0].kind", "radio_outage"),
     ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 1, daemon: mme}]",
      "faults.outage-0.5s[0]", "only a core_daemon fault names one"),
@@ -92,10 +93,10 @@ def test_overlap_is_per_box_faults_on_two_boxes_may_overlap(tmp_path):
 def test_labs_refuse_the_faults_they_cannot_inject_naming_lab_and_fault(tmp_path, lab, outage):
     text = _error(tmp_path, "  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 0.5}]\n"
                             "  outage-3s: [{kind: radio_outage, at_s: 4, duration_s: 3}]\n"
-                            "  restart: [{kind: enb_restart, at_s: 4, duration_s: 2}]", lab)
-    # srsran-zmq: a radio outage through its attenuator (the broker's gain); no eNB restart inside a run
+                            "  pause: [{kind: ue_pause, at_s: 4, duration_s: 2}]", lab)
+    # srsran-zmq: a radio outage through its attenuator (the broker's gain); no UE host to pause
     assert (f"faults.outage-0.5s[0].kind: lab {lab} cannot inject radio_outage" in text) is not outage, text
-    assert f"faults.restart[0].kind: lab {lab} cannot inject enb_restart" in text
+    assert f"faults.pause[0].kind: lab {lab} cannot inject ue_pause" in text
 
 
 def test_srsran_zmq_kills_only_srsepc_and_says_so_at_validate(tmp_path):
