@@ -91,7 +91,7 @@ build:
 # `make bench BENCH=extended`.
 TEST_WORKERS ?= 3
 test: setup
-	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --maxschedchunk 1)
+	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 # both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup

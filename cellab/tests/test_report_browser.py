@@ -16,8 +16,9 @@ from cellab import report
 from cellab.tests.test_report import campaign_folder
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make setup installs it: "
-                                                          "APT_PACKAGES in the Makefile)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make setup installs it: "
+                                                           "APT_PACKAGES in the Makefile)"),
+              pytest.mark.background]  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 WINDOW = (1400, 3000)
 PLOT_HUES = 4  # the report's plots show 7 here; text and links alone show at most 2
 

@@ -30,6 +30,8 @@ from cellab.errors import InputError, InputErrors
 
 from .conftest import EXAMPLES
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 LAB = load_profile(EXAMPLES / "lab-core.yaml")  # PLMN 001-01, APN internet, UE subnet 10.45.0.0/16
 K = "00112233445566778899aabbccddeeff"
 OPC = "63bfa50ee6523365ff14c1f45f88737d"

@@ -20,6 +20,8 @@ from cellab.errors import InputError, InputErrors
 from cellab.ran.profile import EnbProfile, load_profile
 from cellab.ran.render import render, render_texts
 
+pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
+
 ROOM = Path(__file__).resolve().parents[1]
 ZMQ = ROOM / "examples/zmq-25prb.yaml"
 B210 = ROOM / "examples/b210-25prb.yaml"
