@@ -85,13 +85,15 @@ build:
 # The suite runs on three pytest-xdist workers (TEST_WORKERS=0: serial): unit tests three at a time, lab and
 # srsRAN tests alone (conftest.py: two lab tests side by side stall each other's virtual cell on 2 cores), with
 # background tests beside them. Three, not two, on 2 cores: a worker waiting for a lab test to end is idle, and
-# the third keeps a core busy meanwhile (measured from a clean clone: pytest 17:11 with two, 16:20 with three;
-# CELLAB_TEST_TIMELINE=FILE records each test's wait for the lock). The
+# the third keeps a core busy meanwhile (measured from a clean clone: pytest 17:11 with two, 16:20 with three).
+# Workers take tests one at a time (--maxschedchunk 1) in conftest's order: the lab tests first with background
+# tests between them, the shared ones last (16:28 -> 14:28; CELLAB_TEST_TIMELINE=FILE records each test's wait
+# for the lock). The
 # extended tests (marker `extended`: whole sweeps of the papers' claims, long real-stack scenarios) run in
 # `make bench BENCH=extended`.
 TEST_WORKERS ?= 3
 test: setup
-	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --maxschedchunk 1)
 
 # both campaigns run and write their reports even if the first has a failed run; the exit status says so
 demo: setup
