@@ -55,11 +55,7 @@ def stack(broker_bin):
     socks = {}
 
     def sock(kind, endpoint, bind):
-        s = ctx.socket(kind)
-        s.setsockopt(zmq.RCVTIMEO, 3000)
-        s.setsockopt(zmq.LINGER, 0)
-        (s.bind if bind else s.connect)(endpoint)
-        return s
+        return _stand_in_socket(ctx, kind, endpoint, bind)
 
     # the stand-ins bind and connect as srsenb and srsue do (tx = REP bound, rx = REQ connected)
     socks["enb_tx"] = sock(zmq.REP, ep(enb_tx), True)
@@ -74,6 +70,15 @@ def stack(broker_bin):
     proc.kill()
     proc.wait()
     ctx.destroy(linger=0)
+
+
+def _stand_in_socket(ctx, kind, endpoint, bind):
+    """A stand-in srsenb's or srsue's socket: 3 s receive timeout, no linger."""
+    s = ctx.socket(kind)
+    s.setsockopt(zmq.RCVTIMEO, 3000)
+    s.setsockopt(zmq.LINGER, 0)
+    (s.bind if bind else s.connect)(endpoint)
+    return s
 
 
 def test_downlink_block_reaches_every_ue_scaled_by_its_gain(stack):
@@ -201,11 +206,7 @@ def test_a_restarted_srsenb_finds_the_ues_hearing_silence_and_gets_their_uplink_
     ctx = zmq.Context()
 
     def sock(kind, endpoint, bind):
-        s = ctx.socket(kind)
-        s.setsockopt(zmq.RCVTIMEO, 3000)
-        s.setsockopt(zmq.LINGER, 0)
-        (s.bind if bind else s.connect)(endpoint)
-        return s
+        return _stand_in_socket(ctx, kind, endpoint, bind)
 
     block = 100  # samples per block
     ue_sent = [0]  # the UE's uplink samples so far: each carries its index
