@@ -71,7 +71,9 @@ class _Thread:
     def _join(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=2.0)
+            # long enough for a thread starved on a loaded host: one that outlived stop() could read the fds a
+            # new server reopens under the same numbers (a test's replug saw a stale setting land last, once)
+            self._thread.join(timeout=10.0)
             self._thread = None
 
 
