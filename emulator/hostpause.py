@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cellab.errors import CellabError
+from cellab.records import write_atomic
 
 FROZEN_WAIT_S = 2.0  # a task in uninterruptible sleep freezes when it leaves it: normally milliseconds
 
@@ -122,12 +123,10 @@ class HostFreezer:
                 new = [pid for pid in host_pids(netns, marks) if str(pid) not in origins]
                 if not new:
                     break
-                for pid in new:
-                    origin = _cgroup_of(pid)
-                    if origin is None:
-                        continue  # exited
-                    origins[str(pid)] = origin
-                    record.write_text(json.dumps(origins))  # before the move: a crash leaves a thawable trace
+                found = {pid: origin for pid in new if (origin := _cgroup_of(pid)) is not None}  # None: exited
+                origins.update({str(pid): origin for pid, origin in found.items()})
+                write_atomic(record, json.dumps(origins))  # before the moves: a crash leaves a thawable trace
+                for pid in found:
                     try:
                         (group / "cgroup.procs").write_text(str(pid))
                     except ProcessLookupError:
