@@ -71,9 +71,7 @@ class _Thread:
     def _join(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            # long enough for a thread starved on a loaded host: one that outlived stop() could read the fds a
-            # new server reopens under the same numbers (a test's replug saw a stale setting land last, once)
-            self._thread.join(timeout=10.0)
+            self._thread.join(timeout=2.0)
             self._thread = None
 
 
@@ -127,6 +125,15 @@ class PtyServer(_Thread):
                         pass
 
     def stop(self) -> None:
+        # unplugged: the link goes first, as udev removes a by-id link. A link left naming /dev/pts/N once the
+        # master closes would lead a reopening driver to whatever pty the host hands out next as N, another
+        # process's (two tests once did exactly that: one's safe 95 dB landed on the other's device).
+        if self.link is not None and self.path:
+            try:
+                if os.readlink(self.link) == self.path:
+                    self.link.unlink()
+            except OSError:
+                pass
         self._join()
         for fd in (self._master, self._slave):
             if fd >= 0:

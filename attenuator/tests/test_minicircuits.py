@@ -117,6 +117,36 @@ def test_reconnect_after_serial_emulator_restart(mc_device: MiniCircuitsDevice, 
         srv.stop()
 
 
+def test_an_unplugged_ptys_link_cannot_lead_to_the_pty_that_reuses_its_number(mc_device: MiniCircuitsDevice, tmp_path: Path) -> None:
+    link = tmp_path / "ttyUSB-att"
+    stranger = MiniCircuitsDevice()
+    other = None
+    # the host hands a freed pts number to the next pty opened (here another device, as another process's); another
+    # test process may take it first, so stage the unplug until the stranger's pty gets the number
+    for _ in range(5):
+        srv = mc_device.serve_pty(link=str(link))
+        drv = create(_config("serial", str(link)))
+        try:
+            assert drv.set(1, 20) == 20
+            unplugged_path = srv.path
+            srv.stop()
+            assert not link.exists() and not link.is_symlink()  # gone with the device, as udev removes a by-id link
+            drv.close()  # the driver lets the dead pty go (as on its first read error), freeing its number
+            other = stranger.serve_pty()
+            if other.path != unplugged_path:
+                other.stop()
+                continue
+            with pytest.raises(AttenuatorError):
+                drv.set(1, 95)  # the driver reopens its link: nothing there, so a clear error
+            assert not any("SETATT" in c for c in stranger.commands)
+            return
+        finally:
+            drv.close()
+            if other is not None:
+                other.stop()
+    pytest.fail("the kernel never reused a freed pts number in 5 tries: the race could not be staged")
+
+
 def test_reconnect_after_telnet_emulator_restart(mc_device: MiniCircuitsDevice) -> None:
     srv = mc_device.serve_telnet()
     port = srv.port
