@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -27,6 +28,8 @@ from cellab.contracts.core import (
     CoreSelfCheckParams,
     CoreStatus,
     DaemonState,
+    KillParams,
+    KillResult,
     LogFinding,
     StartParams,
 )
@@ -44,6 +47,8 @@ PORT_WAIT_S = 5.0
 DB_CONNECT_TIMEOUT_S = 2.0
 DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
 DB_START_S = 15.0  # a db_local FerretDB listening
+KILL_REAP_S = 5.0  # a SIGKILLed daemon is gone at once; the wait only covers a host stalled for seconds
+KILLED_LINE = "killed by the core agent's kill operation (SIGKILL)"
 # Open5GS installed elsewhere than the packages (bin/, lib/, etc/ of one folder, e.g. the shared bundle)
 OPEN5GS_DIR_ENV = "CELLAB_OPEN5GS_DIR"
 OPEN5GS_BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "open5gs"
@@ -194,6 +199,31 @@ class CoreAgent(Agent):
                 proc.stop(grace_s=5.0)
         self._remove_tun()
         return self._status()
+
+    @operation
+    def kill(self, params: KillParams) -> KillResult:
+        """One daemon SIGKILLed, as a crash (no shutdown of its own: its peers are told nothing), and reaped;
+        `start` starts it again (it starts only the daemons not running)."""
+        if self._run_dir is None:
+            raise OperationFailed("not configured: call configure first")
+        known = [d.name for d in self._daemons]
+        if params.daemon not in known:
+            raise OperationFailed(f"unknown daemon {params.daemon!r} for flavour {self._flavour}",
+                                  field="params.daemon", allowed=known)
+        proc = self._procs.get(params.daemon)
+        if proc is None or not proc.running():
+            running = [n for n in known if n in self._procs and self._procs[n].running()]
+            raise OperationFailed(f"{params.daemon} is not running: nothing to kill", field="params.daemon",
+                                  allowed=running)
+        began = time.monotonic()
+        os.kill(proc.proc.pid, signal.SIGKILL)  # the agent's own child: the daemon itself (argv, no shell)
+        try:
+            code: int | None = proc.wait(KILL_REAP_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._errors[params.daemon] = KILLED_LINE
+        return KillResult(daemon=params.daemon, pid=proc.proc.pid, exit_code=code,
+                          waited_s=round(time.monotonic() - began, 3))
 
     @operation(concurrent=True)
     def status(self) -> CoreStatus:

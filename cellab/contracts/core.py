@@ -35,6 +35,17 @@ class StartParams(Model):
     settle_s: float = Field(2.0, ge=0, le=60, description="how long a daemon must stay up to count as started")
 
 
+class KillParams(Model):
+    daemon: str = Field(max_length=32, description="one of the configured flavour's daemons (configure's `daemons`)")
+
+
+class KillResult(Model):
+    daemon: str
+    pid: int = Field(description="the process that was killed")
+    exit_code: int | None = Field(description="as reaped (-9), None if it was not reaped within the wait")
+    waited_s: float = Field(description="from the signal to the reaped exit")
+
+
 class DaemonState(Model):
     name: str
     running: bool
@@ -79,11 +90,13 @@ class CoreEvent(Model):
 CONFIGURE = Op("configure", ConfigureParams, ConfigureResult, "render the flavour's files into a new run folder")
 START = Op("start", StartParams, CoreStatus, "start the daemons; a daemon that exits at start is named with its error")
 STOP = Op("stop", Empty, CoreStatus, "stop every daemon (SIGTERM, then SIGKILL)")
+KILL = Op("kill", KillParams, KillResult, "SIGKILL one running daemon (a crash, for a fault); `start` starts it "
+          "again")
 STATUS = Op("status", Empty, CoreStatus, "processes, ports and log findings")
 SELF_CHECK = Op("self_check", CoreSelfCheckParams, SelfCheckResult,
                 "read-only: the flavour's daemons installed, its database answering, the host clock")
 
-CORE_CONTRACT = Contract("core", (CONFIGURE, START, STOP, STATUS, SELF_CHECK), {"core.event": CoreEvent})
+CORE_CONTRACT = Contract("core", (CONFIGURE, START, STOP, KILL, STATUS, SELF_CHECK), {"core.event": CoreEvent})
 
 
 class CoreClient(RoleClient):
@@ -97,6 +110,9 @@ class CoreClient(RoleClient):
 
     def stop(self) -> CoreStatus:
         return self.call(STOP, Empty(), timeout_s=max(self.timeout_s, 30.0))
+
+    def kill(self, daemon: str) -> KillResult:
+        return self.call(KILL, KillParams(daemon=daemon))
 
     def status(self) -> CoreStatus:
         return self.call(STATUS, Empty())

@@ -95,3 +95,43 @@ def test_a_program_that_exits_at_start_is_reported_with_its_own_line(tmp_path):
         assert hss.exit_code == 1 and hss.error == f"{sleep}: invalid option -- 'c'" and not status.ok
         assert any(p.startswith("hss exited (code 1)") for p in status.problems)
         assert seen.wait(5) and events[0]["daemon"] == "hss" and events[0]["kind"] == "exited"
+
+
+def test_kill_sigkills_one_named_daemon_and_start_brings_back_only_that_one(tmp_path, monkeypatch):
+    """`kill` (a core_daemon fault's crash): refused before configure, for a name the flavour does not run
+    (the allowed names listed) and for a daemon not running; else the daemon's own pid SIGKILLed and reaped, its
+    state saying so; `start` then starts only what is not running. A sleeping script stands in for the daemons."""
+    import signal
+
+    from cellab.epc import agent as core_agent
+
+    monkeypatch.setattr(core_agent, "PORT_WAIT_S", 0.1)  # the stand-ins listen nowhere
+    standin = tmp_path / "standin"
+    standin.write_text("#!/bin/sh\nexec sleep 60\n")
+    standin.chmod(0o755)
+    programs = {"open5gs-hssd": str(standin), "open5gs-pcrfd": str(standin)}
+    with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs={"core1": {"programs": programs}}) as (ctl, _agents):
+        core = CoreClient(ctl, "core1", timeout_s=20)
+        with pytest.raises(OperationError, match="configure first"):
+            core.kill("hss")
+        core.configure(ConfigureParams(profile_yaml=(EXAMPLES / "lab-core.yaml").read_text()))
+        before = {d.name: d.pid for d in core.start(StartParams(daemons=["hss", "pcrf"], settle_s=0.2)).daemons}
+        with pytest.raises(OperationError) as err:
+            core.kill("amf")
+        assert err.value.field == "params.daemon" and "'amf'" in str(err.value), err.value
+        assert err.value.allowed == ["hss", "pcrf", "sgwc", "sgwu", "upf", "smf", "mme"]
+        with pytest.raises(OperationError) as err:
+            core.kill("upf")
+        assert "upf is not running" in str(err.value) and err.value.allowed == ["hss", "pcrf"], err.value
+
+        killed = core.kill("hss")
+        assert killed.pid == before["hss"] and killed.exit_code == -signal.SIGKILL, killed
+        status = {d.name: d for d in core.status().daemons}
+        assert not status["hss"].running and status["hss"].exit_code == -signal.SIGKILL
+        assert status["hss"].error == core_agent.KILLED_LINE and status["pcrf"].running
+        with pytest.raises(OperationError, match="hss is not running"):
+            core.kill("hss")
+
+        after = {d.name: d.pid for d in core.start(StartParams(daemons=["hss", "pcrf"], settle_s=0.2)).daemons}
+        assert after["pcrf"] == before["pcrf"] and after["hss"] not in (None, before["hss"]), (before, after)
+        assert core.stop().daemons
