@@ -434,8 +434,34 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
 
         check_plan_size(campaign, source)
         errors += check_campaign(campaign, source, _assignments(campaign), lab_attenuator(campaign.lab))
+    if not errors and campaign.faults:
+        errors += _check_run_fault_daemons(campaign, source)
     if errors:
         raise InputErrors(errors)
+
+
+def _check_run_fault_daemons(campaign: Campaign, source: str | Path) -> list[InputError]:
+    """Each run's core_daemon faults against what that run's lab can kill, when a run parameter decides it
+    (EmbeddedLab.run_fault_daemons; srsran-zmq: its `core`): one error per fault and setting."""
+    from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+
+    if campaign.lab not in EMBEDDED_LABS:
+        return []
+    of_run = embedded_lab_class(campaign.lab).run_fault_daemons
+    errors: list[InputError] = []
+    seen: set[tuple[str, str]] = set()
+    for run in plan(campaign, source):
+        name = run.params.get("faults", NO_FAULT)
+        for i, fault in enumerate(campaign.faults.get(name, [])):
+            found = of_run(run.params) if fault.kind == "core_daemon" else None
+            if found is None or fault.daemon in found[1]:
+                continue
+            field, (setting, daemons) = f"faults.{name}[{i}].daemon", found
+            if (field, setting) not in seen:
+                seen.add((field, setting))
+                errors.append(InputError(source, field, f"lab {campaign.lab} with {setting} cannot kill "
+                                         f"{fault.daemon}", sorted(daemons)))
+    return errors
 
 
 def _check_schedules(campaign: Campaign, source: str | Path, errors: list[InputError]) -> None:

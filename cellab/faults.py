@@ -7,7 +7,7 @@ fault at its time into the workload, for its duration, through whoever owns the 
 | `radio_outage` | the UE's attenuator channel | the attenuator agent sets the channel to the attenuator's maximum, then back |
 | `s1_cut` | the S1 path (eNB ↔ core) | the lab's typed `inject_fault` (virtual: the cell's `set_s1` op) |
 | `sgi_cut` | the SGi path (core ↔ server) | the lab's `inject_fault` (virtual: the cell's `set_sgi` op) |
-| `core_daemon` | the core (`daemon`: mme, sgw, upf, hss, srsepc) | the lab's `inject_fault` (killed, restarted at the end) |
+| `core_daemon` | the core (`daemon`: an EPC daemon, or srsepc) | the lab's `inject_fault` (killed, restarted at the end) |
 | `enb_restart` | the eNB | the lab's `inject_fault` (virtual: the cell's `set_enb`; srsran-zmq: srsenb killed, restarted at the end) |
 | `ue_pause` | the UE's host | the lab's `inject_fault` (virtual: frozen by the cgroup v2 freezer and its packets dropped; at most `UE_PAUSE_MAX_S`) |
 
@@ -33,7 +33,8 @@ from cellab.errors import CellabError, InputError
 from cellab.records import Strict
 
 FAULT_KINDS = ("radio_outage", "s1_cut", "sgi_cut", "core_daemon", "enb_restart", "ue_pause")
-CORE_DAEMONS = ("mme", "sgw", "upf", "hss", "srsepc")
+# the EPC's daemons by the core agent's names (Open5GS: sgwc, sgwu, smf, pcrf too; NextEPC: sgw), and srsepc whole
+CORE_DAEMONS = ("mme", "sgw", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf", "srsepc")
 NO_FAULT = "none"
 #: throughput is back when a 300 ms window after the fault carries this share of the pre-fault level
 RECOVERED_SHARE = 0.9

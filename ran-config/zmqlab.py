@@ -80,10 +80,11 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     cell_attenuator = True  # the broker's per-UE gains behind a serial emulator: zmqlab_attenuation
     attenuator_max_db = ATTENUATOR_MAX_DB
     # radio_outage: the attenuator's maximum, recovery from srsue's own RRC events; sgi_cut, s1_cut (S1-U's
-    # GTP-U discarded by policy rules), core_daemon (srsepc killed and restarted), enb_restart (srsenb killed and
-    # started again through its agent, the UEs kept on the broker): zmqlab_faults
+    # GTP-U discarded by policy rules), core_daemon (one daemon of the run's core killed and restarted through the
+    # core agent), enb_restart (srsenb killed and started again through its agent, the UEs kept on the broker):
+    # zmqlab_faults
     fault_kinds = frozenset({"radio_outage", "sgi_cut", "s1_cut", "core_daemon", "enb_restart"})
-    fault_daemons = frozenset(FAULT_DAEMONS)  # srsEPC as a whole (Open5GS's daemons: not yet)
+    fault_daemons = frozenset(FAULT_DAEMONS)  # with some core; each run's: run_fault_daemons (its `core`)
 
     def __init__(self, prefix: str = "czq", bin_dir: str | Path | None = None, ues: int = 1):
         if isinstance(ues, bool) or not isinstance(ues, int) or not 1 <= ues <= MAX_UES:

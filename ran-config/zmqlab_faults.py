@@ -49,12 +49,21 @@ import yaml
 from cellab.errors import CellabError, InputError
 from cellab.labs import netns
 
-from .zmqlab_params import CORE_PROFILES, ENB_PROFILE
+from cellab.contracts.core import StartParams
+
+from .zmqlab_params import CORE_PROFILES, ENB_PROFILE, default_core
 
 GTPU_PORT = 2152
 CUT_PREF = 50  # the S1 cut's rules: before the local table
 LOCAL_PREF = 100  # where up() moves the local table's rule (from 0)
-FAULT_DAEMONS = ("srsepc",)  # core_daemon on this lab: srsEPC is one process (MME, HSS, S/P-GW)
+# core_daemon on this lab, per core: srsEPC is one process (MME, HSS, S/P-GW); Open5GS's EPC daemons by the core
+# agent's names (core-config/daemons.py; its run-local FerretDB is no EPC daemon)
+CORE_FAULT_DAEMONS = {"srsepc": ("srsepc",), "open5gs": ("hss", "pcrf", "sgwc", "sgwu", "upf", "smf", "mme")}
+FAULT_DAEMONS = tuple(dict.fromkeys(d for names in CORE_FAULT_DAEMONS.values() for d in names))  # with any core
+AGENT_DAEMON = {"srsepc": "epc"}  # the core agent's name where it differs
+# restarted, these leave srsenb without S1-MME until the stack restarts: srsenb, through the SCTP shim, gets no
+# SCTP notification that its MME went away, so it never sets S1 up with the new one
+S1_LOST_WITH = ("srsepc", "mme")
 KILL_WAIT_S = 3.0  # a killed daemon's agent has reaped it (srsepc, srsenb)
 PATH_PING_TRIES, PATH_PING_WAIT_S = 2, 2
 
@@ -98,6 +107,8 @@ class StackFaults:
     core_flavour: str | None
     _ues: list[Any]
     _s1_lost_at: float | None = None  # srsEPC killed under a running srsenb: S1 is gone until the next restart
+    _s1_lost_by: str = "srsepc"  # which daemon's restart lost it (S1_LOST_WITH)
+    _core_restarted: str | None = None  # a core daemon killed under the UEs: are they back? (until the next restart)
     _enb_restarted_at: float | None = None  # srsenb killed under the UEs: are they back? (until the next restart)
     _enb_params: Any
     _enb_restarts: int
@@ -107,6 +118,7 @@ class StackFaults:
         def ue_ns_of(self, index: int) -> str: ...
         def topology(self) -> Any: ...
         def renew_cell_gain(self) -> None: ...
+        def _core_down(self) -> str | None: ...
         def _core(self) -> Any: ...
         def _enb(self) -> Any: ...
 
@@ -115,6 +127,13 @@ class StackFaults:
         if done.returncode != 0:
             raise CellabError(f"srsran-zmq lab: {what}: {done.stderr.strip()[:200]}")
         return done.stdout
+
+    @classmethod
+    def run_fault_daemons(cls, params: dict[str, Any]) -> tuple[str, frozenset[str]]:
+        """What a run's core_daemon faults may kill: its core's daemons (`core`, else the lab's default)."""
+        core = params.get("core") or default_core()
+        setting = f"core {core}" if params.get("core") else f"core {core} (the default here: no run sets `core`)"
+        return setting, frozenset(CORE_FAULT_DAEMONS[core])
 
     def prepare_s1_cut(self) -> None:
         """At up: the core namespace's local table behind the S1 cut's rules."""
@@ -161,28 +180,31 @@ class StackFaults:
         return cut_rules_in(self._ip(["ip", "-j", "rule", "show"], "listing the rules"))
 
     def _core_daemon(self, daemon: str | None, killed: bool) -> dict[str, Any]:
-        if daemon not in FAULT_DAEMONS:
-            raise InputError("fault", "daemon", f"{daemon!r}: the srsran-zmq lab kills and restarts srsEPC only",
-                             FAULT_DAEMONS)
-        if self.core_flavour != "srsepc":
-            raise InputError("fault", "daemon", f"srsepc: this run's core is {self.core_flavour}; a core_daemon "
-                             "fault on srsran-zmq needs core: srsepc", ["srsepc (with core: srsepc)"])
-        if not killed:  # the core agent starts what is not running
-            status = self._core().start()
-            if not status.ok:
-                raise CellabError("srsran-zmq lab: srsepc did not restart: " + "; ".join(status.problems))
+        """One daemon of the run's core SIGKILLed through the core agent's typed `kill` (a crash: its peers are
+        told nothing), started again at the end by the agent's `start`, which starts only what is not running."""
+        allowed = CORE_FAULT_DAEMONS.get(self.core_flavour or "", ())
+        if daemon not in allowed:
+            raise InputError("fault", "daemon", f"{daemon!r}: this run's core is {self.core_flavour}; a core_daemon "
+                             "fault on srsran-zmq kills one of its daemons", list(allowed))
+        name = AGENT_DAEMON.get(daemon, daemon)
+        core = self._core()
+        if not killed:
+            began = time.monotonic()
+            status = core.start(StartParams(daemons=[name]))
+            state = next((d for d in status.daemons if d.name == name), None)
+            if state is None or not state.running:
+                raise CellabError(f"srsran-zmq lab: {daemon} did not restart: " + "; ".join(status.problems))
             self.note_event({"event": "core_up", "daemon": daemon})
-            return {"ok": True, "daemon": daemon, "pid": status.daemons[0].pid}
-        pid = next((d.pid for d in self._core().status().daemons if d.running and d.pid), None)
-        if pid is None or _comm(pid) != "srsepc":  # the agent's child is srsepc itself: never kill another pid
-            raise CellabError(f"srsran-zmq lab: no running srsepc to kill (core agent's pid {pid})")
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + KILL_WAIT_S
-        while time.monotonic() < deadline and any(d.running for d in self._core().status().daemons):
-            time.sleep(0.05)  # the agent's status reaps it
-        self._s1_lost_at = time.time()
+            return {"ok": True, "daemon": daemon, "pid": state.pid, "start_s": round(time.monotonic() - began, 3),
+                    "core_problems": status.problems}
+        killed_at = time.time()
+        result = core.kill(name)
+        self._core_restarted = daemon
+        if daemon in S1_LOST_WITH:
+            self._s1_lost_at, self._s1_lost_by = killed_at, daemon
         self.note_event({"event": "core_down", "daemon": daemon})
-        return {"ok": True, "daemon": daemon, "killed_pid": pid}
+        return {"ok": True, "daemon": daemon, "killed_pid": result.pid, "exit_code": result.exit_code,
+                "kill_s": result.waited_s}
 
     def _enb_restart(self, killed: bool) -> dict[str, Any]:
         enb = self._enb()
@@ -224,8 +246,14 @@ class StackFaults:
         """Why S1 needs the stack restarted (srsEPC restarted under the running srsenb), or None."""
         if self._s1_lost_at is None:
             return None
-        return ("srsepc was restarted under the running srsenb (core_daemon fault): srsenb, through the SCTP shim, "
-                "never sets S1 up with the new srsEPC")
+        return (f"{self._s1_lost_by} was restarted under the running srsenb (core_daemon fault): srsenb, through the "
+                f"SCTP shim, never sets S1 up with the new {'srsEPC' if self._s1_lost_by == 'srsepc' else 'MME'}")
+
+    def core_restart_reason(self) -> str | None:
+        """A core daemon was restarted under the UEs since the stack's last restart (a core_daemon fault), or None."""
+        if self._core_restarted is None:
+            return None
+        return f"{self._core_restarted} was restarted under the running UEs (core_daemon fault)"
 
     def enb_restart_reason(self) -> str | None:
         """srsenb was restarted under the UEs since the stack's last restart (an enb_restart fault), or None."""
@@ -235,16 +263,17 @@ class StackFaults:
 
     def s1_restored(self) -> None:
         """The stack restarted (srsenb with the core): S1 set up afresh, the UEs attached anew."""
-        self._s1_lost_at = self._enb_restarted_at = None
+        self._s1_lost_at = self._enb_restarted_at = self._core_restarted = None
 
     def enb_restart_settled(self) -> None:
-        """A configure found every UE back after srsenb's restart: the next runs judge their own faults."""
-        self._enb_restarted_at = None
+        """A configure found every UE back after srsenb's or a core daemon's restart: the next runs judge their own
+        faults."""
+        self._enb_restarted_at = self._core_restarted = None
 
     def lost_ues_fault(self) -> str | None:
-        """After srsEPC's or srsenb's restart under the UEs, the UEs that did not come back (no ping through to
-        the server), named."""
-        why = self.s1_lost_reason() or self.enb_restart_reason()
+        """After a core daemon's or srsenb's restart under the UEs, the UEs that did not come back (no ping through
+        to the server), named with the cause."""
+        why = self.s1_lost_reason() or self.core_restart_reason() or self.enb_restart_reason()
         if why is None:
             return None
         lost = [f"UE {i}" for i, ok in self.ues_reaching_server().items() if not ok]
@@ -263,8 +292,14 @@ class StackFaults:
             state["s1_down_why"] = why
         if self._enb_restarted_at is not None:
             state["enb_running"] = self._enb().status().state == "running"
-        if why is not None or self._enb_restarted_at is not None:
-            state["not_back"] = [f"UE {i} did not come back" for i, ok in state["ue_reaches_server"].items() if not ok]
+        after = ""
+        if self._core_restarted is not None:
+            state["core_daemon_restarted"] = self._core_restarted
+            state["core_down"] = self._core_down()  # None: every daemon of the core runs again
+            after = f" after {self._core_restarted}'s restart"
+        if why is not None or self._enb_restarted_at is not None or self._core_restarted is not None:
+            state["not_back"] = [f"UE {i} did not come back{after}" for i, ok in state["ue_reaches_server"].items()
+                                 if not ok]
         return state
 
 

@@ -80,6 +80,13 @@ class EmbeddedLab(abc.ABC):
     fault_kinds: frozenset[str] = frozenset()
     #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.CORE_DAEMONS)
     fault_daemons: frozenset[str] | None = None
+
+    @classmethod
+    def run_fault_daemons(cls, params: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
+        """core_daemon faults when what a run can kill depends on its parameters (srsran-zmq: its `core`): (the
+        setting that decides, e.g. "core open5gs", the daemons a run with `params` can kill); None: the lab's
+        fault_daemons hold for every run."""
+        return None
     #: the downlink SNR (dB) a UE sees at attenuation_db 0, before any receiver cap: a run's SNR is this minus
     #: attenuation_db (None: the lab does not know, e.g. real RF). Lets two labs be compared at equal SNR.
     snr_at_0db_attenuation_db: float | None = None

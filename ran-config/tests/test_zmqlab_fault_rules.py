@@ -238,7 +238,8 @@ def _load(tmp_path, faults: str):
     return load_campaign(path)
 
 
-def test_validate_takes_s1_cuts_and_srsepc_and_srsenb_restarts_on_this_lab_and_refuses_the_rest(tmp_path):
+def test_validate_takes_s1_cuts_and_srsepc_and_srsenb_restarts_on_this_lab_and_refuses_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("CELLAB_ZMQ_CORE", "srsepc")  # the runs set no core: srsepc is theirs (test_zmqlab_core_daemons)
     campaign = _load(tmp_path, "  s1: [{kind: s1_cut, at_s: 3, duration_s: 2}]\n"
                                "  epc: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]\n"
                                "  enb: [{kind: enb_restart, at_s: 3, duration_s: 2}]")

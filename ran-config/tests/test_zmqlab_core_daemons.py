@@ -1,0 +1,189 @@
+"""core_daemon faults on srsran-zmq, per core (issue 28): srsEPC whole, or one of Open5GS's EPC daemons (hss, pcrf,
+sgwc, sgwu, upf, smf, mme). Without srsRAN: `validate` refuses a daemon the run's core does not run, naming the
+fault's field, the core and the allowed names; the lab kills through the core agent's typed `kill` and restarts
+through its `start` (a stand-in core agent records both); the state and the lab's fault name the daemon when a UE
+did not come back. With the real stack (extended tier): see the last test."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from cellab.campaign import load_campaign
+from cellab.errors import CellabError, InputError, InputErrors
+from cellab.faults import FaultStep
+from cellab.ran.zmqlab import SrsranZmqLab
+from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS
+
+from .test_zmqlab_fault_rules import FakeLab
+
+OPEN5GS_DAEMONS = ["hss", "mme", "pcrf", "sgwc", "sgwu", "smf", "upf"]
+
+
+def _campaign(tmp_path, faults: str, fixed: str = "core: open5gs", factors: str = ""):
+    path = tmp_path / "c.yaml"
+    plans = [line.split(":")[0].strip() for line in faults.splitlines()]
+    path.write_text(f"name: f\nlab: srsran-zmq\nfactors: {{faults: [none, {', '.join(plans)}]{factors}}}\n"
+                    f"fixed: {{{fixed}}}\nfaults:\n{faults}\nworkload: {{tool: iperf3, duration_s: 10}}\n")
+    return load_campaign(path)
+
+
+def _refusal(tmp_path, *args: Any, **kwargs: Any) -> str:
+    with pytest.raises((InputError, InputErrors)) as err:
+        _campaign(tmp_path, *args, **kwargs)
+    return str(err.value)
+
+
+def test_the_lab_can_kill_srsepc_and_each_open5gs_epc_daemon():
+    assert sorted(CORE_FAULT_DAEMONS["open5gs"]) == OPEN5GS_DAEMONS and CORE_FAULT_DAEMONS["srsepc"] == ("srsepc",)
+    assert SrsranZmqLab.fault_daemons == frozenset(FAULT_DAEMONS) == {"srsepc", *OPEN5GS_DAEMONS}
+    assert SrsranZmqLab.run_fault_daemons({"core": "srsepc"}) == ("core srsepc", frozenset({"srsepc"}))
+
+
+def test_validate_takes_every_open5gs_daemon_on_an_open5gs_run(tmp_path):
+    faults = "\n".join(f"  {d}: [{{kind: core_daemon, daemon: {d}, at_s: 3, duration_s: 2}}]" for d in OPEN5GS_DAEMONS)
+    campaign = _campaign(tmp_path, faults)
+    assert sorted(f.daemon for plan in campaign.faults.values() for f in plan) == OPEN5GS_DAEMONS
+
+
+def test_validate_refuses_an_open5gs_daemon_on_srsepc_and_srsepc_on_open5gs_naming_field_core_and_allowed(tmp_path):
+    text = _refusal(tmp_path, "  kill-mme: [{kind: core_daemon, daemon: mme, at_s: 3, duration_s: 2}]", "core: srsepc")
+    assert "faults.kill-mme[0].daemon: lab srsran-zmq with core srsepc cannot kill mme (allowed: srsepc)" in text, text
+    text = _refusal(tmp_path, "  epc: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]")
+    assert ("faults.epc[0].daemon: lab srsran-zmq with core open5gs cannot kill srsepc (allowed: hss, mme, pcrf, "
+            "sgwc, sgwu, smf, upf)") in text, text
+
+
+def test_with_core_as_a_factor_only_the_core_that_lacks_the_daemon_is_named(tmp_path):
+    text = _refusal(tmp_path, "  upf: [{kind: s1_cut, at_s: 1, duration_s: 1}, "
+                              "{kind: core_daemon, daemon: upf, at_s: 3, duration_s: 2}]",
+                    fixed="n_prb: 25", factors=", core: [open5gs, srsepc]")
+    assert text.count("faults.upf[1].daemon") == 1 and "with core srsepc cannot kill upf (allowed: srsepc)" in text
+    assert "core open5gs" not in text and "faults.upf[0]" not in text, text
+
+
+def test_a_run_without_core_is_judged_on_the_labs_default_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("CELLAB_ZMQ_CORE", "srsepc")
+    text = _refusal(tmp_path, "  hss: [{kind: core_daemon, daemon: hss, at_s: 3, duration_s: 2}]", fixed="n_prb: 25")
+    assert "faults.hss[0].daemon: lab srsran-zmq with core srsepc (the default here: no run sets `core`) cannot " \
+           "kill hss (allowed: srsepc)" in text, text
+
+
+def test_a_daemon_no_core_of_this_lab_runs_is_refused_before_the_runs(tmp_path):
+    text = _refusal(tmp_path, "  sgw: [{kind: core_daemon, daemon: sgw, at_s: 3, duration_s: 2}]")
+    assert "faults.sgw[0].daemon: lab srsran-zmq cannot kill sgw (allowed: hss, mme, pcrf, sgwc, sgwu, smf, " \
+           "srsepc, upf)" in text, text
+
+
+class FakeCore:
+    """The core agent's typed client: `kill` and `start` recorded, each daemon's pid and running state."""
+
+    def __init__(self, names: list[str]):
+        self.pids = {n: 100 + i for i, n in enumerate(names)}
+        self.running = dict.fromkeys(names, True)
+        self.calls: list[tuple[str, Any]] = []
+        self.restart_fails = False
+
+    def _status(self):
+        daemons = [SimpleNamespace(name=n, running=r, pid=self.pids[n]) for n, r in self.running.items()]
+        problems = [f"{n} exited (code -9): killed" for n, r in self.running.items() if not r]
+        return SimpleNamespace(daemons=daemons, problems=problems, ok=not problems)
+
+    def kill(self, name: str):
+        self.calls.append(("kill", name))
+        self.running[name] = False
+        return SimpleNamespace(pid=self.pids[name], exit_code=-9, waited_s=0.01)
+
+    def start(self, params):
+        self.calls.append(("start", params.daemons))
+        for name in params.daemons or list(self.running):
+            if not self.running[name] and not self.restart_fails:
+                self.running[name], self.pids[name] = True, self.pids[name] + 1000
+        return self._status()
+
+    def status(self):
+        return self._status()
+
+
+class CoreLab(FakeLab):
+    def __init__(self, flavour: str):
+        super().__init__(flavour)
+        self.core = FakeCore(["epc"] if flavour == "srsepc" else ["db", *CORE_FAULT_DAEMONS["open5gs"]])
+        self.reaching = {"0": True}
+
+    def _core(self) -> FakeCore:
+        return self.core
+
+    def _core_down(self) -> str | None:
+        return "; ".join(f"{self.core_flavour} {n} exited" for n, r in self.core.running.items() if not r) or None
+
+    def ues_reaching_server(self) -> dict[str, bool]:
+        return dict(self.reaching)
+
+
+def _play(lab: CoreLab, daemon: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    return (lab.inject_fault(FaultStep(kind="core_daemon", active=True, daemon=daemon)),
+            lab.inject_fault(FaultStep(kind="core_daemon", active=False, daemon=daemon)))
+
+
+def test_an_open5gs_daemon_is_killed_and_restarted_through_the_core_agent_and_a_ue_back_settles_it():
+    lab = CoreLab("open5gs")
+    killed, started = _play(lab, "upf")
+    assert lab.core.calls == [("kill", "upf"), ("start", ["upf"])]
+    assert killed == {"ok": True, "daemon": "upf", "killed_pid": 105, "exit_code": -9, "kill_s": 0.01}, killed
+    assert started["pid"] == 1105 and started["core_problems"] == [], started
+    assert [(e["event"], e["daemon"]) for e in lab.events] == [("core_down", "upf"), ("core_up", "upf")]
+    state = lab.fault_state()
+    assert state["core_daemon_restarted"] == "upf" and state["core_down"] is None and state["s1_up"] is True, state
+    assert state["not_back"] == [] and lab.lost_ues_fault() is None
+    lab.enb_restart_settled()  # the next configure found the UE back
+    assert lab.core_restart_reason() is None and "not_back" not in lab.fault_state()
+
+
+def test_a_ue_not_back_after_an_open5gs_daemons_restart_is_named_with_the_daemon():
+    lab = CoreLab("open5gs")
+    _play(lab, "sgwu")
+    lab.reaching = {"0": False}
+    state = lab.fault_state()
+    assert state["not_back"] == ["UE 0 did not come back after sgwu's restart"] and state["s1_up"] is True, state
+    assert lab.lost_ues_fault() == ("UE 0 did not come back: no ping to the server (sgwu was restarted under the "
+                                    "running UEs (core_daemon fault))")
+    lab.s1_restored()  # the stack restarted
+    assert lab.lost_ues_fault() is None and "core_daemon_restarted" not in lab.fault_state()
+
+
+@pytest.mark.parametrize(("flavour", "daemon", "agent_name", "says"), [
+    ("open5gs", "mme", "mme", "never sets S1 up with the new MME"),
+    ("srsepc", "srsepc", "epc", "never sets S1 up with the new srsEPC")])
+def test_the_mme_or_srsepc_restarted_leaves_s1_down_until_the_stack_restarts(flavour, daemon, agent_name, says):
+    lab = CoreLab(flavour)
+    _play(lab, daemon)
+    assert lab.core.calls == [("kill", agent_name), ("start", [agent_name])]
+    state = lab.fault_state()
+    assert state["s1_up"] is False and f"{daemon} was restarted under the running srsenb" in state["s1_down_why"]
+    assert says in state["s1_down_why"], state
+    lab.reaching = {"0": False}
+    assert lab.lost_ues_fault() == (f"UE 0 did not come back: no ping to the server ({state['s1_down_why']})")
+    assert lab.fault_state()["not_back"] == [f"UE 0 did not come back after {daemon}'s restart"]
+
+
+def test_a_daemon_that_does_not_start_again_fails_the_faults_end_naming_it():
+    lab = CoreLab("open5gs")
+    lab.core.restart_fails = True
+    lab.inject_fault(FaultStep(kind="core_daemon", active=True, daemon="hss"))
+    with pytest.raises(CellabError, match="hss did not restart: hss exited"):
+        lab.inject_fault(FaultStep(kind="core_daemon", active=False, daemon="hss"))
+    assert lab.fault_state()["core_down"] == "open5gs hss exited"
+
+
+@pytest.mark.parametrize(("flavour", "daemon", "allowed"), [
+    ("srsepc", "mme", ["srsepc"]), ("open5gs", "srsepc", list(CORE_FAULT_DAEMONS["open5gs"]))])
+def test_the_lab_refuses_at_the_fault_a_daemon_the_runs_core_does_not_run(flavour, daemon, allowed):
+    lab = CoreLab(flavour)
+    with pytest.raises(InputError) as err:
+        lab.inject_fault(FaultStep(kind="core_daemon", active=True, daemon=daemon))
+    assert err.value.field == "daemon" and err.value.allowed == allowed and f"core is {flavour}" in str(err.value)
+    assert lab.core.calls == [] and json.dumps(lab.events) == "[]"
