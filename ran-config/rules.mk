@@ -1,6 +1,7 @@
 # ran-config/: the ZMQ broker between one srsenb and N srsue (the srsran-zmq lab with several UEs).
-$(BIN)/cellab-zmq-broker: ran-config/broker/zmq_broker.c ran-config/rules.mk
+BROKER_SRC := ran-config/broker/zmq_broker.c ran-config/broker/uplink.c ran-config/broker/control.c
+$(BIN)/cellab-zmq-broker: $(BROKER_SRC) ran-config/broker/broker.h ran-config/rules.mk
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS_COMMON) -o $@ ran-config/broker/zmq_broker.c $$(pkg-config --cflags --libs libzmq) -lpthread -lm
+	$(CC) $(CFLAGS_COMMON) -o $@ $(BROKER_SRC) $$(pkg-config --cflags --libs libzmq) -lpthread -lm
 
 BUILD_TARGETS += $(BIN)/cellab-zmq-broker

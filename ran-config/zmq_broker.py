@@ -1,7 +1,8 @@
 """cellab-zmq-broker (broker/zmq_broker.c) supervised by the srsran-zmq lab when it runs several UEs: srsenb's
 ZMQ ports stay 2000 (tx) / 2001 (rx), the broker sits on them and serves UE i on ports 2100+2i (its rx) and
 2101+2i (its tx). Ready on its "ready" line; its stats lines (JSON, sample rates moved) stay in its log. A UE's
-downlink gain changes while the stream runs through its stdin (`gain I DB`, answered in its log): set_gain. When
+gains, its downlink copy's and its uplink's weight in what srsenb hears, change while the stream runs through its
+stdin (`gain I DB`, `ul_gain I DB`, answered in its log): set_gain. When
 srsenb's connection drops (a crash, the enb_restart fault) the UEs hear silence paced at the cell's sample rate
 (`srate_hz`) until a new srsenb takes the ports: its `enb_lost` / `enb_back` lines (`events`)."""
 
@@ -13,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from cellab.errors import CellabError
+from cellab.errors import CellabError, InputError
 from cellab.paths import find_program
 from cellab.proc import ManagedProcess
 
@@ -22,7 +23,8 @@ UE_PORT_BASE = 2100
 READY_TIMEOUT_S = 5.0
 STATS_PERIOD_S = 2.0
 GAIN_REPLY_TIMEOUT_S = 2.0
-MIN_GAIN_DB, MAX_GAIN_DB = -100.0, 100.0  # the broker's own bounds (broker/zmq_broker.c)
+MIN_GAIN_DB, MAX_GAIN_DB = -100.0, 100.0  # the broker's own bounds (broker/broker.h)
+GAIN_COMMANDS = {"dl": ("gain", "dl_gain_db"), "ul": ("ul_gain", "ul_gain_db")}  # link -> stdin command, reply key
 
 
 def ue_ports(index: int) -> tuple[int, int]:
@@ -31,9 +33,10 @@ def ue_ports(index: int) -> tuple[int, int]:
 
 
 def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None,
-                srate_hz: float | None = None) -> list[str]:
-    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..100; per-UE attenuation); srate_hz: the
-    cell's sample rate, the pace of the silence the UEs hear while srsenb is gone."""
+                srate_hz: float | None = None, ul_gains_db: list[float] | None = None) -> list[str]:
+    """dl_gains_db: UE i's downlink copy scaled by dl_gains_db[i] dB (-100..100; per-UE attenuation); ul_gains_db:
+    UE i's uplink in srsenb's sum scaled so; srate_hz: the cell's sample rate, the pace of the silence the UEs hear
+    while srsenb is gone."""
     local = "tcp://127.0.0.1:{}".format
     argv = [str(binary), "--enb-tx", local(ENB_TX_PORT), "--enb-rx", local(ENB_RX_PORT),
             "--stats-s", str(STATS_PERIOD_S)]
@@ -41,8 +44,10 @@ def broker_argv(binary: Path, n_ues: int, dl_gains_db: list[float] | None = None
         argv += ["--srate-hz", f"{srate_hz:g}"]
     for i in range(n_ues):
         rx, tx = ue_ports(i)
-        gain = dl_gains_db[i] if dl_gains_db else 0.0
-        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}" + (f",dl_gain_db={gain:g}" if gain else "")]
+        dl_db = dl_gains_db[i] if dl_gains_db else 0.0
+        ul_db = ul_gains_db[i] if ul_gains_db else 0.0
+        argv += ["--ue", f"rx={local(rx)},tx={local(tx)}" + (f",dl_gain_db={dl_db:g}" if dl_db else "")
+                 + (f",ul_gain_db={ul_db:g}" if ul_db else "")]
     return argv
 
 
@@ -50,16 +55,18 @@ class BrokerProcess:
     """One broker in the stack's namespace (where srsenb's and the UEs' ZMQ ports are)."""
 
     def __init__(self, work_dir: Path, n_ues: int, *, netns: str | None, dl_gains_db: list[float] | None = None,
-                 srate_hz: float | None = None):
+                 srate_hz: float | None = None, ul_gains_db: list[float] | None = None):
         self.work_dir, self.n_ues, self.netns, self.srate_hz = work_dir, n_ues, netns, srate_hz
         self.dl_gains_db = list(dl_gains_db) if dl_gains_db else [0.0] * n_ues
+        self.ul_gains_db = list(ul_gains_db) if ul_gains_db else [0.0] * n_ues
         self.log = work_dir / "zmq_broker.log"
         self.proc: ManagedProcess | None = None
         self._command_lock = threading.Lock()  # one gain command and its reply at a time
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db, self.srate_hz)
+        argv = broker_argv(find_program("cellab-zmq-broker"), self.n_ues, self.dl_gains_db, self.srate_hz,
+                           self.ul_gains_db)
         self.proc = ManagedProcess(argv, self.log, netns=self.netns, commands=True)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -122,25 +129,30 @@ class BrokerProcess:
                     out.append(row)
         return out
 
-    def set_gain(self, ue: int, gain_db: float) -> None:
-        """UE `ue`'s downlink copy at gain_db from the next block on, once the broker confirmed it."""
+    def set_gain(self, ue: int, gain_db: float, link: str = "dl") -> None:
+        """UE `ue`'s downlink copy (link "dl") or its uplink in srsenb's sum (link "ul") at gain_db from that
+        direction's next block on, once the broker confirmed it."""
+        if link not in GAIN_COMMANDS:
+            raise InputError("ZMQ broker gain", "link", f"{link!r} is not a direction", sorted(GAIN_COMMANDS))
         if not (0 <= ue < self.n_ues and math.isfinite(gain_db) and MIN_GAIN_DB <= gain_db <= MAX_GAIN_DB):
-            raise CellabError(f"ZMQ broker: gain {gain_db!r} dB for UE {ue}: UE 0..{self.n_ues - 1}, "
+            raise CellabError(f"ZMQ broker: {link} gain {gain_db!r} dB for UE {ue}: UE 0..{self.n_ues - 1}, "
                               f"gain {MIN_GAIN_DB:g}..{MAX_GAIN_DB:g} dB")
+        command, key = GAIN_COMMANDS[link]
         with self._command_lock:
             offset = self.log.stat().st_size if self.log.exists() else 0  # its answer comes after what is there
-            if self.proc is None or not self.proc.send_line(f"gain {ue} {gain_db:.3f}"):
+            if self.proc is None or not self.proc.send_line(f"{command} {ue} {gain_db:.3f}"):
                 raise CellabError(f"ZMQ broker not running: {self.last_line()}")
             deadline = time.monotonic() + GAIN_REPLY_TIMEOUT_S
             while time.monotonic() < deadline:
                 new = [row for row in self._json_lines(offset) if "gain_ue" in row or "error" in row]
                 if new:
-                    if "error" in new[0]:
-                        raise CellabError(f"ZMQ broker refused gain {gain_db:g} dB for UE {ue}: {new[0]['error']}")
-                    self.dl_gains_db[ue] = gain_db
+                    if "error" in new[0] or key not in new[0]:
+                        raise CellabError(f"ZMQ broker refused {link} gain {gain_db:g} dB for UE {ue}: "
+                                          f"{new[0].get('error', new[0])}")
+                    (self.dl_gains_db if link == "dl" else self.ul_gains_db)[ue] = gain_db
                     return
                 time.sleep(0.01)
-        raise CellabError(f"ZMQ broker did not confirm gain {gain_db:g} dB for UE {ue} within "
+        raise CellabError(f"ZMQ broker did not confirm {link} gain {gain_db:g} dB for UE {ue} within "
                           f"{GAIN_REPLY_TIMEOUT_S:g} s: {self.last_line()}")
 
     def stop(self) -> None:

@@ -1,7 +1,7 @@
 """cellab-zmq-broker against stand-ins for srsenb and two srsue speaking srsRAN's ZMQ radio framing (a 1-byte
 request, a reply of cf_t samples): downlink copied (and scaled by a UE's dl_gain_db), uplink summed sample for
-sample when the UEs' blocks differ in size, a UE's gain changed while the stream runs (stdin `gain I DB`), bad input
-refused. No srsRAN needed; well under a second."""
+sample when the UEs' blocks differ in size (each UE's weighted by its ul_gain_db), a UE's gains changed while the
+stream runs (stdin `gain I DB`, `ul_gain I DB`), bad input refused. No srsRAN needed; well under a second."""
 
 from __future__ import annotations
 
@@ -131,6 +131,12 @@ def test_broker_process_sets_a_gain_once_confirmed_and_refuses_out_of_range(brok
                 broker.set_gain(ue, gain)
             assert "UE 0..1, gain -100..100 dB" in str(err.value)
         assert broker.dl_gains_db == [0.0, -12.5] and broker.rates() == []  # acks are not stats lines
+        broker.set_gain(0, -7.0, link="ul")
+        assert broker.ul_gains_db == [-7.0, 0.0] and broker.dl_gains_db == [0.0, -12.5]
+        assert '{"gain_ue":0,"ul_gain_db":-7.000}' in broker.text()
+        with pytest.raises(CellabError) as err:
+            broker.set_gain(0, -7.0, link="both")
+        assert "link" in str(err.value) and "dl, ul" in str(err.value)
     finally:
         broker.stop()
     with pytest.raises(CellabError, match="not running"):
@@ -157,6 +163,32 @@ def test_uplink_is_the_sample_sum_when_blocks_differ_in_size(stack):
         s["ue1_tx"].recv(zmq.NOBLOCK)
 
 
+def test_each_ues_uplink_is_weighted_by_its_own_gain_and_the_gain_changes_while_the_stream_runs(stack):
+    """A shield box attenuates a UE's uplink too: srsenb hears UE 1 (ul_gain_db -20 from stdin) at a tenth."""
+    s, proc = stack
+    for command, reply in (("ul_gain 1 -20", '{"gain_ue":1,"ul_gain_db":-20.000}'),
+                           ("ul_gain 0 6.02", '{"gain_ue":0,"ul_gain_db":6.020}')):
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == reply
+    s["enb_rx"].send(b"\xff")
+    s["ue0_tx"].recv()
+    s["ue0_tx"].send(_samples(1, 2j))
+    s["ue1_tx"].recv()
+    s["ue1_tx"].send(_samples(10j, 20))
+    np.testing.assert_allclose(_recv_samples(s["enb_rx"]), [2 + 1j, 2 + 4j], rtol=1e-3)
+    for bad in ("ul_gain 2 0", "ul_gain 1 inf", "ul_gain 1 101", "dl_gain 1 0", "ul_gain 1"):
+        proc.stdin.write(bad + "\n")
+        proc.stdin.flush()
+        assert '"error"' in proc.stdout.readline() and proc.poll() is None, bad
+    s["enb_rx"].send(b"\xff")  # the refused commands changed nothing; the downlink gains are not the uplink's
+    s["ue0_tx"].recv()
+    s["ue0_tx"].send(_samples(1))
+    s["ue1_tx"].recv()
+    s["ue1_tx"].send(_samples(10))
+    np.testing.assert_allclose(_recv_samples(s["enb_rx"]), [3.0], rtol=1e-3)
+
+
 def test_a_block_of_partial_samples_stops_it_naming_the_sender(stack):
     s, proc = stack
     s["enb_rx"].send(b"\xff")
@@ -170,7 +202,8 @@ def test_a_block_of_partial_samples_stops_it_naming_the_sender(stack):
     (["--enb-tx", "tcp://127.0.0.1:1"], "at least one --ue"),
     (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a"], "needs rx=EP and tx=EP"),
     (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,dl_gain_db=106"], "dl_gain_db: a number of dB in -100..100"),
-    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,gain=1"], "allowed: rx, tx, dl_gain_db"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,ul_gain_db=-100.5"], "ul_gain_db: a number of dB in -100..100"),
+    (["--enb-tx", "a", "--enb-rx", "b", "--ue", "rx=a,tx=b,gain=1"], "allowed: rx, tx, dl_gain_db, ul_gain_db"),
     (["--bogus", "1"], "unknown option"),
 ])
 def test_bad_arguments_exit_2_naming_the_problem(broker_bin, args, message):
