@@ -9,11 +9,16 @@ BIN := $(BUILD)/bin
 CC ?= gcc
 CFLAGS_COMMON := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 
+# what ../shared/tools/open5gs's daemons load (its README's runtime line; a fresh machine lacks libtins and
+# libmicrohttpd, and the UPF, HSS and PCRF then exit at start)
+OPEN5GS_RUNTIME := libyaml-0-2 libtalloc2 libmongoc-1.0-0 libbson-1.0-0 libgnutls30 libssl3 libidn12 libnghttp2-14 \
+	libmicrohttpd12 libcurl3-gnutls libtins4.0
 # Debian packages the project needs (checked one by one; apt runs only when one is missing).
 APT_PACKAGES := python3-venv clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzmq3-dev libjansson-dev libpcap-dev \
 	pkg-config iperf3 iputils-ping procps tshark tcpdump iproute2 ethtool gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
 	qemu-user-static adb chromium \
-	libfftw3-single3 libmbedcrypto7 libboost-program-options1.74.0 libconfig++9v5 libsctp1 libzmq5 uhd-host
+	libfftw3-single3 libmbedcrypto7 libboost-program-options1.74.0 libconfig++9v5 libsctp1 libzmq5 uhd-host \
+	$(OPEN5GS_RUNTIME)
 
 # Each C program's rules live in its room and add their outputs to BUILD_TARGETS; C sources the
 # programs share (a JSON writer, the TCP option walk) are core, in cellab/csrc.
@@ -39,7 +44,7 @@ AGENT_APT_ue-virtual := libpcap-dev iperf3 iproute2 iputils-ping
 AGENT_APT_ue-android := adb gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 AGENT_APT_attenuator :=
 AGENT_APT_enb := uhd-host iproute2
-AGENT_APT_core := iproute2
+AGENT_APT_core := iproute2 $(OPEN5GS_RUNTIME)
 AGENT_BIN_server := $(BIN)/cellab-modules $(BIN)/cellab-send $(BIN)/cellab-flowstat
 AGENT_BIN_ue-virtual := $(BIN)/cellab-probe
 AGENT_BIN_ue-android := $(BIN)/cellab-probe-aarch64

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cellab.bus.wire import HEARTBEAT_S, PEER_LOST_S
 from cellab.errors import CellabError, InputError
 from cellab.records import Strict
 
@@ -40,9 +41,10 @@ NO_FAULT = "none"
 RECOVERED_SHARE = 0.9
 BIN_S = 0.1
 PRE_WINDOW_S = 1.0  # the pre-fault level: the mean over this long before the fault (after the first 0.3 s)
-#: the longest ue_pause a run survives: the bus declares an agent silent for 5 s lost (its pending requests, the
-#: paused UE's workload, fail); measured on the virtual lab: a 3 s pause recovered, 6 s ended in AgentLost
-UE_PAUSE_MAX_S = 3.0
+#: the longest ue_pause a run survives: the bus declares an agent silent for PEER_LOST_S lost (its pending requests,
+#: the paused UE's workload, fail), and the last heartbeat before the pause may be one interval old, so the pause
+#: ends with another interval to spare; measured on the virtual lab: a 3 s pause recovered, 6 s ended in AgentLost
+UE_PAUSE_MAX_S = PEER_LOST_S - 2 * HEARTBEAT_S
 
 
 class FaultSpec(Strict):

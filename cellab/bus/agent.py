@@ -60,8 +60,8 @@ class Agent(BuiltinOps, Serving):
 
     def __init__(self, name: str, controller_endpoint: str, *, telemetry_endpoint: str | None = None,
                  secret_key_file: Path | None = None, controller_public_keys: list[Path] | None = None,
-                 artifact_dir: Path | None = None, insecure: bool = False, heartbeat_s: float = 1.0,
-                 controller_lost_s: float = 5.0, clock: Callable[[], float] = time.time):
+                 artifact_dir: Path | None = None, insecure: bool = False, heartbeat_s: float = wire.HEARTBEAT_S,
+                 controller_lost_s: float = wire.PEER_LOST_S, clock: Callable[[], float] = time.time):
         self.name = check_name(name)
         source = f"agent {name}"
         self.controller_endpoint = check_endpoint(controller_endpoint, source, "controller_endpoint")

@@ -53,7 +53,8 @@ _FIRST_WAIT_MS = 1
 class Controller(Routing, Liveness, Telemetry, Transfer, Auth):
     def __init__(self, bind_endpoint: str, *, telemetry_endpoint: str | None = None,
                  secret_key_file: Path | None = None, allowed_agent_keys: list[Path] | None = None,
-                 insecure: bool = False, heartbeat_s: float = 1.0, agent_lost_s: float = 5.0):
+                 insecure: bool = False, heartbeat_s: float = wire.HEARTBEAT_S,
+                 agent_lost_s: float = wire.PEER_LOST_S):
         source = "controller"
         check_endpoint(bind_endpoint, source, "bind_endpoint")
         if telemetry_endpoint:

@@ -14,6 +14,11 @@ from pydantic_core import from_json, to_json
 
 VERSION: Final = 1
 
+#: both ends send a heartbeat this often, and declare the other lost after PEER_LOST_S without a message
+#: (the controller fails that agent's pending requests with AgentLost; an agent stops what it runs)
+HEARTBEAT_S: Final = 1.0
+PEER_LOST_S: Final = 5.0
+
 REQUEST: Final = "request"
 REPLY: Final = "reply"
 ERROR: Final = "error"
