@@ -4,6 +4,8 @@ write a small lab inventory. (Tests only; nothing here runs in a campaign.)"""
 from __future__ import annotations
 
 import json
+import os
+import random
 import secrets
 import socket
 import sqlite3
@@ -33,10 +35,28 @@ def only_folder(out: Path) -> Path:
     return folders[0]
 
 
+# Below Linux's ephemeral range (32768-60999): a port the kernel handed out as free is, until the test binds it,
+# anyone's next outgoing connection's local port (a controller once found its port so taken, under 3 workers).
+# Each xdist worker draws from a block of its own, so two workers never pick the same port either.
+TEST_PORT_BLOCKS = [range(start, start + 4000) for start in (20000, 24000, 28000)]
+_ports_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1, never the same twice in one process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    block = TEST_PORT_BLOCKS[int(worker) % len(TEST_PORT_BLOCKS) if worker.isdigit() else 0]
+    for port in random.sample(block, 400):
+        if port in _ports_given:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise OSError(f"no free port in {block.start}-{block.stop - 1}")
 
 
 def start_agent(tmp_path: Path, name: str, role: str, netns: str | None, port: int, telemetry_port: int,

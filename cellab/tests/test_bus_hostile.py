@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from cellab.testing import free_port
 from cellab.bus import AgentLost, AgentTimeout, BusError, Controller, OperationError, wire
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import generate_keypair
@@ -23,12 +24,6 @@ from cellab.bus.testing import KeySet, RawAgent, RawController, controller_with_
 from cellab.errors import InputError
 
 # ----------------------------------------------------------------------------- a peer that is not the controller
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -118,7 +113,7 @@ def _controller_on(port: int, keys: KeySet) -> Controller:
 @pytest.mark.parametrize("fake", ["plain_router", "garbage", "closes", "silent", "denied", "impostor"])
 def test_agent_survives_any_peer_and_reaches_the_real_controller(tmp_path: Path, fake: str) -> None:
     keys = make_keys(tmp_path / "keys", ["ue1"])
-    port = _free_port()
+    port = free_port()
     agent: DemoAgent | None = None
     controller: Controller | None = None
     try:
@@ -154,7 +149,7 @@ def test_agent_backs_off_against_a_lasting_fake_and_still_reconnects_promptly(tm
     """Minutes of a plain peer cost the agent a retry every few seconds at most, and it finds the real
     controller within that bound once the peer goes."""
     keys = make_keys(tmp_path / "keys", ["ue1"])
-    port = _free_port()
+    port = free_port()
     agent = DemoAgent("ue1", f"tcp://127.0.0.1:{port}", secret_key_file=keys.agents["ue1"][1],
                       controller_public_keys=[keys.controller_public], artifact_dir=tmp_path / "a",
                       heartbeat_s=0.2, controller_lost_s=1.0)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from cellab.testing import free_port
 from cellab.paths import BUILD_BIN
 from cellab.proc import ManagedProcess
 
@@ -14,9 +15,7 @@ from cellab.proc import ManagedProcess
 @pytest.fixture
 def sender(tmp_path):
     """cellab-send serving on a free loopback port (the probe's and the phone agent's flows); its port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = ManagedProcess([str(BUILD_BIN / "cellab-send"), "serve", "--bind", "127.0.0.1", "--port", str(port),
                            "--sample-ms", "0", "--log-dir", str(tmp_path / "send")], tmp_path / "send.log")
     for _ in range(250):

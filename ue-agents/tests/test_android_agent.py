@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cellab.testing import free_port
 from cellab.bus import OperationError
 from cellab.bus.testing import lab_bus
 from cellab.errors import InputError
@@ -135,9 +136,7 @@ def test_phone_that_disappears_mid_run_fails_naming_it_then_works_again(tmp_path
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3 (make setup)")
 def test_iperf3_from_a_phone_that_has_it(tmp_path: Path, farm) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = ManagedProcess(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(port)], tmp_path / "iperf3-server.log")
     try:
         time.sleep(0.5)

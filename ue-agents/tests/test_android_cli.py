@@ -12,19 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from cellab.testing import free_port
+
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb client (make setup)")
 CELLAB = [sys.executable, "-m", "cellab"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def fake_adb(tmp_path: Path):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([*CELLAB, "ue", "android", "fake-adb", "--port", str(port), "--storage",
                              str(tmp_path / "phones"), "--phone", "S9TEST=android9", "--phone", "P8TEST=android14"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

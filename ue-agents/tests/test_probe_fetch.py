@@ -6,13 +6,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from cellab.testing import free_port
 from cellab.contracts.ue import FetchRequest, ProbeFlow
 from cellab.ue.probe_runner import fetch_argv, run_fetch, validate_fetch
 
@@ -27,12 +27,6 @@ SEND = BUILD_BIN / "cellab-send"
 def bins() -> None:
     subprocess.run(["make", "-s", str(PROBE), str(SEND)], cwd=PROJECT_ROOT, check=True, capture_output=True,
                    timeout=300)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_bad_requests_name_field_and_allowed_values():
