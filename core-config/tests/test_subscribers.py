@@ -39,6 +39,7 @@ def _raw(url: str, db: str) -> pymongo.collection.Collection:
     return client.get_database(db, codec_options=CodecOptions()).subscribers
 
 
+@pytest.mark.background  # a real FerretDB, no clock of its own (conftest.py)
 @pytest.mark.parametrize("flavour", ["open5gs", "nextepc"])
 def test_round_trip(ferretdb, tmp_path, flavour):
     url, folder = ferretdb
@@ -85,6 +86,7 @@ def test_round_trip(ferretdb, tmp_path, flavour):
         _no_secret(text)
 
 
+@pytest.mark.background  # a real FerretDB, no clock of its own (conftest.py)
 def test_bad_row_writes_nothing_and_names_rows(ferretdb, tmp_path):
     url, _ = ferretdb
     bad = tmp_path / "subs.csv"
@@ -130,6 +132,7 @@ def test_unreachable_db_names_url_within_timeout():
     _no_secret(result.stdout + result.stderr)
 
 
+@pytest.mark.background  # a real FerretDB, no clock of its own (conftest.py)
 def test_db_up_status_down(tmp_path):
     from cellab.epc import ferret
 

@@ -10,6 +10,8 @@ import pytest
 
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
 
+pytestmark = pytest.mark.background  # builds and selftests, no clock of its own: beside lab tests (conftest.py)
+
 PROBE = BUILD_BIN / "cellab-probe"
 PROBE_ARM = BUILD_BIN / "cellab-probe-aarch64"
 
