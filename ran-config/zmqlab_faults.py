@@ -5,7 +5,7 @@ zmqlab_attenuation), mixed into the lab as StackFaults:
 |---|---|---|---|
 | `sgi_cut` | the core's link to the server | `srv0` down, then up (the kernel puts its connected route back) | `sgi_up` |
 | `s1_cut` | S1-U (GTP-U) between srsenb and the core | blackhole policy rules, both directions, then removed | `s1_up`, `s1_cut_rules` |
-| `core_daemon` (`daemon: srsepc`) | srsEPC | SIGKILL, restarted through the core agent at the end | `s1_up`, `ue_reaches_server` |
+| `core_daemon` (`daemon`: the run's core's) | srsEPC, or one Open5GS EPC daemon | SIGKILL through the core agent's `kill`, its `start` at the end | `core_daemon_restarted`, `core_down`, `s1_up`, `ue_reaches_server`, `not_back` |
 | `enb_restart` | srsenb | SIGKILL (a crash), started again by the eNB agent's `configure` at the end | `enb_running`, `ue_reaches_server` |
 
 S1 on this lab: srsenb and the EPC share the core namespace and talk over loopback. S1-U is GTP-U over UDP,
@@ -20,10 +20,29 @@ breaks is the user plane, which is what this one cuts. Its events: `s1_down` onc
 direction lost stalls a TCP flow: its data or its ACKs), `s1_up` once the last is gone; each `ip` call takes
 0.05-0.5 s on this busy host (the replies' `ip_s`).
 
-A restarted srsEPC has no S1 association with srsenb, and through the shim srsenb never learns that its MME went
-away (no SCTP notification), so it never sets S1 up again and the UE's traffic goes nowhere (measured: the new
-srsEPC hears nothing from srsenb for 30 s, no ping back within 97 s; ran-config README). `fault_state` says so (`s1_up` false, each UE's ping to the
-server), `fault()` names the UEs that did not come back, and the next configure restarts the stack.
+A core daemon is killed by the core agent (its typed `kill`: the agent's own child, SIGKILL, reaped) and started
+again by its `start` naming it (the agent starts only daemons not running). Which daemons a run may name depends on
+its core (CORE_FAULT_DAEMONS; `validate` checks each run through `run_fault_daemons`): srsEPC is one process, Open5GS
+has hss, pcrf, sgwc, sgwu, upf, smf, mme. A restarted srsEPC or Open5GS MME has no S1 association with srsenb, and
+through the shim srsenb never learns that its MME went away (no SCTP notification), so it never sets S1 up again
+(measured: the new srsEPC hears nothing from srsenb for 30 s, no ping back within 97 s; the new Open5GS MME accepted
+no eNB in the 16 s until the stack restarted). On Open5GS, measured (2026-11-26, 25 PRB, one UE, a 14 s Cubic
+download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the stack at 0.76-0.91 of real time):
+- hss, pcrf: nothing seen (ping silent at most 0.26 s, iperf3 10.9-16.2 Mbit/s every second); an attached UE's
+  bearer needs neither.
+- mme: the bearer carried on (ping silent at most 0.25 s), but S1-MME is gone: the run fails on `s1_up`, naming mme
+  (`s1_down_why`).
+- sgwu, upf: the user plane died with them (iperf3 0.0 from the kill on). Their control peer (SGW-C, SMF) notices
+  only when its PFCP heartbeat gives up (Open5GS: no answer for 10 s, then its retries), associates with the new
+  one and restores the sessions ("PFCP restoration"): 10.7 s after the kill for sgwu (ping back 0.2 s later, 13.9 s
+  into the run), 14.3 s for upf (after that run's workload: its end-of-run ping passed, so the run passed with the
+  data path down for the workload's last 11 s).
+- sgwc, smf: the new one associates with SGW-U / UPF as a restarted peer, which deletes the old association's
+  sessions ("Remote PFCP restarted", DELETION, GTP-U Error Indications to srsenb) and nothing restores them: the UE
+  stays RRC-connected with a dead bearer, the run fails naming the daemon.
+`fault_state` says so (`core_daemon_restarted`, `core_down`, `s1_up`, each UE's ping to the server, `not_back`
+naming the daemon), `fault()` names the UEs that did not come back and why, and the next configure restarts the
+stack (its restart reason names the daemon).
 
 An eNB restart kills srsenb with SIGKILL, a crash: nothing reaches the MME or the UEs first, and the fault starts
 when the process is gone (the agent's own stop, SIGTERM, lets srsenb shut its radio down for up to 5 s first). The

@@ -7,6 +7,7 @@ did not come back. With the real stack (extended tier): see the last test."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +19,7 @@ from cellab.faults import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
 from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS
 
+from .conftest import LOCK_WAIT_S, run_zmq_campaign
 from .test_zmqlab_fault_rules import FakeLab
 
 OPEN5GS_DAEMONS = ["hss", "mme", "pcrf", "sgwc", "sgwu", "smf", "upf"]
@@ -187,3 +189,92 @@ def test_the_lab_refuses_at_the_fault_a_daemon_the_runs_core_does_not_run(flavou
         lab.inject_fault(FaultStep(kind="core_daemon", active=True, daemon=daemon))
     assert err.value.field == "daemon" and err.value.allowed == allowed and f"core is {flavour}" in str(err.value)
     assert lab.core.calls == [] and json.dumps(lab.events) == "[]"
+
+
+# ---- with the real stack ---------------------------------------------------------------------------------------
+OPEN5GS = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "open5gs"
+MIN_STACK_SPEED = 0.2  # below it the host, not the stack, decides every time measured here
+WORKLOAD_S = 20  # SGW-U's sessions come back 10-15 s after the kill (PFCP heartbeat): inside it
+
+
+def _answers(run_dir: Path) -> list[float]:
+    """The workload's ping answers (every 200 ms, `ping -D`), s from the workload's start."""
+    t0 = json.loads((run_dir / "manifest.json").read_text())["workload_started_at"]
+    return [float(line[1:].split("]", 1)[0]) - t0 for line in next(run_dir.glob("ues/*/*-ping.txt")).read_text()
+            .splitlines() if line.startswith("[") and "bytes from" in line]
+
+
+def _silence(answers: list[float], after_s: float, end_s: float) -> tuple[float, float]:
+    """The longest silence of the ping from `after_s` to the workload's end `end_s`: (last answer before it, first
+    after it; inf when none came before the end)."""
+    marks = [a for a in answers if a >= after_s - 1.0]
+    if not marks or marks[-1] < end_s - 1.0:  # silent to the end
+        marks.append(float("inf"))
+    return max(zip(marks, marks[1:], strict=False), key=lambda p: p[1] - p[0])
+
+
+@pytest.mark.root
+@pytest.mark.extended  # five srsRAN runs on Open5GS, three stack restarts (about 4 min)
+@pytest.mark.timeout(LOCK_WAIT_S + 900)
+def test_open5gs_daemons_killed_under_a_download_hss_unnoticed_sgwu_restored_sgwc_and_mme_fail_naming_them(
+        bundle, tmp_path):
+    if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
+        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
+    from cellab.paths import find_program
+
+    try:
+        find_program("cellab-ferretdb")
+    except CellabError as exc:
+        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
+    plans = ("hss", "sgwu", "sgwc", "mme")
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
+        "name: zmq-open5gs-daemons\nlab: srsran-zmq\nrepeat: 1\norder: {mode: sequential}\n"
+        f"factors: {{faults: [{', '.join(plans)}, none]}}\nfaults:\n"
+        + "".join(f"  {d}: [{{kind: core_daemon, daemon: {d}, at_s: 2, duration_s: 2}}]\n" for d in plans)
+        + "fixed: {core: open5gs, n_prb: 25, cc: cubic, sr_period_ms: 20}\n"
+        f"workload: {{tool: iperf3, duration_s: {WORKLOAD_S}}}\nmeasurements: [throughput, rtt]\n"
+        "timeouts: {run_s: 150, request_s: 10}\n"
+        "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"),  # the test reads the speed first
+        "zqk", LOCK_WAIT_S)
+    _judge(folder, runs, log, plans)
+
+
+def _judge(folder: Path, runs: list[tuple[str, str, str | None, str]], log: str, plans: tuple[str, ...]) -> None:
+    rows = {json.loads(factors)["faults"]: (run_id, status, error or "") for run_id, status, error, factors in runs}
+    assert list(rows) == [*plans, "none"], (runs, log)
+    run_dirs = {name: folder / "runs" / run_id for name, (run_id, *_) in rows.items()}
+    speeds = {name: json.loads((d / "manifest.json").read_text()).get("lab_timing", {}).get("stack_speed")
+              for name, d in run_dirs.items() if (d / "manifest.json").is_file()}
+    print(f"stack speed per run: {speeds}; status: { {k: v[1] for k, v in rows.items()} }")
+    known = [s for s in speeds.values() if isinstance(s, (int, float))]
+    if known and min(known) < MIN_STACK_SPEED:
+        pytest.skip(f"the stack ran at {min(known):.2f} of real time (< {MIN_STACK_SPEED}): the host, not the "
+                    "stack, would decide what this test measures")
+    assert {k: v[1] for k, v in rows.items()} == {"hss": "ok", "sgwu": "ok", "sgwc": "failed", "mme": "failed",
+                                                 "none": "ok"}, (rows, log)
+    for name in ("hss", "sgwu"):
+        report = json.loads((run_dirs[name] / "faults.json").read_text())
+        (kill,) = report["recovery"]
+        assert kill["daemon"] == name and kill["end_s"] is not None, kill
+        final = report["final_state"]
+        assert final["core_daemon_restarted"] == name and final["core_down"] is None, final
+        assert final["not_back"] == [] and final["s1_up"] is True and final["rrc_state"] == {"0": "connected"}, final
+        last, first = _silence(_answers(run_dirs[name]), kill["start_s"], WORKLOAD_S)
+        print(f"{name}: killed {kill['start_s']:.2f} s, started again {kill['end_s']:.2f} s; ping silent "
+              f"{last:.2f}-{first:.2f} s")
+        if name == "hss":  # the bearer does not use the HSS: the ping never noticed
+            assert first - last < 1.5, (last, first)
+        else:  # the user plane's sessions died with SGW-U; SGW-C restores them once its PFCP heartbeat gives up
+            assert last < kill["start_s"] + 0.5 and kill["end_s"] < first < WORKLOAD_S, (kill, last, first)
+    # SGW-C restarted: SGW-U drops the old association's sessions, nothing restores them: the UE is not back
+    assert "UE 0 did not come back" in rows["sgwc"][2] and "sgwc was restarted" in rows["sgwc"][2], rows["sgwc"]
+    # the MME restarted: the bearer carries on (the user plane needs no MME), S1-MME is gone for good
+    assert "S1 path was still down" in rows["mme"][2] and "mme was restarted under the running srsenb" in \
+        rows["mme"][2], rows["mme"]
+    last, first = _silence(_answers(run_dirs["mme"]), 2.0, WORKLOAD_S)
+    assert first - last < 1.5, (last, first)
+    # the run after it: the stack restarted (its reason names the MME) and passes
+    configure = json.loads((run_dirs["none"] / "lab_status.json").read_text())["configure"]
+    assert configure["restarted"] and "mme was restarted" in configure["restart_reasons"][0], configure
+    for name in ("sgwc", "mme"):
+        print(f"{name}: {rows[name][2][:300]}")
