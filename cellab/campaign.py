@@ -445,8 +445,8 @@ def _check_run_fault_daemons(campaign: Campaign, source: str | Path) -> list[Inp
     (EmbeddedLab.run_fault_daemons; srsran-zmq: its `core`): one error per fault and setting."""
     from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 
-    if campaign.lab not in EMBEDDED_LABS:
-        return []
+    if campaign.lab not in EMBEDDED_LABS or not any(f.kind == "core_daemon" for p in campaign.faults.values() for f in p):
+        return []  # the plan is expanded only when a core_daemon fault needs it
     of_run = embedded_lab_class(campaign.lab).run_fault_daemons
     errors: list[InputError] = []
     seen: set[tuple[str, str]] = set()
