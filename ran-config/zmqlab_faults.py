@@ -5,7 +5,7 @@ zmqlab_attenuation), mixed into the lab as StackFaults:
 |---|---|---|---|
 | `sgi_cut` | the core's link to the server | `srv0` down, then up (the kernel puts its connected route back) | `sgi_up` |
 | `s1_cut` | S1-U (GTP-U) between srsenb and the core | blackhole policy rules, both directions, then removed | `s1_up`, `s1_cut_rules` |
-| `core_daemon` (`daemon`: the run's core's) | srsEPC, or one Open5GS EPC daemon | SIGKILL through the core agent's `kill`, its `start` at the end | `core_daemon_restarted`, `core_down`, `s1_up`, `ue_reaches_server`, `not_back` |
+| `core_daemon` (`daemon`: the run's core's) | srsEPC, or one Open5GS EPC daemon | SIGKILL through the core agent's `kill`, its `start` at the end | `core_daemon_restarted`, `core_down`, `user_plane_restored_s`, `s1_up`, `ue_reaches_server`, `not_back` |
 | `enb_restart` | srsenb | SIGKILL (a crash), started again by the eNB agent's `configure` at the end | `enb_running`, `ue_reaches_server` |
 
 S1 on this lab: srsenb and the EPC share the core namespace and talk over loopback. S1-U is GTP-U over UDP,
@@ -41,7 +41,8 @@ download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the
   sessions ("Remote PFCP restarted", DELETION, GTP-U Error Indications to srsenb) and nothing restores them: the UE
   stays RRC-connected with a dead bearer, the run fails naming the daemon.
 `fault_state` says so (`core_daemon_restarted`, `core_down`, `s1_up`, each UE's ping to the server, `not_back`
-naming the daemon), `fault()` names the UEs that did not come back and why, and the next configure restarts the
+naming the daemon; after sgwu or upf `user_plane_restored_s`, from the kill to its peer's "PFCP restoration" line
+in the peer's own log, fetched from the core agent: None when it has not come), `fault()` names the UEs that did not come back and why, and the next configure restarts the
 stack (its restart reason names the daemon).
 
 An eNB restart kills srsenb with SIGKILL, a crash: nothing reaches the MME or the UEs first, and the fault starts
@@ -58,9 +59,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -83,6 +86,10 @@ AGENT_DAEMON = {"srsepc": "epc"}  # the core agent's name where it differs
 # restarted, these leave srsenb without S1-MME until the stack restarts: srsenb, through the SCTP shim, gets no
 # SCTP notification that its MME went away, so it never sets S1 up with the new one
 S1_LOST_WITH = ("srsepc", "mme")
+# who re-sends a restarted user plane's sessions (PFCP), and the line it writes then (Open5GS 2.7: "11/26
+# 22:56:33.178: [sgwc] ERROR: PFCP restoration (...)", the host's local time, no year)
+PFCP_PEER = {"sgwu": "sgwc", "upf": "smf"}
+RESTORATION = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?): \[\w+\] \w+: PFCP restoration\b", re.M)
 KILL_WAIT_S = 3.0  # a killed daemon's agent has reaped it (srsepc, srsenb)
 PATH_PING_TRIES, PATH_PING_WAIT_S = 2, 2
 
@@ -112,6 +119,17 @@ def lab_s1u_addresses(core_flavour: str) -> tuple[str, ...]:
     return tuple(s1u_addresses(ENB_PROFILE.read_text(), CORE_PROFILES[core_flavour].read_text()))
 
 
+def restorations_in(log_text: str, year: int) -> list[float]:
+    """The wall times (s since the epoch) of an Open5GS control daemon's "PFCP restoration" lines: it found its
+    user-plane peer restarted and sent it the sessions it holds again."""
+    times = []
+    for month, day, hour, minute, sec in RESTORATION.findall(log_text):
+        whole, _, frac = sec.partition(".")
+        stamp = time.mktime((year, int(month), int(day), int(hour), int(minute), int(whole), 0, 0, -1))
+        times.append(stamp + float(f"0.{frac or 0}"))
+    return times
+
+
 def cut_rules_in(rules_json: str) -> list[str]:
     """The destinations of the S1 cut's rules in `ip -j rule show` output (empty: none in place)."""
     rules = json.loads(rules_json or "[]")
@@ -128,6 +146,7 @@ class StackFaults:
     _s1_lost_at: float | None = None  # srsEPC killed under a running srsenb: S1 is gone until the next restart
     _s1_lost_by: str = "srsepc"  # which daemon's restart lost it (S1_LOST_WITH)
     _core_restarted: str | None = None  # a core daemon killed under the UEs: are they back? (until the next restart)
+    _core_killed_at = 0.0  # when (wall clock)
     _enb_restarted_at: float | None = None  # srsenb killed under the UEs: are they back? (until the next restart)
     _enb_params: Any
     _enb_restarts: int
@@ -140,6 +159,9 @@ class StackFaults:
         def _core_down(self) -> str | None: ...
         def _core(self) -> Any: ...
         def _enb(self) -> Any: ...
+        def _agent(self, role: str) -> str: ...
+        controller: Any
+        state_dir: Any
 
     def _ip(self, argv: list[str], what: str) -> str:
         done = subprocess.run(netns.in_netns(self.core_ns, argv), capture_output=True, text=True, check=False)
@@ -218,7 +240,7 @@ class StackFaults:
                     "core_problems": status.problems}
         killed_at = time.time()
         result = core.kill(name)
-        self._core_restarted = daemon
+        self._core_restarted, self._core_killed_at = daemon, killed_at
         if daemon in S1_LOST_WITH:
             self._s1_lost_at, self._s1_lost_by = killed_at, daemon
         self.note_event({"event": "core_down", "daemon": daemon})
@@ -250,6 +272,24 @@ class StackFaults:
         self.note_event({"event": "enb_up"})
         return {"ok": True, "pid": result.pid, "restarted": result.restarted,
                 "restart_reasons": result.restart_reasons, "start_s": round(time.monotonic() - began, 3)}
+
+    def _core_log(self, daemon: str) -> str:
+        """An Open5GS daemon's own log file (beside its captured output, which lacks some lines), fetched from the
+        core agent's artifacts."""
+        state = next(d for d in self._core().status().daemons if d.name == daemon)
+        name = str(Path(state.log).with_suffix(".log"))
+        local = self.controller.fetch_artifact(self._agent("core"), name, self.state_dir / f"core-{daemon}.log")
+        return local.read_text(errors="replace")
+
+    def user_plane_restored_s(self) -> float | None:
+        """After SGW-U's or the UPF's restart: how long after the kill its control peer (SGW-C, SMF) sent it the
+        sessions again (its "PFCP restoration" line), or None (not yet, or no such peer)."""
+        peer = PFCP_PEER.get(self._core_restarted or "")
+        if peer is None:
+            return None
+        year = time.localtime(self._core_killed_at).tm_year
+        after = [t for t in restorations_in(self._core_log(peer), year) if t >= self._core_killed_at - 1.0]
+        return round(min(after) - self._core_killed_at, 2) if after else None
 
     def ues_reaching_server(self) -> dict[str, bool]:
         """Each UE's data path: a ping from its namespace answered by the server behind the SGi."""
@@ -315,6 +355,8 @@ class StackFaults:
         if self._core_restarted is not None:
             state["core_daemon_restarted"] = self._core_restarted
             state["core_down"] = self._core_down()  # None: every daemon of the core runs again
+            if self._core_restarted in PFCP_PEER:
+                state["user_plane_restored_s"] = self.user_plane_restored_s()
             after = f" after {self._core_restarted}'s restart"
         if why is not None or self._enb_restarted_at is not None or self._core_restarted is not None:
             state["not_back"] = [f"UE {i} did not come back{after}" for i, ok in state["ue_reaches_server"].items()

@@ -17,7 +17,7 @@ from cellab.campaign import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
 from cellab.faults import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
-from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS
+from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS, restorations_in
 
 from .conftest import LOCK_WAIT_S, run_zmq_campaign
 from .test_zmqlab_fault_rules import FakeLab
@@ -133,6 +133,7 @@ def _play(lab: CoreLab, daemon: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_an_open5gs_daemon_is_killed_and_restarted_through_the_core_agent_and_a_ue_back_settles_it():
     lab = CoreLab("open5gs")
+    lab._core_log = lambda daemon: SMF_LOG  # type: ignore[method-assign]
     killed, started = _play(lab, "upf")
     assert lab.core.calls == [("kill", "upf"), ("start", ["upf"])]
     assert killed == {"ok": True, "daemon": "upf", "killed_pid": 105, "exit_code": -9, "kill_s": 0.01}, killed
@@ -145,12 +146,39 @@ def test_an_open5gs_daemon_is_killed_and_restarted_through_the_core_agent_and_a_
     assert lab.core_restart_reason() is None and "not_back" not in lab.fault_state()
 
 
+# SMF's log around a UPF's restart (Open5GS 2.7.7, measured here): its heartbeat gave up, it re-associated and
+# restored the sessions
+SMF_LOG = """11/26 22:55:30.708: [smf] INFO: PFCP associated [127.0.0.7]:8805 (../src/src/smf/pfcp-sm.c:189)
+11/26 22:56:55.234: [smf] WARNING: No Heartbeat from UPF [127.0.0.7]:8805 (../src/src/smf/pfcp-sm.c:410)
+11/26 22:56:55.237: [smf] ERROR: PFCP restoration (../src/src/smf/pfcp-sm.c:199)
+11/26 22:57:05.466: [smf] ERROR: No associated GTP transaction (../src/src/smf/pfcp-sm.c:342)
+"""
+
+
+def test_the_user_planes_return_is_read_from_its_control_peers_restoration_line(monkeypatch):
+    import time
+
+    assert restorations_in(SMF_LOG, 2026) == [time.mktime((2026, 11, 26, 22, 56, 55, 0, 0, -1)) + 0.237]
+    assert restorations_in("PFCP restoration\n[smf] ERROR: PFCP restoration", 2026) == []  # no stamp: not one
+    lab = CoreLab("open5gs")
+    asked: list[str] = []
+    lab._core_log = lambda daemon: asked.append(daemon) or SMF_LOG  # type: ignore[method-assign]
+    monkeypatch.setattr(time, "time", lambda: time.mktime((2026, 11, 26, 22, 56, 40, 0, 0, -1)) + 0.96)
+    _play(lab, "upf")
+    assert lab.fault_state()["user_plane_restored_s"] == 14.28 and asked == ["smf"]
+    lab.s1_restored()
+    _play(lab, "hss")  # no user plane of its own: nothing read
+    assert "user_plane_restored_s" not in lab.fault_state() and asked == ["smf"]
+
+
 def test_a_ue_not_back_after_an_open5gs_daemons_restart_is_named_with_the_daemon():
     lab = CoreLab("open5gs")
     _play(lab, "sgwu")
     lab.reaching = {"0": False}
+    lab._core_log = lambda daemon: "11/26 22:55:30.652: [sgwc] INFO: PFCP associated"  # type: ignore[method-assign]
     state = lab.fault_state()
     assert state["not_back"] == ["UE 0 did not come back after sgwu's restart"] and state["s1_up"] is True, state
+    assert state["user_plane_restored_s"] is None  # SGW-C has not restored it (yet)
     assert lab.lost_ues_fault() == ("UE 0 did not come back: no ping to the server (sgwu was restarted under the "
                                     "running UEs (core_daemon fault))")
     lab.s1_restored()  # the stack restarted
@@ -266,6 +294,9 @@ def _judge(folder: Path, runs: list[tuple[str, str, str | None, str]], log: str,
             assert first - last < 1.5, (last, first)
         else:  # the user plane's sessions died with SGW-U; SGW-C restores them once its PFCP heartbeat gives up
             assert last < kill["start_s"] + 0.5 and kill["end_s"] < first < WORKLOAD_S, (kill, last, first)
+            restored_s = kill["start_s"] + final["user_plane_restored_s"]  # SGW-C's "PFCP restoration"
+            print(f"sgwu: SGW-C restored the sessions {final['user_plane_restored_s']:.2f} s after the kill")
+            assert restored_s - 0.5 < first < restored_s + 1.5, (restored_s, first)
     # SGW-C restarted: SGW-U drops the old association's sessions, nothing restores them: the UE is not back
     assert "UE 0 did not come back" in rows["sgwc"][2] and "sgwc was restarted" in rows["sgwc"][2], rows["sgwc"]
     # the MME restarted: the bearer carries on (the user plane needs no MME), S1-MME is gone for good
