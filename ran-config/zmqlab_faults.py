@@ -42,8 +42,8 @@ download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the
   stays RRC-connected with a dead bearer, the run fails naming the daemon.
 `fault_state` says so (`core_daemon_restarted`, `core_down`, `s1_up`, each UE's ping to the server, `not_back`
 naming the daemon; after sgwu or upf `user_plane_restored_s`, from the kill to its peer's "PFCP restoration" line
-in the peer's own log, fetched from the core agent: None when it has not come), `fault()` names the UEs that did not come back and why, and the next configure restarts the
-stack (its restart reason names the daemon).
+in the peer's own log, fetched from the core agent: None when it has not come), `fault()` names the UEs that did
+not come back and why, and the next configure restarts the stack (its restart reason names the daemon).
 
 An eNB restart kills srsenb with SIGKILL, a crash: nothing reaches the MME or the UEs first, and the fault starts
 when the process is gone (the agent's own stop, SIGTERM, lets srsenb shut its radio down for up to 5 s first). The
@@ -68,10 +68,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from cellab.contracts.core import StartParams
 from cellab.errors import CellabError, InputError
 from cellab.labs import netns
-
-from cellab.contracts.core import StartParams
 
 from .zmqlab_params import CORE_PROFILES, ENB_PROFILE, default_core
 
@@ -90,7 +89,7 @@ S1_LOST_WITH = ("srsepc", "mme")
 # 22:56:33.178: [sgwc] ERROR: PFCP restoration (...)", the host's local time, no year)
 PFCP_PEER = {"sgwu": "sgwc", "upf": "smf"}
 RESTORATION = re.compile(r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?): \[\w+\] \w+: PFCP restoration\b", re.M)
-KILL_WAIT_S = 3.0  # a killed daemon's agent has reaped it (srsepc, srsenb)
+KILL_WAIT_S = 3.0  # a killed srsenb's agent has reaped it (the core agent's kill waits for its own)
 PATH_PING_TRIES, PATH_PING_WAIT_S = 2, 2
 
 
@@ -143,7 +142,7 @@ class StackFaults:
     core_ns: str
     core_flavour: str | None
     _ues: list[Any]
-    _s1_lost_at: float | None = None  # srsEPC killed under a running srsenb: S1 is gone until the next restart
+    _s1_lost_at: float | None = None  # srsEPC or the MME killed under srsenb: S1 is gone until the next restart
     _s1_lost_by: str = "srsepc"  # which daemon's restart lost it (S1_LOST_WITH)
     _core_restarted: str | None = None  # a core daemon killed under the UEs: are they back? (until the next restart)
     _core_killed_at = 0.0  # when (wall clock)
@@ -356,7 +355,11 @@ class StackFaults:
             state["core_daemon_restarted"] = self._core_restarted
             state["core_down"] = self._core_down()  # None: every daemon of the core runs again
             if self._core_restarted in PFCP_PEER:
-                state["user_plane_restored_s"] = self.user_plane_restored_s()
+                try:
+                    state["user_plane_restored_s"] = self.user_plane_restored_s()
+                except (CellabError, OSError, StopIteration) as exc:  # the rest of the state still stands
+                    state["user_plane_restored_s"] = None
+                    state["user_plane_restored_unread"] = f"{type(exc).__name__}: {exc}"[:300]
             after = f" after {self._core_restarted}'s restart"
         if why is not None or self._enb_restarted_at is not None or self._core_restarted is not None:
             state["not_back"] = [f"UE {i} did not come back{after}" for i, ok in state["ue_reaches_server"].items()
