@@ -55,7 +55,9 @@ class FaultSpec(Strict):
     duration_s: float = Field(gt=0, allow_inf_nan=False, description="how long the fault lasts (s)")
     ue: int = Field(0, ge=0, le=15, description="radio_outage, ue_pause: the run's UE (0: its first)")
     daemon: Literal[CORE_DAEMONS] | None = Field(  # type: ignore[valid-type]
-        None, description="core_daemon: which daemon is killed and restarted")
+        None, description="core_daemon: which daemon is killed and restarted (the lab and the run's core decide which: "
+                          "srsran-zmq takes srsepc with core srsepc; hss, pcrf, sgwc, sgwu, upf, smf, mme with core "
+                          "open5gs)")
 
     @model_validator(mode="after")
     def _daemon_only_for_core(self) -> FaultSpec:
