@@ -180,6 +180,19 @@ class LogSection(Strict):
     filename: str = Field("enb.log", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+class UlAwgn(Strict):
+    """srsenb's uplink channel emulator adding white Gaussian noise to what its radio receives, at the fixed level
+    signal_power_dbfs - snr_db (dB full scale; srsRAN's channel.cc sets n0 so). Over ZMQ nothing else adds noise
+    at the eNB's receiver, so without it a UE's uplink attenuation changes no SNR there."""
+
+    signal_power_dbfs: float = Field(0.0, ge=-100, le=100, description="srsenb's channel.ul.awgn.signal_power")
+    snr_db: float = Field(ge=-100, le=200, description="srsenb's channel.ul.awgn.snr")
+
+
+class ChannelSection(Strict):
+    ul_awgn: UlAwgn | None = Field(None, description="srsenb's uplink noise floor (none: no channel emulator)")
+
+
 class EnbProfile(Strict):
     name: str = Field("enb", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     enb: EnbSection = Field(default_factory=EnbSection)
@@ -193,6 +206,7 @@ class EnbProfile(Strict):
     report: ReportSection = Field(default_factory=ReportSection)
     pcap: PcapSection = Field(default_factory=PcapSection)
     log: LogSection = Field(default_factory=LogSection)
+    channel: ChannelSection = Field(default_factory=ChannelSection)
 
 
 def parse_profile(data: object, source: str | Path) -> EnbProfile:

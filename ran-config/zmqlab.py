@@ -20,7 +20,9 @@ srsue runs its DL AWGN channel emulator as a fixed noise floor (30 dB SNR at 0 d
 a run's attenuation_db is `cell_gain -attenuation_db` against it: RSRP and SNR both drop dB for dB, and a new
 attenuation needs no restart. Each UE's own attenuation beyond it is the broker's gain on that UE's downlink,
 changed while the stream runs, so the lab's attenuator (a Mini-Circuits serial emulator, as on the virtual lab)
-plays schedules, mobility replays and radio outages per UE: zmqlab_attenuation.
+plays schedules, mobility replays and radio outages per UE: zmqlab_attenuation. The same dB scale each UE's uplink
+in the broker (a passive box attenuates both ways) against srsenb's own uplink noise floor (its AWGN channel
+emulator, rendered into enb.conf), so srsenb's PUSCH SINR falls with the UE's attenuation too.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess
                          write_ue_telemetry)
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import STATS_PERIOD_S, BrokerProcess, ue_ports
-from .zmqlab_attenuation import ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, ue_attenuations
+from .zmqlab_attenuation import (ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, enb_ul_awgn,
+                                 ue_attenuations)
 from .zmqlab_faults import FAULT_DAEMONS, StackFaults
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
@@ -279,6 +282,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
                                "attach_s": self.last_attach_s if reasons else None,
                                "ue_attenuation_db": per_ue, "cell_gain_db": -common,
                                "broker_dl_gain_db": self._broker_gains_db(),
+                               "broker_ul_gain_db": self._broker_ul_gains_db(),
                                "steps_s": {k: round(v, 2) for k, v in steps_s.items()}}
 
     def _apply_attenuation(self, enb: EnbClient, per_ue: list[float], renew_cell_gain: bool = False) -> None:
@@ -344,9 +348,11 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         self.core_version = status.version or self.core_version
 
     def _enb_profile_yaml(self, n_prb: int) -> str:
-        """The eNB profile with its ZMQ stream at the cell's own rate (see the module doc)."""
+        """The eNB profile with its ZMQ stream at the cell's own rate (see the module doc) and its uplink noise floor
+        (the UEs' uplink attenuation acts against it: zmqlab_attenuation)."""
         profile = yaml.safe_load(ENB_PROFILE.read_text())
         profile["rf"]["device"]["base_srate_hz"] = SAMPLE_RATE_HZ[n_prb]
+        profile["channel"] = {"ul_awgn": enb_ul_awgn()}
         return yaml.safe_dump(profile, sort_keys=False)
 
     def _restart_reasons(self, p: ZmqLabParams, enb_state: str) -> list[str]:
@@ -378,7 +384,8 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         t0 = time.monotonic()
         settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
         self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns,
-                                     dl_gains_db=self._broker_gains_db(), srate_hz=SAMPLE_RATE_HZ[n_prb])
+                                     dl_gains_db=self._broker_gains_db(), srate_hz=SAMPLE_RATE_HZ[n_prb],
+                                     ul_gains_db=self._broker_ul_gains_db())
         self._broker.start()
         binary = find_srsue(self.bin_dir)
         for i in range(self.n_ues):

@@ -4,6 +4,9 @@ kept the cell (UeRadio, mixed into the lab).
 A UE's attenuation is the eNB's `cell_gain` (shared by every UE: the least of the run's values, set at
 configure) plus its own downlink copy's gain in the ZMQ broker (`common - attenuation`, changed while the
 stream runs: broker `gain I DB`). Both act against srsue's fixed noise floor, so RSRP and SNR fall dB for dB.
+A shield box's attenuator is passive, so the same dB scale the UE's uplink too: its weight in the sum srsenb
+hears (broker `ul_gain I DB`, `-attenuation`: srsenb's cell_gain is its transmitter's only), against srsenb's
+own fixed uplink noise floor (its channel emulator's AWGN, UL_REF_SNR_DB at 0 dB).
 
 The lab's attenuator is the virtual lab's: the Mini-Circuits serial emulator (cellab.attenuator.bridge) on a
 pseudo-terminal, driven by the real serial driver through an attenuator agent. The bridge speaks the virtual
@@ -30,6 +33,13 @@ from .ue_events import read_rrc_events, rrc_state
 #: through a coverage hole and a radio-outage fault want
 ATTENUATOR_MAX_DB = 60.0
 POLL_MS = 200
+#: srsenb's uplink noise floor: the PUSCH SINR it measures for a UE at 0 dB attenuation (as srsue's downlink one)
+UL_REF_SNR_DB = 30.0
+#: srsenb's AWGN sets n0 = signal_power - snr dBfs; srsenb then reports a UE's PUSCH SINR at 0 dB attenuation as
+#: UL_SNR_OFFSET_DB + snr (signal_power 0). Measured here (2 UEs at 0 and 15 dB, PUSCH RSSI 73.6 and 59.3 dB in
+#: srsenb's report every time): snr -38 gave 70.7-71.6 and 56.7-57.2 dB; snr 0 and 30 gave 96-99.5 and 82-84 dB,
+#: srsenb's estimator's own floor (the noise then too weak to count), where nothing depends on it (UL MCS 15-16)
+UL_SNR_OFFSET_DB = 109.0
 RECONNECT_WAIT_S = 20.0  # a UE that lost the cell: its re-establishment (1-2 s measured) before a restart
 
 
@@ -46,6 +56,11 @@ def ue_attenuations(run_value: float, ues: Any, n_ues: int, max_db: float) -> li
                                  "this lab can apply", [f"0..{max_db:g} dB"])
             values[i] = float(own)
     return values
+
+
+def enb_ul_awgn() -> dict[str, float]:
+    """The eNB profile's channel.ul_awgn giving UL_REF_SNR_DB at 0 dB attenuation."""
+    return {"signal_power_dbfs": 0.0, "snr_db": UL_REF_SNR_DB - UL_SNR_OFFSET_DB}
 
 
 class AttenuationControl:
@@ -116,12 +131,19 @@ class UeRadio:
     _log_offsets: list[int]  # each srsue log's size at the last configure: its events since are read from there
 
     def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
-        """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, changed
-        while the stream runs (a schedule's step, a radio outage); kept for the broker's start when none runs."""
+        """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, and all of
+        it on its uplink, changed while the stream runs (a schedule's step, a radio outage); kept for the broker's
+        start when none runs."""
         if self._broker is not None and self._broker.running() and self._cell_att_db is not None:
-            gain_db = self._cell_att_db - attenuation_db
-            if gain_db != self._broker.dl_gains_db[ue]:  # configure repeats the values most runs keep
-                self._broker.set_gain(ue, gain_db)
+            dl_gain_db, ul_gain_db = self._cell_att_db - attenuation_db, 0.0 - attenuation_db  # not -0.0
+            changed = False
+            if dl_gain_db != self._broker.dl_gains_db[ue]:  # configure repeats the values most runs keep
+                self._broker.set_gain(ue, dl_gain_db)
+                changed = True
+            if ul_gain_db != self._broker.ul_gains_db[ue]:
+                self._broker.set_gain(ue, ul_gain_db, link="ul")
+                changed = True
+            if changed:
                 self.note_event({"event": "attenuation", "ue": ue, "attenuation_db": attenuation_db})
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
 
@@ -149,7 +171,12 @@ class UeRadio:
         return lost
 
     def _broker_gains_db(self) -> list[float]:
+        """Each UE's downlink gain in the broker: its attenuation beyond the eNB's cell_gain."""
         return [round((self._cell_att_db or 0.0) - db, 3) for db in self._ue_att_db]
+
+    def _broker_ul_gains_db(self) -> list[float]:
+        """Each UE's uplink gain in the broker: all of its attenuation (srsenb's cell_gain is its tx's only)."""
+        return [round(0.0 - db, 3) for db in self._ue_att_db]
 
     def fault_state(self) -> dict[str, Any]:
         """Each UE's RRC state after its srsue's events since configure (attached then)."""

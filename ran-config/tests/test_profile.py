@@ -138,6 +138,21 @@ def test_invalid_value_names_file_field_allowed(tmp_path: Path, change, field, a
     assert allowed in message
 
 
+def test_uplink_noise_floor_renders_srsenbs_channel_emulator_and_a_bad_level_is_named(tmp_path: Path):
+    """`channel.ul_awgn` (the srsran-zmq lab's uplink noise floor) becomes srsenb's [channel.ul.awgn]; a profile
+    without it renders none (the examples' golden files)."""
+    data = _base()
+    data["channel"] = {"ul_awgn": {"snr_db": -79}}
+    conf = _ini(render_texts(load_profile(_write(tmp_path, data)))["enb.conf"])
+    assert dict(conf["channel.ul"]) == {"enable": "true"}
+    assert dict(conf["channel.ul.awgn"]) == {"enable": "true", "signal_power": "0", "snr": "-79"}
+    assert not any(k.startswith("channel") for k in _ini(render_texts(load_profile(_write(tmp_path, _base())))
+                                                             ["enb.conf"]).sections())
+    data["channel"] = {"ul_awgn": {"snr_db": 300}}
+    message = _errors(_write(tmp_path, data))
+    assert "channel.ul_awgn.snr_db:" in message and "200" in message, message
+
+
 def test_channel_must_fit_in_the_band(tmp_path: Path):
     data = _base()
     data["cells"][0]["dl_earfcn"] = 3449  # band 7's last EARFCN: a 5 MHz carrier there sticks out

@@ -14,7 +14,7 @@ import zmq
 from cellab.labs.cellctl import CellControl, CellControlError
 from cellab.ran.zmq_broker import broker_argv
 from cellab.ran.zmqlab import SrsranZmqLab
-from cellab.ran.zmqlab_attenuation import AttenuationControl, ue_attenuations
+from cellab.ran.zmqlab_attenuation import UL_REF_SNR_DB, AttenuationControl, ue_attenuations
 
 from cellab.errors import CellabError
 
@@ -40,17 +40,20 @@ def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_pat
     lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=2)
     sent: list[tuple[int, float]] = []
 
+    sent_ul: list[tuple[int, float]] = []
+
     class Broker:  # the lab's broker as set_ue_attenuation meets it (the real one: test_zmq_broker.py)
         dl_gains_db = [0.0, 0.0]
+        ul_gains_db = [0.0, 0.0]
 
         def running(self) -> bool:
             return True
 
-        def set_gain(self, ue: int, gain_db: float) -> None:
+        def set_gain(self, ue: int, gain_db: float, link: str = "dl") -> None:
             if gain_db < -30:
                 raise CellabError("ZMQ broker refused")
-            sent.append((ue, gain_db))
-            self.dl_gains_db[ue] = gain_db
+            (sent if link == "dl" else sent_ul).append((ue, gain_db))
+            (self.dl_gains_db if link == "dl" else self.ul_gains_db)[ue] = gain_db
 
     endpoint = f"ipc://{tmp_path}/attenuation.ctl"
     control = AttenuationControl(endpoint, 2, lab.set_ue_attenuation, lambda ue: lab._ue_att_db[ue])
@@ -62,6 +65,7 @@ def test_the_labs_attenuator_sets_each_ues_broker_gain_against_the_cells(tmp_pat
         assert ctl.set_attenuation(1, 20.0)["attenuation_db"] == 20.0
         assert ctl.set_attenuation(0, 0.0)["ok"] is True
         assert sent == [(1, -15.0), (0, 5.0)]
+        assert sent_ul == [(1, -20.0)]  # the uplink takes all of a UE's attenuation (cell_gain is srsenb's tx's)
         assert ctl.get_attenuation(1)["attenuation_db"] == 20.0
         for ue, db, says in ((2, 10.0, "ue: 0..1"), (0, 61.0, "attenuation_db: 0..60 dB"),
                              (0, 40.0, "ZMQ broker refused")):
@@ -110,29 +114,47 @@ def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp
 @pytest.mark.extended  # a minute of srsRAN with two UEs; the per-UE split itself is checked above without it
 @pytest.mark.timeout(900 + 300)  # the srsRAN lock may be held by another stack for minutes; the run ~50 s
 def test_two_ues_at_different_attenuations_see_their_own_signal(bundle, tmp_path):
+    """UEs at 0 and 15 dB: each srsue's RSRP and SNR, and the SINR srsenb measures on each UE's PUSCH against its
+    uplink noise floor, 15 dB apart (a shield box attenuates both directions)."""
     folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
         "name: zmq-per-ue\nlab: srsran-zmq\nrepeat: 1\n"
         "fixed: {n_prb: 25, cc: cubic, sr_period_ms: 20,\n"
-        "        ues: [{name: near, attenuation_db: 0}, {name: far, attenuation_db: 12}]}\n"
-        "workload: {tool: iperf3, duration_s: 3}\n"
+        "        ues: [{name: near, attenuation_db: 0}, {name: far, attenuation_db: 15}]}\n"
+        "workload: {tool: iperf3, duration_s: 4}\n"
         "timeouts: {run_s: 120, request_s: 6}\n"
         "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"), "zqa", 60)  # levels judged, not rates
     [(run_id, status, error, _)] = runs
     assert status == "ok", (error, log)
     run_dir = folder / "runs" / run_id
     configure = json.loads((run_dir / "lab_status.json").read_text())["configure"]
-    assert configure["ue_attenuation_db"] == [0.0, 12.0] and configure["cell_gain_db"] == 0, configure
-    assert configure["broker_dl_gain_db"] == [0.0, -12.0], configure
-    last = {}
+    assert configure["ue_attenuation_db"] == [0.0, 15.0] and configure["cell_gain_db"] == 0, configure
+    assert configure["broker_dl_gain_db"] == [0.0, -15.0], configure
+    assert configure["broker_ul_gain_db"] == [0.0, -15.0], configure
+    last, rnti = {}, {}
     for i in (0, 1):  # srsue's own report, UE i's telemetry (the lab's names ue0, ue1)
         rows = [json.loads(x) for x in (run_dir / "telemetry" / f"ue{i}.jsonl").read_text().splitlines()]
-        last[i] = rows[-1]
-    # 0 dB: RSRP ~60, SNR ~30 (the noise floor); 12 dB: both 12 dB lower
+        last[i], rnti[i] = rows[-1], rows[-1]["rnti"]
+    # 0 dB: RSRP ~60, SNR ~30 (the noise floor); 15 dB: both 15 dB lower
     assert abs(last[0]["rsrp"] - 60) <= 3 and abs(last[0]["dl_snr_db"] - 30) <= 3, last
-    assert abs(last[1]["rsrp"] - 48) <= 3 and abs(last[1]["dl_snr_db"] - 18) <= 3, last
-    assert 9 <= last[0]["rsrp"] - last[1]["rsrp"] <= 15 and 9 <= last[0]["dl_snr_db"] - last[1]["dl_snr_db"] <= 15
-    print(f"near rsrp {last[0]['rsrp']:.1f} snr {last[0]['dl_snr_db']:.1f}; far rsrp {last[1]['rsrp']:.1f} "
-          f"snr {last[1]['dl_snr_db']:.1f}")
+    assert abs(last[1]["rsrp"] - 45) <= 3 and abs(last[1]["dl_snr_db"] - 15) <= 3, last
+    assert 12 <= last[0]["rsrp"] - last[1]["rsrp"] <= 18 and 12 <= last[0]["dl_snr_db"] - last[1]["dl_snr_db"] <= 18
+    # the eNB's side: each UE's PUSCH SINR in srsenb's own report (the run's enb_metrics.jsonl, by C-RNTI)
+    enb = [json.loads(x) for x in (run_dir / "enb_metrics.jsonl").read_text().splitlines()]
+    ul = {i: [m["ul_snr_db"] for m in enb if m["rnti"] == rnti[i] and m.get("ul_snr_db")  # 0.0: no PUSCH then
+              and m["t_s"] >= workload_start_s(run_dir)] for i in (0, 1)}
+    ul_median = {i: sorted(v)[len(v) // 2] for i, v in ul.items() if v}  # a period cut by the workload's end: lower
+    ul_mcs = {i: [round(m["ul_mcs"], 1) for m in enb if m["rnti"] == rnti[i] and m.get("ul_snr_db")
+                  and m["t_s"] >= workload_start_s(run_dir)] for i in (0, 1)}
+    print(f"near rsrp {last[0]['rsrp']:.1f} snr {last[0]['dl_snr_db']:.1f} ul_snr {ul[0][-6:]}; "
+          f"far rsrp {last[1]['rsrp']:.1f} snr {last[1]['dl_snr_db']:.1f} ul_snr {ul[1][-6:]}; ul_mcs {ul_mcs}")
+    assert len(ul_median) == 2, ul
+    assert abs(ul_median[0] - UL_REF_SNR_DB) <= 3 and abs(ul_median[1] - (UL_REF_SNR_DB - 15)) <= 3, ul
+    assert 12 <= ul_median[0] - ul_median[1] <= 18, ul
+
+
+def workload_start_s(run_dir) -> float:
+    """The run's workload start on the wall clock (srsenb's report before it is the attach's)."""
+    return json.loads((run_dir / "manifest.json").read_text())["workload_started_at"]
 
 
 @pytest.mark.root
