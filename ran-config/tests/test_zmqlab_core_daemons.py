@@ -2,7 +2,9 @@
 sgwc, sgwu, upf, smf, mme). Without srsRAN: `validate` refuses a daemon the run's core does not run, naming the
 fault's field, the core and the allowed names; the lab kills through the core agent's typed `kill` and restarts
 through its `start` (a stand-in core agent records both); the state and the lab's fault name the daemon when a UE
-did not come back. With the real stack (extended tier): see the last test."""
+did not come back; the user plane's return read from SGW-C's / SMF's "PFCP restoration" line. With the real stack
+(extended tier, root, the srsRAN and Open5GS bundles and cellab-ferretdb, else skipped saying why): one `cellab run`
+killing hss, sgwu, sgwc and mme under a download, then a run without a fault (about 3 min)."""
 
 from __future__ import annotations
 
