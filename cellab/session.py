@@ -345,11 +345,13 @@ class LabSession:
             self._relay.stop()
             self._relay = None
         self.telemetry.stop()
-        if self.controller:
-            self.controller.close()
-            self.controller = None
-        if self.lab:
-            self.lab.down()
+        try:
+            if self.lab:  # before the controller goes: an inventory's eNB and core are stopped through it
+                self.lab.down()
+        finally:
+            if self.controller:
+                self.controller.close()
+                self.controller = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
