@@ -3,10 +3,11 @@ agent runs the bundle's srsenb and whose core agent runs srsEPC, a real srsue at
 as the srsran-zmq lab starts it: ZMQ straight to srsenb's ports, its TUN in the UE's namespace) and `cellab run`
 of a campaign whose attenuation goes through the cell-gain relay (cellab.attenuator.relay) to the eNB agent's
 `cell_gain`. What srsenb did is read from the UE: srsue's RSRP against its fixed noise floor (srsue_proc: RSRP
-60 dB at 0 dB), per run and schedule step, and after the session closed, at the relay's safe state (the box's
-max_db). A value past max_db is refused before anything starts, naming it.
+60 dB at 0 dB), per run and schedule step, and at the session's close: first the relay's safe state (the box's
+max_db), then srsenb stopped by the eNB agent's safe_state (srsue hears nothing: RSRP 0). A value past max_db is
+refused before anything starts, naming it.
 
-Extended tier (srsRAN, about a minute and a half): `make bench BENCH=extended`, or this file alone."""
+Extended tier (srsRAN, 44-49 s here): `make bench BENCH=extended`, or this file alone."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def _inventory(tmp_path: Path, port: int, telemetry_port: int) -> dict:
 CAMPAIGN = """
     name: cell-gain-srsenb
     lab: lab.yaml
-    factors: {schedule: [static, walk]}
+    factors: {schedule: [walk, static]}  # the static run last: its 5 dB held until the session closes
     fixed: {attenuation_db: 5.2}
     schedules: {walk: {file: walk.yaml}}
     workload: {duration_s: 8, ping_interval_ms: null}
@@ -139,7 +140,7 @@ CAMPAIGN = """
 
 
 @pytest.mark.root
-@pytest.mark.extended  # srsenb, srsEPC and srsue for about a minute and a half; the relay's path: test_cell_gain_relay
+@pytest.mark.extended  # srsenb, srsEPC and srsue for most of a minute; the relay's path: test_cell_gain_relay
 @pytest.mark.timeout(900 + 400)  # the srsRAN lock may be held by another stack for minutes
 def test_srsenb_cell_gain_relay_moves_the_real_ues_rsrp_and_ends_at_max_db(bundle, srsran_lock, netns_prefix,
                                                                          tmp_path):
@@ -181,10 +182,8 @@ def test_srsenb_cell_gain_relay_moves_the_real_ues_rsrp_and_ends_at_max_db(bundl
                                  str(out), "--no-report"], capture_output=True, text=True, timeout=400)
         closed = time.time()
         assert result.returncode == 0, (failures, result.stdout[-3000:] + result.stderr[-3000:])
-        time.sleep(4.5)  # srsue's RSRP at the relay's safe state: the session's close sent the box's max_db
-        after_close = rsrp.between(closed + 2.5, time.time())
-        # whether the session left srsenb on the air (its InventoryLab.down asks the eNB agent's safe_state after
-        # the controller closed, so that request fails): the relay's max_db is then what holds it
+        time.sleep(3.0)  # srsue's rows after the close (written a second apart)
+        after_close = rsrp.between(closed + 1.5, time.time())
         enb_on_air_after_close = pid_in_netns(core_ns, "srsenb") is not None
     finally:
         rsrp.stop()
@@ -197,9 +196,11 @@ def test_srsenb_cell_gain_relay_moves_the_real_ues_rsrp_and_ends_at_max_db(bundl
         rows = db.execute("SELECT run_id, status, error, factors FROM runs ORDER BY started_at").fetchall()
     assert [r[1] for r in rows] == ["ok"] * 2, rows
     levels: dict[str, float] = {}
+    last_run_end = 0.0
     for run_id, _, _, factors in rows:
         manifest = json.loads((folder / "runs" / run_id / "manifest.json").read_text())
         t0, t_end = manifest["workload_started_at"], manifest["workload_finished_at"]
+        last_run_end = max(last_run_end, t_end)
         if json.loads(factors)["schedule"] == "static":
             assert manifest["attenuation_applied_db"] == {"1": 5.0}  # 5.2 on the box's 0.5 dB grid
             levels["5"] = _median(rsrp.between(t0 + 2.5, t_end), "5 dB")
@@ -208,7 +209,14 @@ def test_srsenb_cell_gain_relay_moves_the_real_ues_rsrp_and_ends_at_max_db(bundl
             assert [p["db"] for p in played if "planned_s" in p] == [10.0, 20.0]
             levels["10"] = _median(rsrp.between(t0 + 2.5, t0 + 4.0), "10 dB")
             levels["20"] = _median(rsrp.between(t0 + 6.5, t_end), "20 dB")
-    levels["25 (safe state)"] = _median(after_close, "the safe state")
+    # the close: the relay's max_db first (the last RSRP srsue heard), then srsenb stopped (srsue hears nothing)
+    heard = [r for r in rsrp.between(last_run_end, closed + 1.0) if r > 0]
+    assert heard, ("no RSRP between the last run and the close", rsrp.rows)
+    levels["25 (safe state)"] = heard[-1]
+    print("RSRP around the close (s from cellab run's exit, dB):", [(round(t - closed, 1), r) for t, r in rsrp.rows
+                                                                    if t > closed - 8])
+    assert not enb_on_air_after_close and after_close and max(after_close) == 0.0, (enb_on_air_after_close,
+                                                                                     after_close)
     print(f"srsue RSRP per attenuation (dB): {levels}; {len(rsrp.rows)} samples over {closed - started:.0f} s; "
           f"srsenb still running after the session closed: {enb_on_air_after_close}")
     for label, value in levels.items():
