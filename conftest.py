@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -87,7 +88,6 @@ CPU_LOCK = "/tmp/cellab-pytest-cpu.lock"
 #     map(json.loads, open(sys.argv[1])) if r["ended"]-r["got"] >= 1}, indent=0, sort_keys=True))' T.jsonl
 # A stale or missing file only makes the order worse, never a test wrong.
 TEST_DURATIONS = Path(__file__).parent / ".ci" / "test-durations.json"
-_durations_s: dict | None = None
 #: fixtures that bring up srsRAN processes (the bundle, its lock, a core namespace with srsue)
 SRSRAN_FIXTURES = {"bundle", "srsran_ready", "srsran_lock", "srsenb_bin", "core_netns"}
 SRSRAN_FILES = {"test_srsepc.py", "test_inventory_on_the_cell.py"}  # take the srsRAN lock inside the test
@@ -122,15 +122,21 @@ def _lock_kind(item) -> str:
     return "shared"
 
 
+@functools.cache
+def _past_durations_s() -> dict[str, float]:
+    """TEST_DURATIONS read once: test id -> seconds ({} when the file is missing or not such a mapping)."""
+    try:
+        data = json.loads(TEST_DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+
 def _expected_s(item) -> float:
     """A test's duration in a past run (TEST_DURATIONS), 1 s for one not listed."""
-    global _durations_s
-    if _durations_s is None:
-        try:
-            _durations_s = json.loads(TEST_DURATIONS.read_text())
-        except (OSError, ValueError):
-            _durations_s = {}
-    return float(_durations_s.get(item.nodeid, 1.0))
+    return _past_durations_s().get(item.nodeid, 1.0)
 
 
 def _parallel_order(items: list) -> list:
