@@ -9,7 +9,7 @@ import pytest
 
 from cellab.testing import free_port, run_cellab
 
-pytestmark = pytest.mark.background  # refusals before any lab, no clock to keep: beside lab tests (conftest.py)
+pytestmark = pytest.mark.shares_cpu  # no lab, but each a Dask CLI start (4 s of CPU): not beside lab tests (conftest.py)
 # the tests of a scheduler that never answers name the timeout: 2 s of it, not the default 10 or 15 s
 SHORT_CONNECT = os.environ | {"CELLAB_CONNECT_TIMEOUT_S": "2"}
 
