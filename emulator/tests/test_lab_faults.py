@@ -26,13 +26,15 @@ T310, CONNECT = 200, 300
 ECHO = str(Path(__file__).with_name("udp_echo.py"))
 PORT = 7001
 # the UE agent's stand-in: its argv is what the lab looks for; it counts in a file and has a child of its own
-FAKE_AGENT = ("import subprocess, sys, time\n"
+# (the count is replaced whole: a freeze between a truncation and its write would leave the file empty)
+FAKE_AGENT = ("import os, subprocess, sys, time\n"
               "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
               "open(sys.argv[-1] + '.child', 'w').write(str(child.pid))\n"
               "n = 0\n"
               "while True:\n"
               "    n += 1\n"
-              "    open(sys.argv[-1], 'w').write(str(n))\n"
+              "    open(sys.argv[-1] + '.new', 'w').write(str(n))\n"
+              "    os.replace(sys.argv[-1] + '.new', sys.argv[-1])\n"
               "    time.sleep(0.02)\n")
 
 
