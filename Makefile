@@ -9,6 +9,12 @@ BIN := $(BUILD)/bin
 CC ?= gcc
 CFLAGS_COMMON := -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
 
+# Python bytecode is cached under .venv, not beside the sources. With PYTHONDONTWRITEBYTECODE set (as on this
+# machine) every Python process compiled some 500 modules from source: about 1 s of CPU for each agent, CLI and
+# test subprocess start, and a lab's bring-up several times that.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX ?= $(VENV)/pycache
+
 # what ../shared/tools/open5gs's daemons load (its README's runtime line; a fresh machine lacks libtins and
 # libmicrohttpd, and the UPF, HSS and PCRF then exit at start)
 OPEN5GS_RUNTIME := libyaml-0-2 libtalloc2 libmongoc-1.0-0 libbson-1.0-0 libgnutls30 libssl3 libidn12 libnghttp2-14 \
