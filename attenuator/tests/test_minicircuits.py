@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,12 +119,37 @@ def test_reconnect_after_serial_emulator_restart(mc_device: MiniCircuitsDevice, 
         srv.stop()
 
 
+@contextlib.contextmanager
+def _lower_pts_numbers_held(freed: str, most: int = 512) -> Iterator[bool]:
+    """Holds open every free pts number below `freed`, so that the next pty opened gets `freed`; yields whether
+    it is still free (no other process took it)."""
+    held: list[int] = []
+    reachable = False
+    try:
+        for _ in range(most):
+            master, follower = os.openpty()
+            name = os.ttyname(follower)
+            if name == freed:
+                os.close(master)
+                os.close(follower)
+                reachable = True
+                break
+            held += [master, follower]
+            if int(name.rsplit("/", 1)[1]) > int(freed.rsplit("/", 1)[1]):
+                break  # taken by another process meanwhile
+        yield reachable
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
 def test_an_unplugged_ptys_link_cannot_lead_to_the_pty_that_reuses_its_number(mc_device: MiniCircuitsDevice, tmp_path: Path) -> None:
     link = tmp_path / "ttyUSB-att"
     stranger = MiniCircuitsDevice()
     other = None
-    # the host hands a freed pts number to the next pty opened (here another device, as another process's); another
-    # test process may take it first, so stage the unplug until the stranger's pty gets the number
+    # the host hands the lowest free pts number to the next pty opened (here another device, as another process's):
+    # the holes below the freed number are filled first, and another test process may take it meanwhile, so the
+    # unplug is staged until the stranger's pty gets the number
     for _ in range(5):
         srv = mc_device.serve_pty(link=str(link))
         drv = create(_config("serial", str(link)))
@@ -132,8 +159,9 @@ def test_an_unplugged_ptys_link_cannot_lead_to_the_pty_that_reuses_its_number(mc
             srv.stop()
             assert not link.exists() and not link.is_symlink()  # gone with the device, as udev removes a by-id link
             drv.close()  # the driver lets the dead pty go (as on its first read error), freeing its number
-            other = stranger.serve_pty()
-            if other.path != unplugged_path:
+            with _lower_pts_numbers_held(unplugged_path) as reachable:
+                other = stranger.serve_pty() if reachable else None
+            if other is None or other.path != unplugged_path:
                 other.stop()
                 continue
             with pytest.raises(AttenuatorError):
