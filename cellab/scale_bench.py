@@ -3,7 +3,9 @@
 1. One 16-run campaign on `wired` (iperf3, 3 s) run in process (the baseline), then on a local Dask cluster with
    1, 2 and 4 slots; the same on `virtual` with 1 and 2 slots. Per setting: wall time, speed-up against 1
    slot, the per-run dispatch overhead against the in-process runner, and the host's CPU use (busy share of
-   all cores, /proc/stat) during the campaign.
+   all cores, /proc/stat) during the campaign; and where the wall time went: the runs themselves (first start
+   to last end in the store, their own speed-up) against the fixed cost of bringing the cluster and the lab
+   instances up before the first run and down after the last.
 2. 2,000 runs that only sleep (a stand-in task that returns a small record and a small file, as a real run's
    task returns its record and folder) across 32 Dask workers (threads of one local cluster): what the
    controller and the store sustain — runs per second, per-run controller overhead, store writes per second.
@@ -48,11 +50,17 @@ def _one(campaign: Path, out: Path, slots: int | None) -> dict[str, float]:
 
     runner = Runner.new(campaign, out, console=Console(stderr=True, quiet=True))
     before = host_cpu_times()
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     counts = runner.run(slots=slots)
-    wall_s = time.monotonic() - started
+    wall_s, finished_at = time.monotonic() - started, time.time()
+    # where the wall time went: the runs themselves (first start to last end, from the store) and the fixed
+    # cost around them (cluster and lab bring-up before the first run, teardown after the last)
+    rows = [r for r in runner.store.rows() if r["started_at"] and r["finished_at"]]
+    first_s, last_s = min(r["started_at"] for r in rows), max(r["finished_at"] for r in rows)
     return {"wall_s": wall_s, "ok": counts["ok"], "failed": counts["failed"] + counts["aborted"],
-            "cpu_pct": host_busy_pct(before, host_cpu_times()) or 0.0}
+            "cpu_pct": host_busy_pct(before, host_cpu_times()) or 0.0, "runs_span_s": last_s - first_s,
+            "run_mean_s": sum(r["finished_at"] - r["started_at"] for r in rows) / len(rows),
+            "bring_up_s": first_s - started_at, "teardown_s": finished_at - last_s}
 
 
 def campaign_part(lab: str, slot_counts: list[int], duration_s: int, folder: Path) -> None:
@@ -62,14 +70,22 @@ def campaign_part(lab: str, slot_counts: list[int], duration_s: int, folder: Pat
     runs = base["ok"] + base["failed"]
     print(f"  in process      wall {base['wall_s']:6.1f} s  ({base['wall_s'] / runs:.2f} s/run)  "
           f"cpu {base['cpu_pct']:5.1f} %  ok {base['ok']:.0f}/{runs:.0f}", flush=True)
+    _where(base)
     one_slot = None
     for slots in slot_counts:
         got = _one(campaign, folder / "out", slots)
-        one_slot = one_slot or got["wall_s"]
+        one_slot = one_slot or got
         overhead = (got["wall_s"] - base["wall_s"]) / runs if slots == 1 else None
         extra = f"  dispatch overhead {overhead * 1000:+.0f} ms/run vs in process" if overhead is not None else ""
-        print(f"  slots {slots}         wall {got['wall_s']:6.1f} s  speed-up {one_slot / got['wall_s']:.2f}x "
+        print(f"  slots {slots}         wall {got['wall_s']:6.1f} s  speed-up {one_slot['wall_s'] / got['wall_s']:.2f}x "
               f"(ideal {slots}x)  cpu {got['cpu_pct']:5.1f} %  ok {got['ok']:.0f}/{runs:.0f}{extra}", flush=True)
+        _where(got, one_slot["runs_span_s"] / got["runs_span_s"])
+
+
+def _where(got: dict[str, float], span_speed_up: float | None = None) -> None:
+    speed = f", speed-up {span_speed_up:.2f}x" if span_speed_up is not None else ""
+    print(f"                  runs {got['runs_span_s']:5.1f} s (mean run {got['run_mean_s']:.2f} s{speed}); "
+          f"bring-up {got['bring_up_s']:4.1f} s, teardown {got['teardown_s']:4.1f} s", flush=True)
 
 
 def _sleeping_run(job: dict[str, Any]) -> dict[str, Any]:
