@@ -34,6 +34,11 @@ from cellab.errors import CellabError, InputError
 from cellab.records import Strict
 
 FAULT_KINDS = ("radio_outage", "s1_cut", "sgi_cut", "core_daemon", "enb_restart", "ue_pause")
+# faults of one UE (its `ue`); the others (the eNB, the S1 or SGi path, a core daemon) hit every UE of the cell
+UE_FAULT_KINDS = ("radio_outage", "ue_pause")
+# what recovery_metrics measures for the UE of a row (the rest is the fault's own: its window and source)
+PER_UE_FIGURES = ("rlf_s", "out_of_sync_s", "reattach_s", "reattach_by", "reattach_after_end_s", "pre_fault_bps",
+                  "throughput_back_s", "recovery_s", "disruption_s", "lost_bytes", "longest_stall_s")
 # the EPC's daemons by the core agent's names (Open5GS: sgwc, sgwu, smf, pcrf too; NextEPC: sgw), and srsepc whole
 CORE_DAEMONS = ("mme", "sgw", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf", "srsepc")
 NO_FAULT = "none"
@@ -338,11 +343,13 @@ def not_recovered(rows: list[dict[str, Any]], final_state: dict[str, Any], span_
         name = f"fault {row['fault']} ({row['kind']})"
         if row["start_s"] is not None and row["end_s"] is None:
             problems.append(f"{name}: never ended")
-        if row.get("rlf_s") is not None and row.get("reattach_s") is None:
-            problems.append(f"{name}: radio link failure at {row['rlf_s']:.2f} s and no re-attach by the end")
-        elif row.get("rlf_s") is not None and span_s is not None and row["reattach_s"] > span_s:
-            problems.append(f"{name}: radio link failure at {row['rlf_s']:.2f} s, re-attached only at "
-                            f"{row['reattach_s']:.2f} s, after the workload's end ({span_s:g} s)")
+        for ue_row in [row, *row.get("other_ues", [])]:
+            who = f"{name}, UE {ue_row['ue']}" if row.get("other_ues") else name
+            if ue_row.get("rlf_s") is not None and ue_row.get("reattach_s") is None:
+                problems.append(f"{who}: radio link failure at {ue_row['rlf_s']:.2f} s and no re-attach by the end")
+            elif ue_row.get("rlf_s") is not None and span_s is not None and ue_row["reattach_s"] > span_s:
+                problems.append(f"{who}: radio link failure at {ue_row['rlf_s']:.2f} s, re-attached only at "
+                                f"{ue_row['reattach_s']:.2f} s, after the workload's end ({span_s:g} s)")
     for ue, state in final_state.get("rrc_state", {}).items():
         if state != "connected":
             problems.append(f"UE {ue} ended the run in RRC state {state}")

@@ -51,24 +51,27 @@ def fault_section(runs: list[Run], all_runs: list[Run], order: ValueOrder) -> Se
     summary = _summary(faulted, order)
     if summary is not None:
         section.tables.append(summary)
-    header = ["#", "scheme", "plan", "fault", "start", "end", "from", "RLF", "re-attach (by)", "re-attach − end",
-              "throughput back", "recovery", "stall", "lost (kB)", "retransmits"]
+    header = ["#", "scheme", "plan", "fault", "UE", "start", "end", "from", "RLF", "re-attach (by)",
+              "re-attach − end", "throughput back", "recovery", "stall", "lost (kB)", "retransmits"]
     rows = []
     for run in sorted(faulted, key=lambda r: (order.key(FAULT_FACTOR, _plan(r)), r.scheme, r.idx)):
         for row in fault_rows(run):
-            reattach = _s(row.get("reattach_s"))
-            if row.get("reattach_by"):
-                reattach += f" ({row['reattach_by']})"
-            rows.append([str(run.idx), run.scheme, _plan(run),
-                         f"{row.get('kind')} {_s(row.get('planned_at_s'), 1)}+{_s(row.get('planned_duration_s'), 1)} s",
-                         _s(row.get("start_s")), _s(row.get("end_s")), str(row.get("times_from", "")),
-                         _s(row.get("rlf_s")), reattach, _s(row.get("reattach_after_end_s")),
-                         _s(row.get("throughput_back_s")), _s(row.get("recovery_s")),
-                         _s(row.get("longest_stall_s")), _kb(row.get("lost_bytes")),
-                         _s(run.metrics.get("retransmits"), 0)])
+            fault = f"{row.get('kind')} {_s(row.get('planned_at_s'), 1)}+{_s(row.get('planned_duration_s'), 1)} s"
+            others = [o for o in row.get("other_ues") or [] if isinstance(o, dict)]
+            for ue_row in [row, *others]:  # a fault of the whole cell: a line per UE
+                reattach = _s(ue_row.get("reattach_s"))
+                if ue_row.get("reattach_by"):
+                    reattach += f" ({ue_row['reattach_by']})"
+                rows.append([str(run.idx), run.scheme, _plan(run), fault if ue_row is row else "″",
+                             str(ue_row.get("ue", "")), _s(row.get("start_s")), _s(row.get("end_s")),
+                             str(row.get("times_from", "")), _s(ue_row.get("rlf_s")), reattach,
+                             _s(ue_row.get("reattach_after_end_s")), _s(ue_row.get("throughput_back_s")),
+                             _s(ue_row.get("recovery_s")), _s(ue_row.get("longest_stall_s")),
+                             _kb(ue_row.get("lost_bytes")), _s(run.metrics.get("retransmits"), 0)])
     if rows:
-        section.tables.append(Table(header, rows, "Every fault of every finished run (retransmits: the run's, "
-                                                  "from the server's capture)"))
+        section.tables.append(Table(header, rows, "Every fault of every finished run, a line per UE it hit (a "
+                                                  "fault of the eNB, S1, SGi or core hits every UE; retransmits: "
+                                                  "the run's, from the server's capture)"))
     if failed:
         section.notes.append("Faulted runs that failed (a fault the lab did not recover from within the run fails "
                              "it, with the measured state): " + "; ".join(

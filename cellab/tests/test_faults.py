@@ -170,6 +170,42 @@ def test_on_srsran_zmq_recovery_comes_from_the_attenuation_applied_and_srsues_rr
     assert "throughput_back_s" not in row  # no per-TTI bytes on this lab
 
 
+def test_a_fault_of_the_whole_cell_has_each_ues_own_recovery(tmp_path):
+    """An eNB restart hits every UE: UE 0 (the row's) re-attaches 0.4 s after the eNB is back, UE 1 1.2 s after;
+    a radio outage of UE 1 stays UE 1's alone. From srsran-zmq's lab events (wall clock, t0 the workload's start)."""
+    import json
+
+    from cellab.metrics import fault_run_metrics
+
+    t0 = 1_790_000_000.0
+    lines = [("enb_down", None, 2.0), ("rlf", 0, 2.2), ("rlf", 1, 2.25), ("enb_up", None, 2.5),
+             ("connect_complete", 0, 2.9), ("connect_complete", 1, 3.7),
+             ("attenuation", 1, 6.0, {"attenuation_db": 60.0}), ("rlf", 1, 6.4),
+             ("attenuation", 1, 7.0, {"attenuation_db": 0.0}), ("reest_complete", 1, 7.3)]
+    (tmp_path / "lab_events.jsonl").write_text("".join(json.dumps(
+        {"event": line[0], **({"ue": line[1]} if line[1] is not None else {}), "t_s": t0 + line[2],
+         **(line[3] if len(line) > 3 else {})}) + "\n" for line in lines))
+    faults = [FaultSpec(kind="enb_restart", at_s=2.0, duration_s=0.5),
+              FaultSpec(kind="radio_outage", at_s=6.0, duration_s=1.0, ue=1)]
+    played = [{"fault": 0, "action": "start", "asked_s": 2.0, "applied_s": 2.0},
+              {"fault": 0, "action": "end", "asked_s": 2.5, "applied_s": 2.5},
+              {"fault": 1, "action": "start", "asked_s": 6.0, "applied_s": 6.0},
+              {"fault": 1, "action": "end", "asked_s": 7.0, "applied_s": 7.0}]
+    restart, outage = fault_run_metrics(faults, played, {"lab-events": tmp_path / "lab_events.jsonl"}, None, t0,
+                                        10.0, 60.0)
+    assert (restart["ue"], restart["start_s"], restart["end_s"]) == (0, pytest.approx(2.0), pytest.approx(2.5))
+    assert restart["rlf_s"] == pytest.approx(2.2) and restart["reattach_after_end_s"] == pytest.approx(0.4)
+    (other,) = restart["other_ues"]
+    assert other["ue"] == 1 and other["rlf_s"] == pytest.approx(2.25) and other["reattach_by"] == "connect"
+    assert other["reattach_after_end_s"] == pytest.approx(1.2)
+    assert outage["ue"] == 1 and "other_ues" not in outage and outage["rlf_s"] == pytest.approx(6.4)
+    assert not_recovered([restart, outage], {"rrc_state": {"0": "connected", "1": "connected"}}, 10.0) is None
+    # UE 1 never back: the run names it, though UE 0 (the row's own) came back
+    lost = dict(restart, other_ues=[dict(other, reattach_s=None)])
+    why = not_recovered([lost], {}, 10.0)
+    assert why == "fault 0 (enb_restart), UE 1: radio link failure at 2.25 s and no re-attach by the end", why
+
+
 def test_a_fault_the_lab_did_not_recover_from_is_named_with_its_state():
     events = _events([("attenuation", 1000, {"attenuation_db": 95.0}), ("rlf", 1210, {}),
                       ("attenuation", 1500, {"attenuation_db": 20.0})])

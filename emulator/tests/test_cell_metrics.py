@@ -52,3 +52,37 @@ def test_probe_run_metrics_combines_and_scores_sr(tmp_path):
     assert m["throughput_series_bps"] == pytest.approx([8e6] * 10)  # the 1 s transfer, not the idle bins around it
     assert m["rtt_mean_ms"] == 41.0 and m["rtt_source"] == "receiver"
     assert set(m["timeline"]) == {"throughput_bps", "capacity_bps"}
+
+
+def test_an_enb_restart_has_each_ues_own_throughput_recovery(tmp_path):
+    """Two UEs at 10 Mbit/s; the eNB down 2.0..2.5 s: UE 0 re-attaches at 2.6 and carries its rate again from
+    2.7, UE 1 at 3.2 and from 3.4 (the cell's events and TTI log, as the virtual lab writes them)."""
+    import json
+
+    from cellab.faults import FaultSpec
+    from cellab.metrics import fault_run_metrics
+
+    ttis = 6000
+    header = np.zeros(1, HEADER_DTYPE)
+    header["magic"], header["version"], header["rec_size"], header["n_ues"], header["n_prb"] = (
+        MAGIC, VERSION, RECORD_DTYPE.itemsize, 2, 25)
+    rec = np.zeros(2 * ttis, RECORD_DTYPE)
+    rec["tti"], rec["ue"] = np.repeat(np.arange(ttis), 2), np.tile([0, 1], ttis)
+    t = rec["tti"] / 1000.0
+    back = np.where(rec["ue"] == 0, 2.7, 3.4)
+    rec["dl_delivered_bytes"] = np.where((t >= 2.0) & (t < back), 0, 1250)
+    rec["dl_drop_bytes"] = np.where((rec["ue"] == 1) & (rec["tti"] == 2001), 30_000, 0)
+    (tmp_path / "tti.bin").write_bytes(header.tobytes() + rec.tobytes())
+    events = [("enb_down", None, 2000), ("rlf", 0, 2200), ("rlf", 1, 2210), ("enb_up", None, 2500),
+              ("connect_complete", 0, 2600), ("connect_complete", 1, 3200)]
+    (tmp_path / "cell.log").write_text("".join(json.dumps(
+        {"event": name, "tti": tti, **({"ue": ue} if ue is not None else {})}) + "\n" for name, ue, tti in events))
+    (row,) = fault_run_metrics([FaultSpec(kind="enb_restart", at_s=2.0, duration_s=0.5)], [],
+                               {"cell_log": tmp_path / "cell.log", "cell_tti_log": tmp_path / "tti.bin"},
+                               {"tti": 0.0, "t_s": T0}, T0, 6.0, None)
+    assert (row["ue"], row["start_s"], row["end_s"]) == (0, pytest.approx(2.0), pytest.approx(2.5))
+    assert row["reattach_s"] == pytest.approx(2.6) and row["throughput_back_s"] == pytest.approx(2.7) and row["lost_bytes"] == 0
+    (other,) = row["other_ues"]
+    assert other["ue"] == 1 and other["rlf_s"] == pytest.approx(2.21) and other["reattach_s"] == pytest.approx(3.2)
+    assert other["throughput_back_s"] == pytest.approx(3.4) and other["recovery_s"] == pytest.approx(0.9)
+    assert other["lost_bytes"] == 30_000 and other["longest_stall_s"] == pytest.approx(1.4, abs=0.002)
