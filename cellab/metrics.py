@@ -424,74 +424,59 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
     axis; on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`).
     Without them (a lab that keeps no clock), the times are the injector's and the throughput figures are left
     out."""
-    from cellab.faults import read_cell_events, read_lab_events, recovery_metrics
+    from cellab.faults import (PER_UE_FIGURES, UE_FAULT_KINDS, read_cell_events, read_lab_events,
+                               recovery_metrics)
 
-    events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
-    if mark is None and "lab-events" in artifacts:  # wall-clock events, their `tti` in ms since the epoch
-        events = read_lab_events(artifacts["lab-events"])
+    events: list[dict[str, Any]] = []
+    events_from, log = "cell", None
+    if mark is not None:
+        events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
+        if "cell_tti_log" in artifacts:
+            from cellab.contracts.registry import load
 
-        def wall_t(tti: int) -> float:
+            log = load("cellab.services", "ttilog", "TTI log reader")(artifacts["cell_tti_log"])
+
+        def t_of(tti: int) -> float:
+            return float((tti - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s)
+    elif "lab-events" in artifacts:  # wall-clock events, their `tti` in ms since the epoch
+        events, events_from = read_lab_events(artifacts["lab-events"]), "lab"
+
+        def t_of(tti: int) -> float:
             return tti / 1000.0 - t0_s
+    else:
+        def t_of(tti: int) -> float:
+            return float("nan")
 
-        rows = recovery_metrics(faults, played, events, None, None, wall_t, span_s, max_db, events_from="lab")
-        ues = sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)})
-        return _with_other_ues(rows, faults, played, ues, lambda fault, mine_played: recovery_metrics(
-            [fault], mine_played, events, None, None, wall_t, span_s, max_db, events_from="lab")[0])
-    if mark is None:
-        return recovery_metrics(faults, played, [], None, None, lambda tti: float("nan"), span_s, max_db)
+    bytes_by_ue: dict[int, tuple[Any, Any]] = {}
 
-    def t_of(tti: int) -> float:
-        return float((tti - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s)
-
-    by_ue: dict[int, list[Any]] = {}
-    for i, fault in enumerate(faults):
-        by_ue.setdefault(fault.ue, []).append(i)
-    rows: list[dict[str, Any] | None] = [None] * len(faults)
-    log = None
-    if "cell_tti_log" in artifacts:
-        from cellab.contracts.registry import load
-
-        log = load("cellab.services", "ttilog", "TTI log reader")(artifacts["cell_tti_log"])
     def bytes_of(ue: int) -> tuple[Any, Any]:
         """(delivered, dropped): (t_s, bytes) per TTI of one UE, or None without a TTI log."""
         if log is None:
             return None, None
-        rec = log.ue(ue)
-        t = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
-        return (t, rec["dl_delivered_bytes"].astype(np.float64)), (t, rec["dl_drop_bytes"].astype(np.float64))
+        if ue not in bytes_by_ue:
+            rec = log.ue(ue)
+            t = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
+            bytes_by_ue[ue] = ((t, rec["dl_delivered_bytes"].astype(np.float64)),
+                               (t, rec["dl_drop_bytes"].astype(np.float64)))
+        return bytes_by_ue[ue]
 
-    for ue, indexes in by_ue.items():
-        series, drops = bytes_of(ue)
-        # recovery_metrics numbers faults by their position in its list: give it this UE's, then renumber
-        mine = [faults[i] for i in indexes]
-        mine_played = [dict(row, fault=indexes.index(row["fault"])) for row in played if row["fault"] in indexes]
-        for i, row in zip(indexes, recovery_metrics(mine, mine_played, events, series, drops, t_of, span_s, max_db),
-                          strict=True):
-            rows[i] = row | {"fault": i}
-    ues = list(range(log.n_ues)) if log is not None else sorted(
-        {ev["ue"] for ev in events if isinstance(ev.get("ue"), int)})
-    return _with_other_ues([row for row in rows if row is not None], faults, played, ues,
-                           lambda fault, mine_played: recovery_metrics([fault], mine_played, events, *bytes_of(fault.ue),
-                                                                       t_of, span_s, max_db)[0])
+    def row_for(i: int, ue: int) -> dict[str, Any]:
+        """Fault i's figures for one UE (recovery_metrics numbers faults by their position in its list: 0 here)."""
+        fault = faults[i] if ue == faults[i].ue else faults[i].model_copy(update={"ue": ue})
+        mine_played = [dict(p, fault=0) for p in played if p["fault"] == i]
+        return recovery_metrics([fault], mine_played, events, *bytes_of(ue), t_of, span_s, max_db,
+                                events_from=events_from)[0] | {"fault": i}
 
-
-def _with_other_ues(rows: list[dict[str, Any]], faults: list[Any], played: list[dict[str, Any]], ues: list[int],
-                    row_for: Any) -> list[dict[str, Any]]:
-    """A fault of the whole cell (the eNB, the S1 or SGi path, a core daemon) hits every UE: beside its row
-    (the UE it names, its first by default), `other_ues` holds the same figures for each other UE of the run.
-    `row_for(fault, played)`: recovery_metrics' row of one fault (numbered 0 in `played`) for its `ue`."""
-    from cellab.faults import PER_UE_FIGURES, UE_FAULT_KINDS
-
-    for row in rows:
-        fault = faults[row["fault"]]
-        if fault.kind in UE_FAULT_KINDS or row["start_s"] is None:
-            continue
-        mine_played = [dict(p, fault=0) for p in played if p["fault"] == row["fault"]]
-        others = []
-        for ue in ues:
-            if ue != fault.ue:
-                figures = row_for(fault.model_copy(update={"ue": ue}), mine_played)
-                others.append({"ue": ue} | {k: figures[k] for k in PER_UE_FIGURES if k in figures})
-        if others:
-            row["other_ues"] = others
+    # a fault of the whole cell (the eNB, the S1 or SGi path, a core daemon) hits every UE: beside its row (the
+    # UE it names, its first by default), `other_ues` holds the same figures for each other UE of the run
+    ues = range(log.n_ues) if log is not None else sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)})
+    rows = []
+    for i, fault in enumerate(faults):
+        row = row_for(i, fault.ue)
+        if fault.kind not in UE_FAULT_KINDS and row["start_s"] is not None:
+            others = [{"ue": ue} | {k: v for k, v in row_for(i, ue).items() if k in PER_UE_FIGURES}
+                      for ue in ues if ue != fault.ue]
+            if others:
+                row["other_ues"] = others
+        rows.append(row)
     return rows
