@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -10,14 +9,9 @@ import pytest
 from cellab.epc import ferret
 from cellab.errors import CellabError
 from cellab.hostlock import SRSRAN_LOCK, host_lock
+from cellab.testing import free_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

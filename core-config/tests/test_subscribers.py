@@ -18,7 +18,9 @@ from bson.codec_options import CodecOptions
 from cellab.epc.subscribers import load_subscribers
 from cellab.errors import InputErrors
 
-from .conftest import EXAMPLES, free_port
+from cellab.testing import free_port
+
+from .conftest import EXAMPLES
 
 SUBS = EXAMPLES / "subscribers.csv"
 SECRETS = [value for sub in load_subscribers(SUBS) for value in (sub.k, sub.opc)]

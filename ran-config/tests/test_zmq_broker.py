@@ -17,6 +17,7 @@ import zmq
 from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.ran.zmq_broker import BrokerProcess, broker_argv
+from cellab.testing import free_port
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +29,7 @@ def broker_bin():
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    return [free_port() for _ in range(n)]  # never the same twice in a process
 
 
 def _samples(*values: complex) -> bytes:

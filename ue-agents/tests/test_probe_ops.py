@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -15,6 +14,7 @@ from cellab.ue.probe_synth import SynthConfig, simulate, write_pcap
 from cellab.bus import Agent, OperationError
 from cellab.bus.testing import lab_bus
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
+from cellab.testing import free_port
 
 
 class _UE(ProbeOps, Agent):
@@ -62,9 +62,7 @@ def test_invalid_requests_are_refused_before_anything_runs(tmp_path, op, params,
 
 
 def test_unreachable_server_fails_and_keeps_the_summary(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed_port = s.getsockname()[1]
+    closed_port = free_port()  # nothing listens there
     with lab_bus(tmp_path, {"ue0": _UE}) as (controller, agents):
         with pytest.raises(OperationError, match="Connection refused"):
             controller.request("ue0", "fetch", {"server": "127.0.0.1", "port": closed_port, "tag": "dead",
