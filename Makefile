@@ -64,10 +64,10 @@ setup-agent:
 	$(PY) -m pip install -q -e .
 	$(if $(AGENT_BIN_$(ROLE)),$(MAKE) $(AGENT_BIN_$(ROLE)))
 
-# the synthetic drive log and commercial trace the example campaigns use (cellab/traces.py)
+# the synthetic drive log and commercial trace the example campaigns use (cellab/campaign/traces.py)
 samples: runs/data/sample-drive.csv
 
-runs/data/sample-drive.csv: cellab/traces.py | venv
+runs/data/sample-drive.csv: cellab/campaign/traces.py | venv
 	$(VENV)/bin/cellab trace samples runs/data
 
 apt:

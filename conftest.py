@@ -45,7 +45,7 @@ def measure_on_time(lab, measure, late_tti_ms: float = 5.0):
     try before (more TTIs over late_tti_ms late than a campaign allows, or a clock resync): such a measurement
     is of the host, and the cell says so itself. Fails if all three were. A test asserting millisecond spreads
     passes a smaller late_tti_ms (the runner's default, 5 ms, keeps a VM's scheduling noise)."""
-    from cellab.campaign import Retry
+    from cellab.campaign.model import Retry
 
     rule = Retry(late_tti_ms=late_tti_ms)
 

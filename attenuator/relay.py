@@ -4,7 +4,7 @@ The eNB agent serves the eNB contract (its `cell_gain` operation sets srsENB's s
 attenuators through the attenuator contract (set, schedules, safe state). The relay joins them: an attenuator
 agent on the controller's bus whose `srsenb-cell-gain` entries send each command to the eNB agent's `cell_gain`
 through the controller, so schedules, limits and the safe state work as on any attenuator, and each agent keeps
-its one contract. `cellab.session` starts it (entry point `cellab.services: cell_gain_relay`).
+its one contract. `cellab.run.session` starts it (entry point `cellab.services: cell_gain_relay`).
 """
 
 from __future__ import annotations

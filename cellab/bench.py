@@ -16,14 +16,14 @@ BENCHMARKS = {
     "attenuator": "cellab.attenuator.bench",
     "modules": "cellab.server.bench",
     "probe": "cellab.ue.probe_bench",
-    "pcap": "cellab.pcap_bench",
+    "pcap": "cellab.results.pcap_bench",
     "srsran": "cellab.ran.bench",
-    "orchestration": "cellab.orchestration_bench",
-    "fidelity": "cellab.fidelity_bench",
-    "report": "cellab.report_bench",
-    "scale": "cellab.scale_bench",
+    "orchestration": "cellab.run.bench",
+    "fidelity": "cellab.fidelity.bench",
+    "report": "cellab.report.bench",
+    "scale": "cellab.cluster.bench",
     "sr": "cellab.ran.sr_bench",
-    "extended": "cellab.extended_bench",
+    "extended": "cellab.testkit.extended_bench",
 }
 
 

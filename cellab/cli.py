@@ -52,9 +52,9 @@ def _mount_rooms(argv: list[str]) -> None:
 def validate(file: Path = typer.Argument(..., help="a campaign, lab inventory, core or eNB profile, schedule, drive "
                                                    "log, calibration, subscriber file or Mahimahi trace")) -> None:
     """Check any file cellab reads, as what it is; errors name the file, field and allowed values."""
-    from cellab.campaign import load_campaign, plan
-    from cellab.inventory import address_notes, check_consistency, load_inventory
-    from cellab.validate_any import check_file, kind_of
+    from cellab.campaign.model import load_campaign, plan
+    from cellab.inventory.model import address_notes, check_consistency, load_inventory
+    from cellab.campaign.validate import check_file, kind_of
 
     kind = kind_of(file)  # from its contents; a bad file is refused here, naming it
     if kind not in ("campaign", "lab inventory"):
@@ -82,7 +82,7 @@ def schema_cmd(
     out: Path | None = typer.Option(None, help="write it to this file (docs/campaign.md) instead of printing"),
 ) -> None:
     """Every field of campaign files, run parameters and lab inventories: type, unit, default, allowed values."""
-    from cellab.schema import render
+    from cellab.campaign.schema import render
 
     text = render(topic, kind)
     if out is None:
@@ -96,7 +96,7 @@ def schema_cmd(
 @app.command("plan")
 def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="override the campaign's lab")) -> None:
     """Print the run matrix: every factor combination × repeat, in run order."""
-    from cellab.campaign import load_campaign, plan
+    from cellab.campaign.model import load_campaign, plan
 
     campaign = load_campaign(campaign_file, lab)
     runs = plan(campaign, campaign_file)
@@ -129,8 +129,8 @@ def run(
     tls: Path | None = typer.Option(None, help="with --cluster: the folder `cellab tls` made (ca.pem, node.pem/key)"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
-    from cellab.dispatch import check_slots
-    from cellab.runner import Runner
+    from cellab.cluster.dispatch import check_slots
+    from cellab.run.runner import Runner
 
     check_slots(slots)
     if slots is not None and cluster is not None:
@@ -150,7 +150,7 @@ def run(
         counts = runner.run(slots=slots, cluster=cluster, tls_dir=tls)
     finally:
         if report:
-            from cellab.report import write_report  # scipy and matplotlib: seconds, only for a report
+            from cellab.report.page import write_report  # scipy and matplotlib: seconds, only for a report
 
             path = write_report(runner.store.root)
             console.print(f"report: {path}")
@@ -169,7 +169,7 @@ def rerun_cmd(
     prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
 ) -> None:
     """Run one run again from its record (same parameters, same lab kind); print both side by side."""
-    from cellab.rerun import describe, rerun
+    from cellab.run.rerun import describe, rerun
 
     folder, summary = rerun(run_dir, out, prefix, console=err_console)
     console.print(f"rerun: {folder}")
@@ -181,7 +181,7 @@ def rerun_cmd(
 @app.command("report")
 def report_cmd(result_dir: Path) -> None:
     """(Re)build the HTML report of a campaign folder."""
-    from cellab.report import write_report
+    from cellab.report.page import write_report
 
     console.print(f"report: {write_report(result_dir)}")
 
@@ -215,7 +215,7 @@ def agent(
                                                       "on kernels without SCTP)"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
-    from cellab.agent_install import TELEMETRY_OFF_WARNING, resolve_telemetry
+    from cellab.inventory.agent_install import TELEMETRY_OFF_WARNING, resolve_telemetry
     from cellab.contracts.registry import agent_class
 
     if ctx.invoked_subcommand is not None:
@@ -257,7 +257,7 @@ def agent(
 
 
 def _mount_agent_install() -> None:
-    from cellab.agent_install import install_command
+    from cellab.inventory.agent_install import install_command
 
     agent_app.command("install")(install_command)
 
@@ -287,7 +287,7 @@ app.add_typer(trace_app, name="trace", help="Link traces for the virtual cell: f
 def trace_from_probe_cmd(log: Path = typer.Argument(..., help="cellab-probe --ms-log or --log of a saturating download"),
                          out: Path = typer.Option(..., help="Mahimahi trace to write (e.g. commercial.down)")) -> None:
     """A recording of a network (probe on a phone or a host) → a trace the virtual cell plays (`trace:`)."""
-    from cellab.traces import trace_from_probe_log, write_mahimahi
+    from cellab.campaign.traces import trace_from_probe_log, write_mahimahi
 
     opportunities = trace_from_probe_log(log)
     write_mahimahi(out, opportunities)
@@ -298,7 +298,7 @@ def trace_from_probe_cmd(log: Path = typer.Argument(..., help="cellab-probe --ms
 @trace_app.command("samples")
 def trace_samples_cmd(folder: Path = typer.Argument(Path("runs/data"), help="where to write them")) -> None:
     """Write the synthetic sample drive log and commercial trace the example campaigns use."""
-    from cellab.traces import write_samples
+    from cellab.campaign.traces import write_samples
 
     from cellab.safepath import output_dir
 
@@ -324,7 +324,7 @@ def doctor(
         return
     if fix:
         raise CellabError("--fix prepares a lab's phones: give the lab inventory with --lab LAB.yaml")
-    from cellab.doctor import run_checks
+    from cellab.inventory.host_check import run_checks
 
     table = Table(title="cellab doctor")
     for column in ("check", "status", "detail"):
@@ -340,8 +340,8 @@ def doctor(
 
 
 def _lab_doctor(lab: Path, fix: bool, connect_timeout_s: float, max_offset_ms: float) -> None:
-    """`cellab doctor --lab`: the table of cellab.lab_doctor's rows; a bad inventory is an input error (exit 2)."""
-    from cellab.lab_doctor import DoctorOptions, failed, lab_doctor
+    """`cellab doctor --lab`: the table of cellab.inventory.doctor's rows; a bad inventory is an input error (exit 2)."""
+    from cellab.inventory.doctor import DoctorOptions, failed, lab_doctor
 
     rows = lab_doctor(lab, DoctorOptions(connect_timeout_s=connect_timeout_s, max_clock_offset_ms=max_offset_ms,
                                          fix=fix))
@@ -366,7 +366,7 @@ def _mount_keys() -> None:
 
 
 def _mount_scale() -> None:
-    from cellab.scale_cli import mount
+    from cellab.cluster.cli import mount
 
     mount(app)
 

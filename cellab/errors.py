@@ -70,7 +70,7 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
     """Turn a pydantic error into lines that name the file, field path and allowed values. An unknown key
     (pydantic's extra_forbidden) names the keys its place allows, the closest one, and where else in the
     file's schema the key belongs; `model` is the validated model (default: found by the error's title among
-    the files cellab reads, cellab.schema.root_models)."""
+    the files cellab reads, cellab.campaign.schema.root_models)."""
     errors = []
     found = [(_clean_loc(err), err) for err in exc.errors()]
     for loc, err in found:
@@ -140,7 +140,7 @@ def _key_text(key: object) -> str:
 def _elsewhere(scope: str, key: str, field: str) -> list[str]:
     """Where else `key` is allowed: other paths (at most three), the labs whose run parameter it is."""
     try:
-        from cellab.schema import key_locations, labs_with_param
+        from cellab.campaign.schema import key_locations, labs_with_param
 
         places = key_locations(scope).get(key, [])
         labs = labs_with_param(key) if scope == "campaign" else []
@@ -165,7 +165,7 @@ def _unknown_key_error(source: str | Path, title: str, model: type[BaseModel] | 
     scope = None
     found = None
     try:
-        from cellab.schema import model_at, root_models
+        from cellab.campaign.schema import model_at, root_models
 
         roots = root_models()
         if model is None and title in roots:

@@ -35,7 +35,7 @@ from cellab.contracts.core import (
 )
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError, from_validation_error
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 from .daemons import Daemon, classify, clean, daemons_for, listening, start_error_line, version_of
 from .profile import CoreProfile, flavour_problems

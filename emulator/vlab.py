@@ -25,7 +25,7 @@ from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.paths import find_program
 
 from cellab.labs.cellctl import CellControl
-from cellab.proc import die_with_parent
+from cellab.labs.proc import die_with_parent
 from .hostpause import HostFreezer
 from .params import MAX_UES, CellParams, validate_params
 
@@ -45,7 +45,7 @@ class VirtualLab(EmbeddedLab):
     """The `virtual` embedded lab: one server namespace, n UE namespaces, the emulated cell between."""
 
     kind = "virtual"
-    #: the run-parameter model the campaign loader merges into RunParams (cellab.campaign.params_model_for)
+    #: the run-parameter model the campaign loader merges into RunParams (cellab.campaign.model.params_model_for)
     params_model = CellParams
     cell_attenuator = True
     #: radio_outage: the attenuator agent drives the UE's channel to its maximum (the cell's RLF model runs);
@@ -197,7 +197,7 @@ class VirtualLab(EmbeddedLab):
                 "sr_config_index": int(ue["i_sr"]), "source": "config"}
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """The faults the lab injects itself (`step`: a cellab.faults.FaultStep); the reply has the cell's TTI.
+        """The faults the lab injects itself (`step`: a cellab.faults.plans.FaultStep); the reply has the cell's TTI.
         s1_cut / sgi_cut / enb_restart: the cell's `set_s1` / `set_sgi` / `set_enb` op (up false at the start,
         true at the end). ue_pause: at the start the cell stops passing UE `ue`'s packets to and from its
         namespace (its modem stays connected), then the host's processes are frozen; at the end they are

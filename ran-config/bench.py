@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from cellab.errors import CellabError
-from cellab.session import LabSession
+from cellab.run.session import LabSession
 
 SR_PERIODS_MS = (5, 10, 20, 40, 80)
 PINGS, PING_INTERVAL_S = 20, 0.213

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cellab.errors import CellabError
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 from .srsenb_proc import BIN_ENV
 

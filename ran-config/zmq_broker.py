@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cellab.errors import CellabError, InputError
 from cellab.paths import find_program
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 ENB_TX_PORT, ENB_RX_PORT = 2000, 2001  # the eNB profile's rf.device ports
 UE_PORT_BASE = 2100

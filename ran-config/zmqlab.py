@@ -45,7 +45,7 @@ from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
-from cellab.proc import stop_all
+from cellab.labs.proc import stop_all
 
 from .report import effective_per_ue
 from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim,

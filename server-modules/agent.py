@@ -13,7 +13,7 @@ from typing import Any
 
 
 from cellab.bus import Agent, OperationFailed, operation
-from cellab.capture import CaptureOps
+from cellab.server.capture import CaptureOps
 from cellab.contracts import implements
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, program_check
 from cellab.contracts.server import (
@@ -28,7 +28,7 @@ from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.server import modules
 from cellab.server.agent_ops import ModuleOps
-from cellab.proc import ManagedProcess, argv_in
+from cellab.labs.proc import ManagedProcess, argv_in
 
 LISTEN_TIMEOUT_S = 5.0
 

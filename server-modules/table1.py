@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cellab.traces import read_mahimahi
+from cellab.campaign.traces import read_mahimahi
 
 from . import experiment, flowclient, modules
 

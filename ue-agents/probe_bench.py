@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from cellab.paths import find_program
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 from cellab.contracts.ue import FetchRequest, ProbeFlow
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from cellab.contracts.ue import SR_PROBE_MAX_S, FetchRequest, sr_probe_budget
 from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.paths import find_program
-from cellab.proc import argv_in
+from cellab.labs.proc import argv_in
 
 PROBE_PROGRAM = "cellab-probe"
 

@@ -15,7 +15,7 @@ from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check
 from cellab.contracts.ue import UE_CONTRACT, Iperf3ClientParams, Iperf3ClientResult, SignalReading
 from cellab.errors import CellabError
 from cellab.paths import find_program
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 from cellab.ue.probe_ops import ProbeOps
 
 

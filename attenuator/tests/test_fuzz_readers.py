@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cellab.errors import CellabError
-from cellab.fuzzing import FUZZ, anything, csv_rows, json_values, only_ours, raw, write_file
+from cellab.testkit.fuzzing import FUZZ, anything, csv_rows, json_values, only_ours, raw, write_file
 
 
 @pytest.fixture(scope="module")

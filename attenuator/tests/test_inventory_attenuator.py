@@ -13,7 +13,7 @@ import pytest
 
 from cellab.attenuator.emulators.minicircuits import MiniCircuitsDevice
 from cellab.labs.wired import WiredLab
-from cellab.testing import free_port, start_agent, stop_agents, write_lab
+from cellab.testkit.helpers import free_port, start_agent, stop_agents, write_lab
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 

@@ -3,7 +3,7 @@
 Each role contract has a `self_check` operation (its params are the role's: the ports a server must serve, the
 channels an attenuator must read, ...) that changes nothing on its host or device and answers with one line per
 thing its role needs: the binaries, the devices, the host clock. `cellab doctor --lab` turns the lines into its
-go/no-go table (cellab/lab_doctor.py). The helpers below are the checks every role shares.
+go/no-go table (cellab/inventory/doctor.py). The helpers below are the checks every role shares.
 """
 
 from __future__ import annotations

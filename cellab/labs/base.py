@@ -64,7 +64,7 @@ class EmbeddedLab(abc.ABC):
         """Apply one run's lab parameters (e.g. rate, buffer, n_prb, SR period); restart what must restart."""
 
     #: how late (s) the lab's telemetry may arrive after the moment it describes: the run keeps listening this
-    #: long after its workload, so each sample is filed with its own run (cellab.telemetry)
+    #: long after its workload, so each sample is filed with its own run (cellab.run.telemetry)
     telemetry_lag_s: float = 0.3
     #: the most UEs one instance can run (the session refuses a campaign that asks for more)
     max_ues: int = 1
@@ -74,11 +74,11 @@ class EmbeddedLab(abc.ABC):
     #: the span of that attenuator (dB): the Mini-Circuits serial emulator's on topology.extra["attenuation_ctl"]
     #: (else the virtual cell's control socket, "ctl")
     attenuator_max_db: float = 95.0
-    #: the faults this lab can inject inside a run (cellab.faults.FAULT_KINDS): `cellab validate` refuses the others,
+    #: the faults this lab can inject inside a run (cellab.faults.plans.FAULT_KINDS): `cellab validate` refuses the others,
     #: naming the lab and the fault. `radio_outage` goes through the attenuator agent (cell_attenuator); the
     #: others through `inject_fault`
     fault_kinds: frozenset[str] = frozenset()
-    #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.CORE_DAEMONS)
+    #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.plans.CORE_DAEMONS)
     fault_daemons: frozenset[str] | None = None
 
     @classmethod
@@ -124,7 +124,7 @@ class EmbeddedLab(abc.ABC):
         return None
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """Start or end one fault inside a run (`step`: a cellab.faults.FaultStep, typed: no shell strings): the
+        """Start or end one fault inside a run (`step`: a cellab.faults.plans.FaultStep, typed: no shell strings): the
         lab's own box (virtual: the cell's S1 path). Returns what the box replied."""
         raise NotImplementedError(f"lab {self.kind} injects no {getattr(step, 'kind', step)} fault")
 

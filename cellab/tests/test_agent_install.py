@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import typer
 
-from cellab.agent_install import AgentCommand, derive_telemetry, enable_unit, render_unit, resolve_telemetry
+from cellab.inventory.agent_install import AgentCommand, derive_telemetry, enable_unit, render_unit, resolve_telemetry
 from cellab.bus.controller import Controller
 from cellab.bus.testing import TEST_HEARTBEAT_S, TEST_LOST_S, KeySet, make_keys
 from cellab.errors import CellabError, InputError
-from cellab.testing import cellab_in_process, free_port
+from cellab.testkit.helpers import cellab_in_process, free_port
 
 CELLAB = str(Path(sys.executable).parent / "cellab")  # the venv's, as the unit names it
 ME = pwd.getpwuid(os.getuid()).pw_name

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cellab.testing import cellab_in_process
+from cellab.testkit.helpers import cellab_in_process
 import yaml
 
 from cellab.bus.keys import generate_keypair
@@ -263,8 +263,8 @@ def test_trace_out_that_cannot_be_written(capsys, tmp_path):
 
 def run_folder(tmp_path: Path) -> Path:
     """A finished campaign folder, written by the store itself."""
-    from cellab.campaign import load_campaign, plan
-    from cellab.store import ResultStore
+    from cellab.campaign.model import load_campaign, plan
+    from cellab.results.store import ResultStore
 
     path = campaign(tmp_path, CAMPAIGN)
     runs = plan(load_campaign(path), path)

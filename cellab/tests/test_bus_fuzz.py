@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cellab.bus import Agent, BusError, Controller, OperationError, OperationFailed, operation
 from cellab.bus.demo import DemoAgent, EchoParams, FailParams
 from cellab.bus.testing import RawAgent, RawController, controller_with_raw_agent, make_agent, make_keys
-from cellab.fuzzing import agent_headers, bus_frames, reply_bodies, request_bodies, request_headers, telemetry_headers
+from cellab.testkit.fuzzing import agent_headers, bus_frames, reply_bodies, request_bodies, request_headers, telemetry_headers
 
 # 250 agent batches (~900 messages) and 150 controller batches (~800): every frame shape, request op and agent
 # message kind the generators offer is drawn at least 8 times (counted over 5 seeds); was 400 and 250

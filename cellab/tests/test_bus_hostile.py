@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 from cellab.bus import AgentLost, AgentTimeout, BusError, Controller, OperationError, wire
 from cellab.bus.demo import DemoAgent
 from cellab.bus.keys import generate_keypair

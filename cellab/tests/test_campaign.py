@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cellab.campaign import load_campaign, plan, run_id
+from cellab.campaign.model import load_campaign, plan, run_id
 from cellab.errors import InputError, InputErrors
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
@@ -217,7 +217,7 @@ def test_schedule_needs_exactly_one_source(tmp_path):
 def test_example_campaigns_validate(name):
     root = Path(__file__).resolve().parents[2] / "runs"
     if name in ("mobility-replay", "lab-vs-commercial") and not (root / "data" / "sample-drive.csv").exists():
-        from cellab.traces import write_samples
+        from cellab.campaign.traces import write_samples
         write_samples(root / "data")
     runs = plan(load_campaign(root / f"{name}.yaml"))
     assert runs and all(r.params["cc"] for r in runs)

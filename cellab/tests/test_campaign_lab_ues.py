@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from cellab.campaign import load_campaign
+from cellab.campaign.model import load_campaign
 from cellab.errors import InputErrors
-from cellab.lab_attenuator import inventory_attenuator
-from cellab.inventory import load_inventory
+from cellab.inventory.lab_attenuator import inventory_attenuator
+from cellab.inventory.model import load_inventory
 from cellab.records import PlannedRun
-from cellab.runstep import run_ues
-from cellab.testing import write_lab
+from cellab.run.step import run_ues
+from cellab.testkit.helpers import write_lab
 
 
 def _campaign(tmp_path: Path, lab: str, ues: object) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cellab.traces import write_samples
+from cellab.campaign.traces import write_samples
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from cellab.testing import free_port, run_cellab
+from cellab.testkit.helpers import free_port, run_cellab
 
 pytestmark = pytest.mark.shares_cpu  # no lab, but each a Dask CLI start (4 s of CPU): not beside lab tests (conftest.py)
 # the tests of a scheduler that never answers name the timeout: 2 s of it, not the default 10 or 15 s

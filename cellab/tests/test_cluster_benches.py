@@ -19,7 +19,7 @@ import yaml
 
 from cellab.labs import instances
 from cellab.labs.wired import WiredLab
-from cellab.testing import free_port, start_agent, write_lab
+from cellab.testkit.helpers import free_port, start_agent, write_lab
 from cellab.tests.test_cluster import VENV_BIN, _spawn
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cellab.bus.keys import generate_keypair
-from cellab.testing import run_cellab
+from cellab.testkit.helpers import run_cellab
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 

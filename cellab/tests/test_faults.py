@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cellab.campaign import load_campaign, plan
+from cellab.campaign.model import load_campaign, plan
 from cellab.errors import InputError, InputErrors
-from cellab.faults import FaultPlayer, FaultSpec, not_recovered, recovery_metrics
+from cellab.faults.plans import FaultPlayer, FaultSpec, not_recovered, recovery_metrics
 
 BASE = """
 name: f
@@ -151,7 +151,7 @@ def test_on_srsran_zmq_recovery_comes_from_the_attenuation_applied_and_srsues_rr
     RRC events on the wall clock; the workload started at t0."""
     import json
 
-    from cellab.metrics import fault_run_metrics
+    from cellab.results.metrics import fault_run_metrics
 
     t0 = 1_790_000_000.0
     rows = [("attenuation", 2.010, {"attenuation_db": 60.0}), ("t310_start", 2.100, {}), ("rlf", 2.503, {}),
@@ -175,7 +175,7 @@ def test_a_fault_of_the_whole_cell_has_each_ues_own_recovery(tmp_path):
     a radio outage of UE 1 stays UE 1's alone. From srsran-zmq's lab events (wall clock, t0 the workload's start)."""
     import json
 
-    from cellab.metrics import fault_run_metrics
+    from cellab.results.metrics import fault_run_metrics
 
     t0 = 1_790_000_000.0
     lines = [("enb_down", None, 2.0), ("rlf", 0, 2.2), ("rlf", 1, 2.25), ("enb_up", None, 2.5),

@@ -1,4 +1,4 @@
-"""The fidelity bench's recovery case (cellab.fidelity_recovery) without a lab: its campaign validates on both
+"""The fidelity bench's recovery case (cellab.fidelity.recovery) without a lab: its campaign validates on both
 labs in the full and quick grids and not in the test grid, its values come from stored metrics rows (the
 virtual cell's and srsran-zmq's `faults` rows) and the server's capture, and a value one lab lacks is not
 measured with its reason."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import yaml
 
-from cellab import fidelity
-from cellab.campaign import load_campaign, plan
-from cellab.fidelity import CaseValues, compare, fidelity_rows
-from cellab.fidelity_recovery import recovery_values, throughput_back_s
+from cellab.fidelity import cases as fidelity
+from cellab.campaign.model import load_campaign, plan
+from cellab.fidelity.cases import CaseValues, compare, fidelity_rows
+from cellab.fidelity.recovery import recovery_values, throughput_back_s
 
 # a srsran-zmq run's faults row as the runner stores it (times from srsue's RRC log and the broker's attenuation;
 # no throughput figures on that lab)
@@ -81,7 +81,7 @@ def test_the_capture_is_read_on_the_workloads_clock(tmp_path, monkeypatch):
     doc = {"start_epoch_s": 999.5, "flows": [
         {"counted": True, "throughput_series": {"interval_s": 0.01, "t_s": t, "bps": bps}},
         {"counted": False, "throughput_series": {"interval_s": 0.01, "t_s": [5.0], "bps": [1e9]}}]}
-    monkeypatch.setattr("cellab.pcapmetrics.run_flowstat", lambda *a, **k: doc)
+    monkeypatch.setattr("cellab.results.pcapmetrics.run_flowstat", lambda *a, **k: doc)
     (tmp_path / "server.pcap").write_bytes(b"")
     virtual_row = ZMQ_ROW | {"times_from": "cell", "start_s": 3.0, "end_s": 6.0, "recovery_s": 1.4}
     values = recovery_values({"faults": [virtual_row]}, tmp_path, MANIFEST)
@@ -120,7 +120,7 @@ def test_a_quantity_one_lab_cannot_measure_is_not_measured_with_its_reason(tmp_p
 
 
 def test_the_bench_can_run_the_recovery_case_alone():
-    from cellab.fidelity_bench import only_cases
+    from cellab.fidelity.bench import only_cases
 
     built = only_cases(fidelity.build_plan("srsran-zmq", fidelity.QUICK, capabilities=({"n_prb"}, 1, 30.0)),
                        "recovery-*")

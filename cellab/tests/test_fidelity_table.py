@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
-from cellab import fidelity
-from cellab.campaign import load_campaign, plan
+from cellab.fidelity import cases as fidelity
+from cellab.campaign.model import load_campaign, plan
 from cellab.errors import CellabError
-from cellab.fidelity import CaseValues, KnownDeviation, compare, fidelity_rows
+from cellab.fidelity.cases import CaseValues, KnownDeviation, compare, fidelity_rows
 
 
 @pytest.mark.parametrize("metric, real, virtual, verdict", [
@@ -170,7 +170,7 @@ def test_snr_steps_give_each_lab_the_attenuation_of_that_snr():
 
 
 def test_reread_without_an_earlier_run_says_so(tmp_path, capsys):
-    from cellab.fidelity_bench import reread
+    from cellab.fidelity.bench import reread
 
     assert reread(tmp_path) is None
     assert "no earlier run to read" in capsys.readouterr().out
@@ -180,7 +180,7 @@ def test_reread_without_an_earlier_run_says_so(tmp_path, capsys):
 
 
 def test_enb_radio_values_average_the_periods_with_traffic(tmp_path):
-    """The run's telemetry holds its own report periods only (cellab.telemetry files by srsenb's timestamps,
+    """The run's telemetry holds its own report periods only (cellab.run.telemetry files by srsenb's timestamps,
     test_telemetry_window.py); the reader averages those with downlink traffic."""
     (tmp_path / "telemetry").mkdir()
     rows = [{"t_s": t, "topic": "ue_metrics", "dl_cqi": cqi, "dl_mcs": mcs, "dl_bitrate_bps": 6e6}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from cellab.errors import CellabError
-from cellab.fuzzing import FUZZ, csv_rows, json_values, only_ours, raw, write_file, yaml_line
+from cellab.testkit.fuzzing import FUZZ, csv_rows, json_values, only_ours, raw, write_file, yaml_line
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 
@@ -28,7 +28,7 @@ CAMPAIGN_KEYS = ["name", "lab", "repeat", "order", "factors", "fixed", "schedule
 @FUZZ
 @given(data=raw)
 def test_campaign_bytes(folder, data):
-    from cellab.campaign import load_campaign
+    from cellab.campaign.model import load_campaign
 
     only_ours(load_campaign, write_file(folder, "c.yaml", data))
 
@@ -36,7 +36,7 @@ def test_campaign_bytes(folder, data):
 @FUZZ
 @given(doc=st.dictionaries(st.sampled_from(CAMPAIGN_KEYS), json_values, max_size=6))
 def test_campaign_structure(folder, doc):
-    from cellab.campaign import load_campaign, plan
+    from cellab.campaign.model import load_campaign, plan
 
     path = write_file(folder, "c.yaml", "".join(yaml_line(k, v) for k, v in doc.items()))
     try:
@@ -49,7 +49,7 @@ def test_campaign_structure(folder, doc):
 @given(data=raw, doc=st.dictionaries(st.sampled_from(["name", "controller", "hosts", "agents", "devices"]),
                                      json_values, max_size=5))
 def test_inventory(folder, data, doc):
-    from cellab.inventory import load_inventory
+    from cellab.inventory.model import load_inventory
 
     only_ours(load_inventory, write_file(folder, "lab.yaml", data))
     only_ours(load_inventory, write_file(folder, "lab.yaml", "".join(yaml_line(k, v) for k, v in doc.items())))
@@ -60,7 +60,7 @@ def test_inventory(folder, data, doc):
 @FUZZ
 @given(data=raw, numbers=st.lists(st.integers(min_value=-5, max_value=10**25).map(str), max_size=20))
 def test_trace(folder, data, numbers):
-    from cellab.traces import read_mahimahi
+    from cellab.campaign.traces import read_mahimahi
 
     only_ours(read_mahimahi, write_file(folder, "t.down", data))
     try:
@@ -73,7 +73,7 @@ def test_trace(folder, data, numbers):
 @FUZZ
 @given(data=raw, body=csv_rows, header=st.sampled_from(["ms,flow,bytes", "t_ns,flow,dir,seq,ack,len", "x,y"]))
 def test_probe_log(folder, data, body, header):
-    from cellab.traces import trace_from_probe_log
+    from cellab.campaign.traces import trace_from_probe_log
 
     only_ours(trace_from_probe_log, write_file(folder, "p.csv", data))
     only_ours(trace_from_probe_log, write_file(folder, "p.csv", header + "\n" + body))
@@ -82,7 +82,7 @@ def test_probe_log(folder, data, body, header):
 @FUZZ
 @given(data=raw, doc=json_values)
 def test_manifest(folder, data, doc):
-    from cellab.store_check import read_manifest
+    from cellab.results.store_check import read_manifest
 
     only_ours(read_manifest, write_file(folder, "manifest.json", data))
     only_ours(read_manifest, write_file(folder, "manifest.json", json.dumps(doc)))

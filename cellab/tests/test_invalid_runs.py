@@ -9,9 +9,9 @@ import sqlite3
 import textwrap
 from types import SimpleNamespace
 
-from cellab.campaign import load_campaign, plan
-from cellab.runstep import LabTimingError, execute_run
-from cellab.store import ResultStore
+from cellab.campaign.model import load_campaign, plan
+from cellab.run.step import LabTimingError, execute_run
+from cellab.results.store import ResultStore
 
 
 class _StallingLab:
@@ -34,7 +34,7 @@ def _campaign(tmp_path, attempts: int):
 
 
 def test_a_run_that_kept_losing_real_time_is_invalid_and_one_that_recovered_is_ok(tmp_path, monkeypatch):
-    import cellab.runstep as runstep
+    import cellab.run.step as runstep
 
     campaign, _, runs = _campaign(tmp_path, attempts=2)
     calls = {"n": 0}
@@ -73,7 +73,7 @@ def test_invalid_is_finished_and_an_old_database_is_widened(tmp_path):
 
 
 def test_the_rule_names_a_stalled_cell_or_a_slow_srsran_stack_and_keeps_a_run_on_time():
-    from cellab.campaign import Retry
+    from cellab.campaign.model import Retry
 
     rule = Retry()
     cell_late = {"ttis": 10_000, "resyncs": 0, "late_max_us": 9000, "late_ttis_over_us": {"5000": 150}}

@@ -8,7 +8,7 @@ import pytest
 
 from cellab.bus.keys import generate_keypair
 from cellab.errors import InputError, InputErrors
-from cellab.inventory import load_inventory
+from cellab.inventory.model import load_inventory
 
 INVENTORY = """
 name: shieldbox-lab

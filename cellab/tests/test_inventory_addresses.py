@@ -13,7 +13,7 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.errors import InputError, InputErrors
-from cellab.inventory import address_notes, check_consistency, load_inventory
+from cellab.inventory.model import address_notes, check_consistency, load_inventory
 
 CORE_PROFILE = """
 name: lab-core

@@ -12,10 +12,10 @@ import textwrap
 
 import pytest
 
-from cellab.campaign import load_campaign
+from cellab.campaign.model import load_campaign
 from cellab.errors import InputErrors
 from cellab.labs.wired import WiredLab
-from cellab.testing import free_port, start_agent, stop_agents, write_lab
+from cellab.testkit.helpers import free_port, start_agent, stop_agents, write_lab
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 

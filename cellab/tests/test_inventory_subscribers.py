@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cellab.bus.keys import generate_keypair
-from cellab.testing import run_cellab
+from cellab.testkit.helpers import run_cellab
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "runs" / "labs" / "srsran-zmq.yaml"

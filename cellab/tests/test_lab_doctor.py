@@ -17,7 +17,7 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.contracts.registry import load
-from cellab.testing import free_port, run_cellab, start_agent, start_cell_attenuator, stop_agents, write_lab
+from cellab.testkit.helpers import free_port, run_cellab, start_agent, start_cell_attenuator, stop_agents, write_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"

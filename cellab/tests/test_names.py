@@ -14,10 +14,10 @@ import yaml
 
 from cellab.bus.keys import generate_keypair
 from cellab.bus.names import check_name as agent_name, is_name
-from cellab.campaign import load_campaign
+from cellab.campaign.model import load_campaign
 from cellab.errors import InputError, InputErrors
-from cellab.inventory import load_inventory
-from cellab.testing import cellab_in_process, write_lab
+from cellab.inventory.model import load_inventory
+from cellab.testkit.helpers import cellab_in_process, write_lab
 
 HOSTILE = {
     "zero-width": ("cu\u200bbic", "U+200B ZERO WIDTH SPACE"),
@@ -113,9 +113,9 @@ def test_a_trailing_newline_is_no_part_of_a_checked_value():
     """re's `$` matches before a final newline: every pattern that guards a name, key or id is matched whole
     (agent names and endpoints on the bus, run ids in a result folder, systemd environment keys, namespace
     names, adb serials)."""
-    from cellab.agent_install import parse_env
+    from cellab.inventory.agent_install import parse_env
     from cellab.bus.names import check_endpoint
-    from cellab.store_check import RUN_ID_PATTERN
+    from cellab.results.store_check import RUN_ID_PATTERN
 
     with pytest.raises(InputError):
         parse_env(["KEY\n=1"])

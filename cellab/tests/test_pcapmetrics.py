@@ -1,4 +1,4 @@
-"""cellab-flowstat and cellab.pcapmetrics: synthetic captures with known content (our own pcap writer),
+"""cellab-flowstat and cellab.results.pcapmetrics: synthetic captures with known content (our own pcap writer),
 damaged and foreign files, and one real capture (iperf3 over loopback in a namespace) checked against
 iperf3's own report and tshark."""
 
@@ -19,7 +19,7 @@ import pytest
 
 from cellab.errors import InputError
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.pcapmetrics import pcap_metrics, run_flowstat
+from cellab.results.pcapmetrics import pcap_metrics, run_flowstat
 
 FLOWSTAT = BUILD_BIN / "cellab-flowstat"
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from cellab import report
-from cellab.campaign import PlannedRun
-from cellab.store import ResultStore
-from cellab.store_check import read_folder
+from cellab.report import page as report
+from cellab.campaign.model import PlannedRun
+from cellab.results.store import ResultStore
+from cellab.results.store_check import read_folder
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 
@@ -264,8 +264,7 @@ def test_rebuild_drops_figures_that_no_longer_exist(tmp_path):
 
 
 def test_long_series_are_thinned_keeping_extremes():
-    from cellab import plots
-
+    from cellab.report import plots
     t_s = np.arange(100_000, dtype=float)
     v = np.zeros(100_000)
     v[54_321] = 99.0
@@ -278,7 +277,7 @@ def test_long_series_are_thinned_keeping_extremes():
 # test_full_campaign_has_every_section_and_self_contained_html
 @pytest.mark.extended
 def test_sixty_runs_render(tmp_path):
-    """Functional only: how fast is `python -m cellab.bench report` (cellab/report_bench.py)."""
+    """Functional only: how fast is `python -m cellab.bench report` (cellab/report/bench.py)."""
     rng = np.random.default_rng(3)
     factors = {"cc": ["cubic", "bbr", "c2tcp"], "channel": ["static", "mobile"], "seed": list(range(10))}
     runs = [({"cc": cc, "channel": ch, "seed": s}, "ok", full_metrics(rng, 10, 40, points=2000))

@@ -12,8 +12,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from cellab import plots, report
-from cellab.report_timeline import timeline, timeline_data, timeline_limits
+from cellab.report import page as report
+
+from cellab.report import plots
+from cellab.report.timeline import timeline, timeline_data, timeline_limits
 from cellab.tests.test_report import full_metrics, make_folder
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)

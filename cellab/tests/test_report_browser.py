@@ -12,7 +12,7 @@ import pytest
 from matplotlib import colors as mcolors
 from matplotlib import image as mimage
 
-from cellab import report
+from cellab.report import page as report
 from cellab.tests.test_report import campaign_folder
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -16,12 +16,14 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from cellab import report, report_figures
-from cellab.campaign import PlannedRun
+from cellab.report import figures as report_figures
+
+from cellab.report import page as report
+from cellab.campaign.model import PlannedRun
 from cellab.errors import CellabError, InputError
-from cellab.fuzzing import json_values, raw
+from cellab.testkit.fuzzing import json_values, raw
 from cellab.safepath import SafeDir, UnsafePathError
-from cellab.store import ResultStore
+from cellab.results.store import ResultStore
 from cellab.tests.test_bad_input import cellab, refused
 from cellab.tests.test_report import make_folder
 

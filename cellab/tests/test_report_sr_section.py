@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from cellab import report
-from cellab.campaign import PlannedRun
-from cellab.store import ResultStore
+from cellab.report import page as report
+from cellab.campaign.model import PlannedRun
+from cellab.results.store import ResultStore
 
 
 def folder(tmp_path: Path, runs: list[dict[str, Any]], workload: dict[str, Any] | None = None) -> Path:

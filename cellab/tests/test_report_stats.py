@@ -1,4 +1,4 @@
-"""The report's statistics (cellab/report_stats.py): ratio of medians with a bootstrap interval and a Mann–Whitney
+"""The report's statistics (cellab/report/stats.py): ratio of medians with a bootstrap interval and a Mann–Whitney
 p-value, the Wilson interval of an accuracy, "too few runs" instead of an interval."""
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from cellab import report_stats as rs
-
-
+from cellab.report import stats as rs
 def test_ratio_of_medians_with_interval_and_p_value():
     rng = np.random.default_rng(11)
     base = rng.normal(10.0, 0.5, 12)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import textwrap
 
-from cellab.rerun import manifest_differences
-from cellab.testing import only_folder, result_rows, run_cellab
+from cellab.run.rerun import manifest_differences
+from cellab.testkit.helpers import only_folder, result_rows, run_cellab
 
 
 def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefix, tmp_path):

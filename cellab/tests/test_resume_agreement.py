@@ -13,8 +13,8 @@ import pytest
 
 from cellab.errors import InputError
 from cellab.records import PlannedRun
-from cellab.runner import Runner
-from cellab.store import ResultStore
+from cellab.run.runner import Runner
+from cellab.results.store import ResultStore
 
 CAMPAIGN = "name: c\nlab: wired\nfactors: {cc: [cubic, bbr]}\nworkload: {tool: iperf3, duration_s: 2}\n"
 

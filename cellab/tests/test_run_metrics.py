@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from cellab.errors import InputError
-from cellab.metrics import (attenuation_timeline, probe_metrics, sender_metrics)
-from cellab.testing import write_probe_summary as write_summary
-from cellab.traces import sample_commercial_trace, sample_drive_log, trace_from_probe_log, write_mahimahi
+from cellab.results.metrics import (attenuation_timeline, probe_metrics, sender_metrics)
+from cellab.testkit.helpers import write_probe_summary as write_summary
+from cellab.campaign.traces import sample_commercial_trace, sample_drive_log, trace_from_probe_log, write_mahimahi
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 
@@ -89,7 +89,7 @@ def raw_ipv4_tcp(seq: int, payload: int, sport: int = 5301, dport: int = 40000) 
 def test_one_way_delay_pairs_first_sightings_by_sequence(tmp_path):
     import struct
 
-    from cellab.owd import one_way_delay_ms
+    from cellab.results.owd import one_way_delay_ms
 
     pcap = tmp_path / "s.pcap"
     records = b""
@@ -115,7 +115,7 @@ def test_an_iperf3_run_with_a_capture_gets_loss_pcap_rtt_and_timelines(require_r
     import json
     import textwrap
 
-    from cellab.testing import only_folder, result_rows, run_cellab
+    from cellab.testkit.helpers import only_folder, result_rows, run_cellab
 
     campaign = tmp_path / "c.yaml"
     campaign.write_text(textwrap.dedent("""

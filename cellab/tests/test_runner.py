@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import netns
 
-from cellab.testing import only_folder, pid_in_netns, result_rows, run_cellab
+from cellab.testkit.helpers import only_folder, pid_in_netns, result_rows, run_cellab
 
 CAMPAIGN = """
 name: {name}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cellab.bus import OperationError
-from cellab.workloads import clean_up
+from cellab.run.workloads import clean_up
 
 
 def _already_stopped() -> None:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from cellab.testing import cellab_in_process
+from cellab.testkit.helpers import cellab_in_process
 from pydantic import BaseModel
 
-from cellab import schema
+from cellab.campaign import schema
 from cellab.bus.keys import generate_keypair
-from cellab.campaign import (Campaign, Order, Retry, ScheduleSpec, Timeouts, TransportParams, UESpec, Workload,
+from cellab.campaign.model import (Campaign, Order, Retry, ScheduleSpec, Timeouts, TransportParams, UESpec, Workload,
                              load_campaign)
 from cellab.errors import InputError, InputErrors, unknown_key
-from cellab.inventory import Inventory, load_inventory
+from cellab.inventory.model import Inventory, load_inventory
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,14 +163,14 @@ def test_a_misspelt_key_names_the_allowed_ones_and_the_closest(tmp_path):
 
 def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path):
     text = campaign_error(tmp_path, "name: c\nduration_s: 5\n")
-    # a fault plan's faults have a duration_s too (cellab/faults.py)
+    # a fault plan's faults have a duration_s too (cellab/faults/plans.py)
     assert ("duration_s: unknown key 'duration_s': 'duration_s' belongs at faults.NAME[].duration_s, "
             "workload.duration_s") in text
     text = campaign_error(tmp_path, "name: c\nn_prb: 25\n")
     assert "'n_prb' belongs at fixed.n_prb (run parameters go under fixed or factors)" in text
     text = campaign_error(tmp_path, "name: c\nworkload: {cc: bbr}\n")
     assert "'cc' belongs at fixed.cc" in text
-    # fixed.duration_s: a run parameter that is not one (cellab/campaign.py names the parameters it knows)
+    # fixed.duration_s: a run parameter that is not one (cellab/campaign/model.py names the parameters it knows)
     error = unknown_key("c.yaml", "fixed.duration_s", "duration_s", ["cc", "n_prb", "sr_period_ms"], "campaign",
                         "unknown parameter")
     assert ("unknown parameter 'duration_s': 'duration_s' belongs at faults.NAME[].duration_s, workload.duration_s"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cellab.session import LabSession
+from cellab.run.session import LabSession
 
 pytestmark = pytest.mark.background  # no lab, no clock (conftest.py)
 

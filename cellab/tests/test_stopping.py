@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-from cellab.campaign import load_campaign, plan
+from cellab.campaign.model import load_campaign, plan
 from cellab.errors import CellabError
-from cellab.stopping import after_run, interval
-from cellab.store import ResultStore
-from cellab.testing import only_folder, run_cellab
+from cellab.results.stopping import after_run, interval
+from cellab.results.store import ResultStore
+from cellab.testkit.helpers import only_folder, run_cellab
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 

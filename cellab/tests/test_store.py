@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from cellab.campaign import PlannedRun
+from cellab.campaign.model import PlannedRun
 from cellab.errors import CellabError
-from cellab.store import ResultStore, write_atomic
+from cellab.results.store import ResultStore, write_atomic
 
 
 def runs(n: int) -> list[PlannedRun]:
@@ -80,7 +80,7 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path):
 
 
 def test_a_settled_folder_is_read_without_leaving_files_beside_its_database(tmp_path):
-    from cellab.store_check import read_folder
+    from cellab.results.store_check import read_folder
 
     store = ResultStore.create(tmp_path, "c", "name: c\n", runs(2))
     plan = store.planned()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from cellab.telemetry import TelemetryRecorder
+from cellab.run.telemetry import TelemetryRecorder
 
 
 def _rows(folder):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cellab.testing import cellab_in_process
+from cellab.testkit.helpers import cellab_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 

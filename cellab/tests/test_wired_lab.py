@@ -10,7 +10,7 @@ import pytest
 from pyroute2 import netns
 
 from cellab.labs.wired import WiredLab
-from cellab.testing import pid_in_netns
+from cellab.testkit.helpers import pid_in_netns
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
 

@@ -9,7 +9,7 @@ import pytest
 from cellab.epc import ferret
 from cellab.errors import CellabError
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

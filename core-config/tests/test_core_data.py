@@ -12,7 +12,7 @@ import yaml
 from cellab.epc.profile import load_profile
 from cellab.epc.subscribers import parse_subscribers
 from cellab.errors import InputError, InputErrors
-from cellab.testing import cellab_in_process
+from cellab.testkit.helpers import cellab_in_process
 
 from .conftest import EXAMPLES
 

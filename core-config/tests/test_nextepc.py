@@ -21,7 +21,7 @@ from cellab.epc.agent import CoreAgent
 from cellab.epc.render import NX_HSS, NX_MME
 from cellab.epc.subscribers import load_subscribers
 from cellab.labs.netns import in_netns
-from cellab.proc import ManagedProcess, stop_all
+from cellab.labs.proc import ManagedProcess, stop_all
 
 from .conftest import EXAMPLES, srsran_lock
 

@@ -18,7 +18,7 @@ import pytest
 from cellab.bus.testing import lab_bus
 from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import CoreAgent
-from cellab.proc import ManagedProcess, stop_all
+from cellab.labs.proc import ManagedProcess, stop_all
 
 from .conftest import EXAMPLES, srsran_lock
 

@@ -18,7 +18,7 @@ from bson.codec_options import CodecOptions
 from cellab.epc.subscribers import load_subscribers
 from cellab.errors import InputErrors
 
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 from .conftest import EXAMPLES
 

@@ -1,4 +1,4 @@
-"""The run metrics the cell's ground truth gives (cellab.metrics with a TTI log in this room's format):
+"""The run metrics the cell's ground truth gives (cellab.results.metrics with a TTI log in this room's format):
 capacity aligned to the workload, and combined with the probe's summary."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from cellab.emulator.ttilog import HEADER_DTYPE, MAGIC, RECORD_DTYPE, VERSION
-from cellab.metrics import RunContext, cell_metrics, probe_run_metrics
-from cellab.testing import write_probe_summary as write_summary
+from cellab.results.metrics import RunContext, cell_metrics, probe_run_metrics
+from cellab.testkit.helpers import write_probe_summary as write_summary
 
 T0 = 1_700_000_000.0
 
@@ -59,8 +59,8 @@ def test_an_enb_restart_has_each_ues_own_throughput_recovery(tmp_path):
     2.7, UE 1 at 3.2 and from 3.4 (the cell's events and TTI log, as the virtual lab writes them)."""
     import json
 
-    from cellab.faults import FaultSpec
-    from cellab.metrics import fault_run_metrics
+    from cellab.faults.plans import FaultSpec
+    from cellab.results.metrics import fault_run_metrics
 
     ttis = 6000
     header = np.zeros(1, HEADER_DTYPE)

@@ -11,8 +11,8 @@ import json
 import sqlite3
 import textwrap
 
-from cellab.faults import read_cell_events
-from cellab.testing import only_folder, run_cellab
+from cellab.faults.plans import read_cell_events
+from cellab.testkit.helpers import only_folder, run_cellab
 
 CAMPAIGN = textwrap.dedent("""
     name: faults-short

@@ -23,7 +23,7 @@ import yaml
 from cellab.bus.keys import generate_keypair
 from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
 from cellab.hostlock import SRSRAN_LOCK, host_lock
-from cellab.testing import (free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent,
+from cellab.testkit.helpers import (free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent,
                             start_cell_attenuator, stop_agents)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from netlab import in_ns
 
 from cellab.emulator.hostpause import cgroup2_root
 from cellab.emulator.ttilog import read_ttilog
-from cellab.faults import FaultPlayer, FaultSpec, FaultStep, read_cell_events, recovery_metrics
+from cellab.faults.plans import FaultPlayer, FaultSpec, FaultStep, read_cell_events, recovery_metrics
 
 T310, CONNECT = 200, 300
 ECHO = str(Path(__file__).with_name("udp_echo.py"))

@@ -12,7 +12,7 @@ import numpy as np
 
 from cellab.emulator.ttilog import read_ttilog
 from cellab.sr_config import sr_config_index
-from cellab.testing import only_folder, result_rows, run_cellab
+from cellab.testkit.helpers import only_folder, result_rows, run_cellab
 
 UE_NAMES = ["cubic-ue", "c2tcp-1", "c2tcp-2", "c2tcp-3"]
 CAMPAIGN = textwrap.dedent("""

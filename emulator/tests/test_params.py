@@ -57,7 +57,7 @@ def test_rlc_queue_choices_reach_the_cell():
 
 
 def test_campaign_validation_reports_a_bad_rlc_queue_with_file_and_field(tmp_path):
-    from cellab.testing import run_cellab
+    from cellab.testkit.helpers import run_cellab
 
     campaign = tmp_path / "queue.yaml"
     campaign.write_text("name: q\nlab: virtual\nfactors: {rlc_queue: [srsenb, 100]}\nfixed: {cc: cubic}\n"
@@ -128,7 +128,7 @@ def test_ttilog_reader_rejects_other_files(tmp_path):
 
 
 def test_lab_contract_for_the_runner():
-    from cellab.campaign import params_model_for
+    from cellab.campaign.model import params_model_for
     from cellab.labs import embedded_lab_class
 
     cls = embedded_lab_class("virtual")

@@ -30,7 +30,7 @@ from cellab.ran.srsenb_proc import READY_LINE
 from cellab.ran.srsue_proc import REF_SNR_DB, TUN_NAME, SrsueProcess, UeSettings, find_srsue
 from cellab.ran.uhd_args import SAMPLE_RATE_HZ
 from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE, subscribers_csv
-from cellab.testing import free_port, pid_in_netns, start_agent, stop_agents
+from cellab.testkit.helpers import free_port, pid_in_netns, start_agent, stop_agents
 
 RSRP_AT_0_DB = 60.0  # srsue's RSRP over ZMQ at cell_gain 0 (srsue_proc's noise floor; measured 60/50/40 at 0/10/20)
 MAX_DB = 25.0  # the box's span: at 25 dB srsue (SNR 5 dB) still holds the cell and reports RSRP

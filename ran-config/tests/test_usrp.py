@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cellab.cli import app
-from cellab.inventory import EnbEntry
+from cellab.inventory.model import EnbEntry
 from cellab.ran.usrp import discover, inventory_snippet, parse_find_devices, parse_probe
 
 DATA = Path(__file__).parent / "data"

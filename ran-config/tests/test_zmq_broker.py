@@ -17,7 +17,7 @@ import zmq
 from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.ran.zmq_broker import BrokerProcess, broker_argv
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 
 @pytest.fixture(scope="module")

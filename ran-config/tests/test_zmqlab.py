@@ -26,7 +26,7 @@ from cellab.ran.uhd_args import SAMPLE_RATE_HZ
 from cellab.ran.zmqlab import SrsranZmqLab, ZmqLabParams, srsran_bin_dir, subscribers_csv, validate_params
 
 from cellab.errors import CellabError
-from cellab.testing import pid_in_netns
+from cellab.testkit.helpers import pid_in_netns
 
 BUNDLE_BIN = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran" / "bin"
 LOCK_WAIT_S = 900.0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cellab.ran.zmqlab import default_core
-from cellab.testing import only_folder, pid_in_netns, result_rows
+from cellab.testkit.helpers import only_folder, pid_in_netns, result_rows
 
 LOCK_WAIT_S = 900.0  # another srsRAN test or session may hold the stack for minutes
 MME = {"open5gs": "open5gs-mmed", "srsepc": "srsepc"}  # srsEPC is one process: MME, HSS and gateway

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from cellab.campaign import load_campaign
+from cellab.campaign.model import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
-from cellab.faults import FaultStep
+from cellab.faults.plans import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
 from cellab.ran import zmqlab_faults
 from cellab.ran.zmqlab_faults import (CUT_PREF, LOCAL_PREF, StackFaults, cut_rule_argv, cut_rules_in,

@@ -116,7 +116,7 @@ def test_a_ue_open5gs_does_not_know_fails_naming_its_imsi_and_the_hss_line(bundl
         pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
     from cellab.labs.netns import in_netns
     from cellab.paths import find_program
-    from cellab.session import LabSession
+    from cellab.run.session import LabSession
 
     try:
         find_program("cellab-ferretdb")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cellab.testing import only_folder, pid_in_netns, result_rows
+from cellab.testkit.helpers import only_folder, pid_in_netns, result_rows
 
 LOCK_WAIT_S = 900.0  # another srsRAN test or session may hold the stack for minutes
 STOPPED_S, RUNNING_S = 0.04, 0.02

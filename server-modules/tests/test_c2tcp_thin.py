@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from cellab.campaign import Retry
+from cellab.campaign.model import Retry
 from cellab.server import experiment, flowclient, modules, table1
 
 FLOW_MS = 8000

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cellab.testing import only_folder, result_rows, run_cellab
+from cellab.testkit.helpers import only_folder, result_rows, run_cellab
 
 VIRTUAL = """
 name: vcell

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cellab.proc import argv_in
+from cellab.labs.proc import argv_in
 
 from .phones import VirtualPhone
 

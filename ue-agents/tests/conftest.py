@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 from cellab.paths import BUILD_BIN
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 from cellab.bus import OperationError
 from cellab.bus.testing import lab_bus
 from cellab.errors import InputError
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 from cellab.ue.android.agent import AndroidUEAgent
 from cellab.ue.android.testing import phone_farm
 

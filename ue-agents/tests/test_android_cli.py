@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb client (make setup)")
 CELLAB = [sys.executable, "-m", "cellab"]

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from cellab.sr_config import sr_config_index
-from cellab.testing import only_folder, run_cellab
+from cellab.testkit.helpers import only_folder, run_cellab
 
 CAMPAIGN = textwrap.dedent("""
     name: android-sr

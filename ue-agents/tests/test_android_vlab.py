@@ -15,7 +15,7 @@ from cellab.bus.testing import lab_bus
 from cellab.contracts.registry import load
 from cellab.labs.cellctl import CellControl
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 from cellab.ue.android.agent import AndroidUEAgent
 from cellab.ue.android.testing import phone_farm
 

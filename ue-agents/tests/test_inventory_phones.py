@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cellab.contracts.registry import load
-from cellab.testing import free_port, run_cellab, start_agent, write_lab
+from cellab.testkit.helpers import free_port, run_cellab, start_agent, write_lab
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb client (make setup)"),

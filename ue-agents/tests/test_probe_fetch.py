@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 from cellab.contracts.ue import FetchRequest, ProbeFlow
 from cellab.ue.probe_runner import fetch_argv, run_fetch, validate_fetch
 

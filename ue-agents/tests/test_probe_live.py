@@ -22,7 +22,7 @@ from cellab.ue.probe_runner import (
 )
 
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.proc import ManagedProcess
+from cellab.labs.proc import ManagedProcess
 
 PERIODS_MS = [5, 10, 20, 40, 80]
 SEND_PORT = 5301

@@ -14,7 +14,7 @@ from cellab.ue.probe_synth import SynthConfig, simulate, write_pcap
 from cellab.bus import Agent, OperationError
 from cellab.bus.testing import lab_bus
 from cellab.paths import BUILD_BIN, PROJECT_ROOT
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 
 class _UE(ProbeOps, Agent):

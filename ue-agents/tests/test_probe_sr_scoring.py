@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cellab.metrics import RunContext, probe_run_metrics
+from cellab.results.metrics import RunContext, probe_run_metrics
 
 
 def _summary(tmp_path: Path, period: int | None, candidates: list[int], sent: int = 45) -> Path:

@@ -1,0 +1,1 @@
+"""Runs on Dask distributed: dispatch from the controller, workers offering slots or benches, TLS, the scale bench."""

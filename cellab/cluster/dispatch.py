@@ -1,0 +1,288 @@
+"""A campaign's runs on Dask workers: `cellab run --slots N` (a local cluster) or `--cluster ADDRESS`.
+
+Each run is one task (`cellab.cluster.worker.run_task`) that asks for the Dask resources of its lab: `vlab=1` for an
+embedded lab kind, `bench-NAME=1` for an inventory lab, and `tag-T=1` for every tag the campaign requires.
+Placement, exclusivity and the worker fleet are Dask's; cellab only checks before the first task that some
+connected worker can serve each run, and stays the only writer of the result folder: every task returns its
+record and its run folder's files, written here as they arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cellab.campaign.model import ANY_BENCH, PlannedRun
+from cellab.envvars import env_seconds
+from cellab.errors import CellabError, InputError
+from cellab.run.step import RunRecord, ue_count
+from cellab.results.stopping import after_run
+from cellab.cluster.worker import BENCH_RESOURCE, VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
+
+if TYPE_CHECKING:
+    from cellab.run.runner import Runner
+
+MAX_SLOTS = 64
+WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
+# then how long for more, while some run no connected worker can serve (workers started with it); both from the
+# environment so that tests of the refusal and of an unreachable scheduler need not wait the default
+WORKER_JOIN_ENV, WORKER_JOIN_S = "CELLAB_WORKER_JOIN_S", 10.0
+CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S = "CELLAB_CONNECT_TIMEOUT_S", 10.0
+POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
+STRANDED_GRACE_S = 60.0  # how long runs may wait for a worker that can serve them to (re)join
+SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign
+
+
+def check_slots(slots: int | None) -> int | None:
+    if slots is not None and (isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS):
+        raise InputError("cellab run", "--slots", f"{slots!r} lab instances", [f"1..{MAX_SLOTS}"])
+    return slots
+
+
+def lab_resources(lab: str, tags: list[str]) -> dict[str, int]:
+    """The Dask resources a run on `lab` needs (an embedded kind, or an inventory file)."""
+    if lab == ANY_BENCH:
+        wanted = {BENCH_RESOURCE: 1}
+    elif lab.endswith((".yaml", ".yml")):
+        from cellab.inventory.model import load_inventory
+
+        wanted = {bench_resource(load_inventory(lab).name): 1}
+    else:
+        wanted = {VLAB_RESOURCE: 1}
+    return wanted | {tag_resource(t): 1 for t in tags}
+
+
+def job_lab(lab: str) -> str:
+    """What a task names as its lab: an embedded kind, or `bench:NAME` (the worker uses its own inventory)."""
+    if lab == ANY_BENCH:
+        return "bench:*"
+    if lab.endswith((".yaml", ".yml")):
+        from cellab.inventory.model import load_inventory
+
+        return f"bench:{load_inventory(lab).name}"
+    return lab
+
+
+def _security(tls_dir: Path | None) -> Any:
+    if tls_dir is None:
+        return None
+    from cellab.cluster.tls import client_security
+
+    return client_security(tls_dir)
+
+
+def _served(wanted: dict[str, int], offers: Any) -> bool:
+    """Some worker offers every resource a run asks for, in the amount it asks."""
+    return any(all(offer.get(k, 0) >= v for k, v in wanted.items()) for offer in offers)
+
+
+def _offers(workers: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return {w.get("name", addr): dict(w.get("resources") or {}) for addr, w in workers.items()}
+
+
+def _unserved(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> list[tuple]:
+    """(run id, its needs) of each run no connected worker can serve."""
+    offers = _offers(workers).values()
+    return [(run.run_id, needs[run.run_id]) for run in runs if not _served(needs[run.run_id], offers)]
+
+
+def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], workers: dict[str, Any]) -> None:
+    """Every run can go to some connected worker; else refuse before the first, naming the requirement."""
+    offers = _offers(workers)
+    missing = _unserved(runs, needs, workers)
+    if missing:
+        run_id, wanted = missing[0]
+        shown = ", ".join(f"{name}: {sorted(offer) or 'nothing'}" for name, offer in sorted(offers.items()))
+        raise CellabError(f"{len(missing)} run(s) no connected worker can serve: run {run_id} needs "
+                          f"{', '.join(sorted(wanted))}; the workers offer {shown or 'nothing (none connected)'}")
+
+
+def run_distributed(runner: Runner, slots: int | None = None, cluster: str | None = None,
+                    tls_dir: Path | None = None, client: Any = None, task: Any = None) -> dict[str, int]:
+    """`client`, `task`: an existing Dask client and a stand-in for the run task (the scale benchmark's
+    fleet of sleeping workers)."""
+    if client is not None:
+        counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
+        todo = list(runner.store.pending())
+        return _dispatch(runner, client, todo, counts, wait_s=0, task=task) if todo else counts
+    from distributed import Client, LocalCluster
+
+    check_slots(slots)
+    if (slots is None) == (cluster is None):
+        raise InputError("cellab run", "--slots/--cluster", "give one of them", ["--slots N", "--cluster ADDRESS"])
+    counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
+    todo = list(runner.store.pending())
+    if not todo:
+        return counts
+    local = None
+    try:
+        if slots is not None:
+            os.environ[WORKER_SLOTS_ENV] = str(slots)  # the local worker's slot count (inherited)
+            local = LocalCluster(n_workers=1, threads_per_worker=slots, processes=True, dashboard_address=None,
+                                 resources={VLAB_RESOURCE: slots}, silence_logs=40)
+            client = Client(local)
+        else:
+            client = _connect(cluster, tls_dir)
+    except (OSError, TimeoutError) as exc:
+        raise CellabError(f"Dask scheduler {cluster or 'local'}: {type(exc).__name__}: {exc}") from None
+    try:
+        with client:
+            return _dispatch(runner, client, todo, counts, wait_s=0 if local else WORKER_WAIT_S)
+    finally:
+        if local is not None:
+            local.close()
+        os.environ.pop(WORKER_SLOTS_ENV, None)
+
+
+def _connect(address: str, tls_dir: Path | None) -> Any:
+    from distributed import Client
+
+    if not isinstance(address, str) or "://" not in address and ":" not in address:
+        raise InputError("cellab run", "--cluster", f"{address!r} is not a scheduler address",
+                         ["tls://HOST:PORT", "tcp://HOST:PORT"])
+    security = _security(tls_dir)
+    if address.startswith("tls://") and security is None:
+        raise InputError("cellab run", "--tls", f"{address} needs certificates", ["--tls DIR (cellab tls DIR)"])
+    return Client(address, security=security, timeout=env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S, 0.1))
+
+
+def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, Any]:
+    """The connected workers, once servable(workers) or the wait is over: up to wait_s for the first worker,
+    then WORKER_JOIN_S more for the others a run needs (workers and campaign are often started together)."""
+    deadline = time.monotonic() + wait_s
+    joined_by = None
+    while True:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        if workers and joined_by is None:
+            joined_by = time.monotonic() + (env_seconds(WORKER_JOIN_ENV, WORKER_JOIN_S) if wait_s else 0.0)
+        if servable(workers) or time.monotonic() >= (joined_by or deadline):
+            return workers
+        time.sleep(0.5)
+
+
+def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float,
+              task: Any = None) -> dict[str, int]:
+    from distributed import wait
+    from distributed.client import FutureCancelledError
+
+    from cellab.cluster.worker import close_pool, run_task
+
+    task = task or run_task
+    campaign, store = runner.campaign, runner.store
+    text = store.campaign_path().read_text()
+    token = uuid.uuid4().hex[:12]
+    needs = {run.run_id: lab_resources(run.params.get("lab", campaign.lab), campaign.requires) for run in todo}
+    _check_servable(todo, needs, _wait_for_workers(client, wait_s, lambda workers: not _unserved(todo, needs, workers)))
+    by_key: dict[str, PlannedRun] = {}
+    futures = []
+    def submit(run: PlannedRun) -> Any:
+        lab = run.params.get("lab", campaign.lab)
+        needs.setdefault(run.run_id, lab_resources(lab, campaign.requires))
+        job = {"campaign_text": text, "run": run.model_dump(), "lab": job_lab(lab),
+               "ue_count": ue_count(run.params.get("ues")), "marker": f"cellab-{token}-{run.run_id}",
+               "retry_after_worker_loss": campaign.retry.after_worker_loss}
+        future = client.submit(task, job, key=f"cellab-run-{run.run_id}-{token}", pure=False,
+                               resources=needs[run.run_id])
+        by_key[future.key] = run
+        futures.append(future)
+        return future
+
+    for run in todo:
+        submit(run)
+    total = len(store.planned())
+    with runner._progress() as progress:
+        bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
+        try:
+            pending, stranded_since, lost_since = set(futures), None, None
+            while pending:
+                try:
+                    done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                except TimeoutError:  # nothing finished within POLL_S: look at the cluster
+                    done = set()
+                for future in done:
+                    run = by_key[future.key]
+                    _store(runner, run, *_outcome(future, run), counts)
+                    progress.advance(bar)
+                    more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want this cell again
+                    if more is not None:
+                        pending.add(submit(more))
+                        progress.update(bar, total=len(store.planned()))
+                lost_since = None if client.status == "running" else (lost_since or time.monotonic())
+                if lost_since is not None:
+                    if time.monotonic() - lost_since > SCHEDULER_GRACE_S:
+                        raise OSError(f"no answer from it for {SCHEDULER_GRACE_S:g} s (client {client.status})")
+                    continue  # it may come back: Dask reconnects by itself
+                stranded = _unservable(client, pending, by_key, needs)
+                stranded_since = (stranded_since or time.monotonic()) if stranded else None
+                if stranded and time.monotonic() - stranded_since > STRANDED_GRACE_S:
+                    # the benches that could serve these left the pool (health check, failures) and none came
+                    # back: they end aborted (`--resume` runs them) instead of waiting for ever
+                    client.cancel(list(stranded))
+                    pending -= set(stranded)
+                    for future, why in stranded.items():
+                        run = by_key[future.key]
+                        _store(runner, run, RunRecord(run.run_id, "aborted", 1, why), {}, counts)
+                        progress.advance(bar)
+        except FutureCancelledError as exc:
+            raise CellabError(f"the Dask scheduler stopped the campaign ({exc}); everything finished is stored; "
+                              f"`cellab run --resume {store.root}` continues it") from None
+        except OSError as exc:
+            raise CellabError(f"lost the Dask scheduler ({type(exc).__name__}: {exc}); everything finished is "
+                              f"stored; `cellab run --resume {store.root}` continues it") from None
+        except KeyboardInterrupt:
+            client.cancel(futures)
+            raise
+        finally:
+            if client.status == "running":  # a scheduler that is gone has nothing left to release
+                try:
+                    client.run(close_pool)  # every worker's lab instances down: nothing held between campaigns
+                except Exception:  # noqa: BLE001 - a worker that left meanwhile has nothing to release either
+                    pass
+    return counts
+
+
+def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int]) -> None:
+    runner.store.import_files(run, files)
+    runner.store.save_record(run, record, started=False)
+    runner.stored(run, record, counts)
+    if record.status != "ok":
+        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
+
+
+def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
+                needs: dict[str, dict[str, int]]) -> dict[Any, str]:
+    """Pending runs that no connected worker offers the resources for any more, with the reason."""
+    if not pending:
+        return {}
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    offers = [dict(w.get("resources") or {}) for w in workers.values()]
+    out = {}
+    for future in pending:
+        wanted = needs[by_key[future.key].run_id]
+        if not _served(wanted, offers):
+            out[future] = (f"no connected worker can serve it any more (it needs {', '.join(sorted(wanted))}); "
+                           "`--resume` runs it once such a worker is back")
+    return out
+
+
+def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]:
+    """A finished task's record and files; a task that raised is a failed run, one whose worker died an
+    aborted run naming the worker (unfinished: `--resume` runs it again)."""
+    from distributed import KilledWorker
+
+    try:
+        result = future.result()
+    except KilledWorker as exc:
+        worker = getattr(exc.last_worker, "name", None) or getattr(exc.last_worker, "address", "?")
+        return RunRecord(run.run_id, "aborted", 1, f"worker {worker} was lost while it ran this run (--resume "
+                         "runs it again)", placement={"worker": worker}), {}
+    except (CellabError, OSError) as exc:
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__}: {exc}"), {}
+    except Exception as exc:  # noqa: BLE001 - a worker-side failure of any kind fails this run only
+        if type(exc).__name__ in ("CommClosedError", "CancelledError", "FutureCancelledError"):
+            raise
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}
+    return RunRecord(**result["record"]), result["files"]

@@ -1,0 +1,119 @@
+"""The campaign runner: the controller's side of a campaign. It plans, hands each run to a lab instance, and is
+the only writer of the result folder (`results.sqlite` and `runs/<run_id>/`).
+
+In process (the default), one lab instance runs the runs one after another through `cellab.run.step`. With
+`--slots N` or `--cluster ADDRESS`, the runs go to Dask workers (`cellab.cluster.dispatch`), each run a task that
+returns its record and its folder's files. One failed run does not stop the campaign (the retry policy
+decides); Ctrl-C stops the devices, marks the run aborted and keeps everything already stored; `--resume DIR`
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cellab.campaign.model import LAB_FACTOR, Campaign, PlannedRun, load_campaign, on_lab, plan
+from cellab.run.step import RunRecord, check_module_params, execute_run, ue_count
+from cellab.run.session import LabSession
+from cellab.results.stopping import after_run
+from cellab.results.store import ResultStore
+
+
+class Runner:
+    def __init__(self, campaign: Campaign, store: ResultStore, console: Console | None = None,
+                 prefix: str | None = None, on_run_done: Callable[[PlannedRun, str], None] | None = None):
+        self.campaign = campaign
+        self.store = store
+        self.console = console or Console(stderr=True)
+        self.prefix = prefix
+        self.on_run_done = on_run_done
+
+    @classmethod
+    def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
+        campaign = load_campaign(campaign_path, lab)
+        runs = plan(campaign, campaign_path)
+        text = Path(campaign_path).read_text()
+        as_run = campaign.model_dump(mode="json", exclude_unset=True)
+        if yaml.safe_load(text) != as_run:
+            # Store the campaign as run: the lab it ran on (--lab), files it names made absolute (a resumed
+            # campaign reads this copy from the result folder).
+            text = yaml.safe_dump(as_run, sort_keys=False)
+        store = ResultStore.create(out_dir, campaign.name, text, runs)
+        return cls(campaign, store, **kwargs)
+
+    @classmethod
+    def resume(cls, result_dir: Path, **kwargs: Any) -> Runner:
+        store = ResultStore.open(result_dir)
+        campaign = load_campaign(store.campaign_path())
+        return cls(campaign, store, **kwargs)
+
+    def _progress(self) -> Progress:
+        return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=self.console, transient=False)
+
+    def stored(self, run: PlannedRun, record: RunRecord, counts: dict[str, int]) -> None:
+        """A finished run's record is in the store: count it and tell whoever watches."""
+        counts[record.status] += 1
+        if self.on_run_done:
+            self.on_run_done(run, record.status)
+
+    def run(self, slots: int | None = None, cluster: str | None = None, tls_dir: Path | None = None) -> dict[str, int]:
+        """Every pending run: here on one lab instance, or on Dask workers (`slots`: a local cluster of that many
+        lab instances; `cluster`: a running Dask scheduler's address)."""
+        try:
+            if slots is not None or cluster is not None:
+                from cellab.cluster.dispatch import run_distributed
+
+                return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
+            return self._run_here()
+        finally:
+            self.store.settle()
+
+    def _run_here(self) -> dict[str, int]:
+        todo = list(self.store.pending())
+        total = len(self.store.planned())
+        counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
+        if not todo:
+            return counts
+        by_lab: dict[str, list[PlannedRun]] = {}  # a `lab` factor: each lab's runs on its own instance
+        for run in todo:
+            by_lab.setdefault(run.params.get(LAB_FACTOR, self.campaign.lab), []).append(run)
+        with self._progress() as progress:
+            task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
+            for lab, runs in by_lab.items():
+                campaign = on_lab(self.campaign, lab) if LAB_FACTOR in self.campaign.factors else self.campaign
+                self._run_on(lab, campaign, runs, progress, task, counts)
+        return counts
+
+    def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], progress: Progress, task: Any,
+                counts: dict[str, int]) -> None:
+        most_ues = max(ue_count(run.params.get("ues")) for run in runs)
+        purpose = f"campaign {self.campaign.name} ({self.store.root})"
+        with LabSession(lab, prefix=self.prefix, ue_count=most_ues, purpose=purpose) as session:
+            check_module_params(session, runs, self.store.campaign_path())
+            for run in runs:
+                progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
+                run_dir = self.store.start(run)
+                try:
+                    record = execute_run(session, campaign, run, run_dir, self.store.root, log=self.console.print)
+                except KeyboardInterrupt:
+                    self.store.finish(run, "aborted", error="interrupted by the user (Ctrl-C)")
+                    raise
+                self.store.save_record(run, record)
+                self.stored(run, record, counts)
+                progress.advance(task)
+                more = after_run(self.campaign, self.store, run, self.console.print)  # a stopping rule may want this cell again
+                if more is not None:
+                    runs.append(more)
+                    progress.update(task, total=len(self.store.planned()))
+        return counts
+
+
+def _label(factors: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in factors.items())
