@@ -18,7 +18,7 @@ BENCHMARKS = {
     "probe": "cellab.ue.probe_bench",
     "pcap": "cellab.results.pcap_bench",
     "srsran": "cellab.ran.bench",
-    "orchestration": "cellab.run.bench",
+    "orchestration": "cellab.testkit.orchestration_bench",
     "fidelity": "cellab.fidelity.bench",
     "report": "cellab.report.bench",
     "scale": "cellab.cluster.bench",

@@ -52,9 +52,9 @@ def _mount_rooms(argv: list[str]) -> None:
 def validate(file: Path = typer.Argument(..., help="a campaign, lab inventory, core or eNB profile, schedule, drive "
                                                    "log, calibration, subscriber file or Mahimahi trace")) -> None:
     """Check any file cellab reads, as what it is; errors name the file, field and allowed values."""
-    from cellab.campaign.model import load_campaign, plan
-    from cellab.inventory.model import address_notes, check_consistency, load_inventory
+    from cellab.campaign.load import load_campaign, plan
     from cellab.campaign.validate import check_file, kind_of
+    from cellab.inventory.model import address_notes, check_consistency, load_inventory
 
     kind = kind_of(file)  # from its contents; a bad file is refused here, naming it
     if kind not in ("campaign", "lab inventory"):
@@ -96,7 +96,7 @@ def schema_cmd(
 @app.command("plan")
 def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="override the campaign's lab")) -> None:
     """Print the run matrix: every factor combination × repeat, in run order."""
-    from cellab.campaign.model import load_campaign, plan
+    from cellab.campaign.load import load_campaign, plan
 
     campaign = load_campaign(campaign_file, lab)
     runs = plan(campaign, campaign_file)
@@ -129,7 +129,7 @@ def run(
     tls: Path | None = typer.Option(None, help="with --cluster: the folder `cellab tls` made (ca.pem, node.pem/key)"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
-    from cellab.cluster.dispatch import check_slots
+    from cellab.cluster.dispatch import check_slots, run_campaign
     from cellab.run.runner import Runner
 
     check_slots(slots)
@@ -147,7 +147,7 @@ def run(
         runner = Runner.new(campaign_file, out, lab=lab, prefix=prefix)
     console.print(f"results: {runner.store.root}")
     try:
-        counts = runner.run(slots=slots, cluster=cluster, tls_dir=tls)
+        counts = run_campaign(runner, slots=slots, cluster=cluster, tls_dir=tls)
     finally:
         if report:
             from cellab.report.page import write_report  # scipy and matplotlib: seconds, only for a report
@@ -215,8 +215,8 @@ def agent(
                                                       "on kernels without SCTP)"),
 ) -> None:
     """Run an agent on this host: it connects to the controller and executes typed operations only."""
-    from cellab.inventory.agent_install import TELEMETRY_OFF_WARNING, resolve_telemetry
     from cellab.contracts.registry import agent_class
+    from cellab.inventory.agent_install import TELEMETRY_OFF_WARNING, resolve_telemetry
 
     if ctx.invoked_subcommand is not None:
         return
@@ -299,7 +299,6 @@ def trace_from_probe_cmd(log: Path = typer.Argument(..., help="cellab-probe --ms
 def trace_samples_cmd(folder: Path = typer.Argument(Path("runs/data"), help="where to write them")) -> None:
     """Write the synthetic sample drive log and commercial trace the example campaigns use."""
     from cellab.campaign.traces import write_samples
-
     from cellab.safepath import output_dir
 
     for kind, path in write_samples(output_dir(folder, "FOLDER")).items():

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
+
+from cellab import keyindex
 
 
 class CellabError(Exception):
@@ -70,7 +73,7 @@ def from_validation_error(source: str | Path, exc: ValidationError, prefix: str 
     """Turn a pydantic error into lines that name the file, field path and allowed values. An unknown key
     (pydantic's extra_forbidden) names the keys its place allows, the closest one, and where else in the
     file's schema the key belongs; `model` is the validated model (default: found by the error's title among
-    the files cellab reads, cellab.campaign.schema.root_models)."""
+    the files cellab reads, registered in cellab.keyindex)."""
     errors = []
     found = [(_clean_loc(err), err) for err in exc.errors()]
     for loc, err in found:
@@ -132,18 +135,19 @@ def _key_text(key: object) -> str:
     odd = next((ch for ch in text if not (ch.isascii() and ch.isprintable())), None)
     if odd is None:
         return repr(key)
-    from cellab.inputs import describe_char
-
     return f"{ascii(text)} (it has {describe_char(odd)})"
+
+
+def describe_char(ch: str) -> str:
+    """`U+200B ZERO WIDTH SPACE`: a character as a person can tell it apart from a look-alike."""
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
 
 
 def _elsewhere(scope: str, key: str, field: str) -> list[str]:
     """Where else `key` is allowed: other paths (at most three), the labs whose run parameter it is."""
     try:
-        from cellab.campaign.schema import key_locations, labs_with_param
-
-        places = key_locations(scope).get(key, [])
-        labs = labs_with_param(key) if scope == "campaign" else []
+        places = keyindex.key_locations(scope).get(key, [])
+        labs = keyindex.labs_with_param(key) if scope == "campaign" else []
     except Exception:  # noqa: BLE001 - a hint must never hide the error it decorates
         return []
     here = re.sub(r"\[\d+\]", "[]", field)
@@ -165,14 +169,12 @@ def _unknown_key_error(source: str | Path, title: str, model: type[BaseModel] | 
     scope = None
     found = None
     try:
-        from cellab.campaign.schema import model_at, root_models
-
-        roots = root_models()
+        roots = keyindex.root_models()
         if model is None and title in roots:
             model, scope = roots[title]
         elif model is not None:
             scope = next((s for m, s in roots.values() if m is model), None)
-        found = model_at(model, loc) if model is not None else None
+        found = keyindex.model_at(model, loc) if model is not None else None
     except Exception:  # noqa: BLE001 - a hint must never hide the error it decorates
         found = None
     if found is not None:

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import yaml
 
-from cellab.errors import InputError
+from cellab.errors import InputError, describe_char
 
 YAML_MAX_BYTES = 256 << 10  # a campaign, inventory or schedule is a few kB; pure-Python parsing takes ~1 s here
 JSON_MAX_BYTES = 16 << 20
@@ -334,13 +334,6 @@ def csv_dicts(text: str, source: Source, required: tuple[str, ...] = (),
 ASCII_DIGITS = frozenset("0123456789")
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 NAME_FORM = "ASCII letters, digits, '_', '.', '-' (a letter or digit first)"
-
-
-def describe_char(ch: str) -> str:
-    """`U+200B ZERO WIDTH SPACE`: a character as a person can tell it apart from a look-alike."""
-    import unicodedata
-
-    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
 
 
 def text_problem(value: str, special: str = "", edges: bool = True) -> str | None:

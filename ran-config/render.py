@@ -9,14 +9,17 @@ each file's first comment line is escaped instead (anything but printable ASCII 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
+from cellab.ran.uhd_args import device_args as uhd_device_args
+from cellab.ran.uhd_args import uses_lte_rates
 
 from cellab.errors import InputError
 from cellab.inputs import text_problem
-from cellab.ran.profile import EnbProfile
-from cellab.ran.uhd_args import device_args as uhd_device_args
-from cellab.ran.uhd_args import uses_lte_rates
+
+if TYPE_CHECKING:  # annotations only: the profile's loader applies these rules (no import circle)
+    from cellab.ran.profile import EnbProfile
 
 FILES = {"enb": "enb.conf", "rr": "rr.conf", "sib": "sib.conf", "rb": "rb.conf"}
 TEMPLATES = Path(__file__).parent / "templates"

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cellab.errors import InputError
 from cellab.ran.bands import BANDWIDTH_MHZ, allowed_ranges, band_of, fits_in_band, ul_fits_in_band
-from cellab.ran.profile import EnbProfile
 from cellab.ran.render import ZMQ_PORT_STEP
 from cellab.ran.uhd_args import master_clock_hz, sample_rate_hz
+
+from cellab.errors import InputError
+
+if TYPE_CHECKING:  # annotations only: the profile's loader applies these rules (no import circle)
+    from cellab.ran.profile import EnbProfile
 
 PRACH_PRBS = 6  # a PRACH preamble spans 6 PRBs
 # master clock rates each USRP family can run (UHD manuals): the B2xx's AD9361 any rate in 5..61.44 MHz

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-import types
 import typing
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +23,9 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from cellab.campaign.keys import RUN_PARAMS_SET_ELSEWHERE, embedded_lab_kinds
 from cellab.errors import CellabError
+from cellab.keyindex import container, is_model, members, nested_models
 
 REGENERATE = "cellab schema --out docs/campaign.md"
 TOPICS = ("all", "campaign", "inventory", "lab")
@@ -69,8 +69,6 @@ NOTES: dict[tuple[str, str], str] = {
 }
 
 # Run parameters a lab model has but a campaign sets another way (cellab/campaign/model.py refuses them by name).
-RUN_PARAMS_SET_ELSEWHERE = {"n_ues": "ues"}
-
 INVENTORY_ATTENUATION_NOTE = ("attenuation on the attenuator channel in front of each UE "
                               "(devices.ues[].attenuator); null: unchanged")
 
@@ -94,46 +92,6 @@ class Section:
     fields: list[FieldDoc] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------ annotations
-def _unwrap(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _members(annotation: Any) -> list[Any]:
-    """The members of a union (Optional included), else [annotation]."""
-    annotation = _unwrap(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return [_unwrap(a) for a in typing.get_args(annotation)]
-    return [annotation]
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def _container(annotation: Any) -> tuple[str, Any] | None:
-    """('list', item) or ('dict', value) for list/tuple/set/dict annotations."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (list, set, frozenset) or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
-        return "list", args[0] if args else Any
-    if origin is dict:
-        return "dict", args[1] if len(args) == 2 else Any
-    return None
-
-
-def nested_models(annotation: Any, path: str) -> Iterator[tuple[str, type[BaseModel]]]:
-    """(section path, model) of every model a field holds, through unions, lists ([]) and mappings (.NAME)."""
-    for member in _members(annotation):
-        if _is_model(member):
-            yield path, member
-        elif (inner := _container(member)) is not None:
-            kind, item = inner
-            yield from nested_models(item, f"{path}[]" if kind == "list" else f"{path}.NAME")
-
-
 def _scalar_name(value: Any) -> str:
     return {bool: "bool", int: "integer", float: "number", str: "text"}.get(type(value), type(value).__name__)
 
@@ -141,7 +99,7 @@ def _scalar_name(value: Any) -> str:
 def type_text(annotation: Any, path: str) -> str:
     """A type for people: integer, number, text, path, list of ..., mapping text -> ..., see `section`."""
     parts: list[str] = []
-    for member in _members(annotation):
+    for member in members(annotation):
         if member is type(None):
             text = "null"
         elif member is Any:
@@ -152,9 +110,9 @@ def type_text(annotation: Any, path: str) -> str:
                 if _scalar_name(value) not in names:
                     names.append(_scalar_name(value))
             text = " or ".join(names)
-        elif _is_model(member):
+        elif is_model(member):
             text = f"mapping (`{path}`)" if path else "mapping"
-        elif (inner := _container(member)) is not None:
+        elif (inner := container(member)) is not None:
             kind, item = inner
             if kind == "list":
                 value = type_text(item, f"{path}[]")
@@ -179,10 +137,10 @@ def type_text(annotation: Any, path: str) -> str:
 def _literals(annotation: Any, depth: int = 0) -> list[Any]:
     """Literal values allowed anywhere in the annotation (a list of literals, a literal-keyed mapping)."""
     found: list[Any] = []
-    for member in _members(annotation):
+    for member in members(annotation):
         if typing.get_origin(member) is Literal:
             found += list(typing.get_args(member))
-        elif (inner := _container(member)) is not None and depth < 3:
+        elif (inner := container(member)) is not None and depth < 3:
             args = typing.get_args(member)
             if inner[0] == "dict" and args:
                 found += _literals(args[0], depth + 1)  # the keys
@@ -217,8 +175,8 @@ def allowed_text(info: FieldInfo) -> str:
     literals = _literals(info.annotation)
     parts = []
     if literals:
-        keyed = all(typing.get_origin(m) is not Literal and _container(m) and _container(m)[0] == "dict"
-                    for m in _members(info.annotation) if m is not type(None))
+        keyed = all(typing.get_origin(m) is not Literal and container(m) and container(m)[0] == "dict"
+                    for m in members(info.annotation) if m is not type(None))
         parts.append(("keys: " if keyed else "") + ", ".join(value_text(v) for v in dict.fromkeys(literals)))
     low = high = None
     length: list[str] = []
@@ -246,11 +204,11 @@ def allowed_text(info: FieldInfo) -> str:
         parts.append(f"value {high}")
     if length:
         parts.append(("items: " if "list" in type_text(info.annotation, "") else "length: ") + ", ".join(length))
-    members = _members(info.annotation)
-    others = [m for m in members if m is not type(None) and typing.get_origin(m) is not Literal]
-    if literals and others and _container(others[0]) is None:
+    options = members(info.annotation)
+    others = [m for m in options if m is not type(None) and typing.get_origin(m) is not Literal]
+    if literals and others and container(others[0]) is None:
         parts.append("or " + " or ".join(type_text(m, "") for m in others))
-    if type(None) in members and literals:
+    if type(None) in options and literals:
         parts.append("null")
     return "; ".join(parts)
 
@@ -330,12 +288,6 @@ def run_param_sections() -> list[Section]:
     for section in sections[1:]:
         section.title = "`ues[]`: one UE of a run"
     return sections
-
-
-def embedded_lab_kinds() -> list[str]:
-    from cellab.labs import EMBEDDED_LABS
-
-    return list(EMBEDDED_LABS)
 
 
 def lab_sections(kind: str, shown: dict[type[BaseModel], str] | None = None) -> list[Section]:
@@ -453,124 +405,3 @@ def render(topic: str = "all", kind: str | None = None) -> str:
         parts += ["## Lab inventory", "", render_sections(inventory_sections())]
     body = "\n".join(parts).rstrip() + "\n"
     return (HEADER + "\n" + body) if topic == "all" else body
-
-
-# ------------------------------------------------------------------ for error messages
-def _walk(model: type[BaseModel], path: str) -> Iterator[tuple[str, str]]:
-    """(key, dotted path) of every field under the model, nested ones included."""
-    for name, info in model.model_fields.items():
-        sub = f"{path}.{name}" if path else name
-        yield name, sub
-        for sub_path, sub_model in nested_models(info.annotation, sub):
-            if sub_model is not model:
-                yield from _walk(sub_model, sub_path)
-
-
-def key_locations(scope: str) -> dict[str, list[str]]:
-    """key -> the paths where it is allowed, in a campaign (run parameters as `fixed.KEY`) or an inventory."""
-    out: dict[str, list[str]] = {}
-
-    def add(key: str, where: str) -> None:
-        if where not in out.setdefault(key, []):
-            out[key].append(where)
-
-    if scope == "inventory":
-        from cellab.inventory.model import Inventory
-
-        for key, where in _walk(Inventory, ""):
-            add(key, where)
-        return out
-    from cellab.campaign.model import Campaign, TransportParams
-
-    for key, where in _walk(Campaign, ""):
-        add(key, where)
-    params: list[type[BaseModel]] = [TransportParams]
-    try:
-        from cellab.labs import embedded_lab_class
-
-        params += [embedded_lab_class(k).params_model for k in embedded_lab_kinds()]
-    except CellabError:  # a room not installed: its parameters are not suggested
-        pass
-    for model in params:
-        for name in model.model_fields:
-            if name not in RUN_PARAMS_SET_ELSEWHERE:
-                add(name, f"fixed.{name}")
-    for key, where in _walk(TransportParams, ""):
-        if where.startswith("ues[]."):
-            add(key, f"fixed.{where}")
-    return out
-
-
-def labs_with_param(name: str) -> list[str]:
-    """The embedded labs whose own run parameters include `name` (and `inventory` for an eNB's radio ones)."""
-    from cellab.labs import embedded_lab_class
-
-    labs = []
-    for kind in embedded_lab_kinds():
-        try:
-            if name in embedded_lab_class(kind).params_model.model_fields and name not in RUN_PARAMS_SET_ELSEWHERE:
-                labs.append(kind)
-        except CellabError:
-            continue
-    from cellab.contracts.enb import RadioOverrides
-
-    if name in RadioOverrides.model_fields or name == "attenuation_db":
-        labs.append("inventory")
-    return labs
-
-
-def root_models() -> dict[str, tuple[type[BaseModel], str]]:
-    """Model title -> (model, scope) for the files cellab reads whose errors can say where a key belongs."""
-    from cellab.campaign.model import Campaign, TransportParams
-    from cellab.inventory.model import Inventory
-
-    # RunParams: a lab's run parameters on top of TransportParams (cellab.campaign.model.params_model_for); the keys
-    # a person nests are a UE's, under `ues`
-    return {"Campaign": (Campaign, "campaign"), "Inventory": (Inventory, "inventory"),
-            "RunParams": (TransportParams, "campaign"), "TransportParams": (TransportParams, "campaign")}
-
-
-def model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel], tuple[Any, ...]] | None:
-    """The model that holds the key at the end of `loc` (a pydantic error location under `model`), and the
-    location without pydantic's union-member tags ('list[UESpec]'); None when the path leaves the models."""
-    annotation: Any = model
-    clean: list[Any] = []
-    items = list(loc[:-1])
-    i = 0
-    while i < len(items):
-        item = items[i]
-        members = [m for m in _members(annotation) if m is not type(None)]
-        if len(members) > 1:
-            tagged = [m for m in members if _tag(m) == item]
-            if tagged:  # pydantic names the union member it tried
-                annotation = tagged[0]
-                i += 1
-                continue
-            structured = [m for m in members if _is_model(m) or _container(m) is not None]
-            if len(structured) != 1:
-                return None
-            members = structured
-        annotation = members[0]
-        if _is_model(annotation):
-            if not isinstance(item, str) or item not in annotation.model_fields:
-                return None
-            annotation = annotation.model_fields[item].annotation
-        elif (inner := _container(annotation)) is not None:
-            annotation = inner[1]
-        else:
-            return None
-        clean.append(item)
-        i += 1
-    found = [m for m in _members(annotation) if _is_model(m)]
-    if len(found) != 1:
-        return None
-    return found[0], (*clean, loc[-1]) if loc else ()
-
-
-def _tag(annotation: Any) -> str:
-    """The name pydantic gives a union member in an error location: 'int', 'UESpec', 'list[UESpec]'."""
-    origin = typing.get_origin(annotation)
-    if origin is None:
-        return getattr(annotation, "__name__", str(annotation))
-    args = ", ".join(_tag(a) for a in typing.get_args(annotation))
-    return f"{getattr(origin, '__name__', str(origin))}[{args}]"

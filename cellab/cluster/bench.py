@@ -44,14 +44,14 @@ def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
 
 
 def _one(campaign: Path, out: Path, slots: int | None) -> dict[str, float]:
+    from cellab.cluster.dispatch import run_campaign
     from cellab.run.runner import Runner
-
     from cellab.run.step import host_busy_pct, host_cpu_times
 
     runner = Runner.new(campaign, out, console=Console(stderr=True, quiet=True))
     before = host_cpu_times()
     started, started_at = time.monotonic(), time.time()
-    counts = runner.run(slots=slots)
+    counts = run_campaign(runner, slots=slots)
     wall_s, finished_at = time.monotonic() - started, time.time()
     # where the wall time went: the runs themselves (first start to last end, from the store) and the fixed
     # cost around them (cluster and lab bring-up before the first run, teardown after the last)

@@ -15,12 +15,19 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cellab.campaign.model import ANY_BENCH, PlannedRun
+from cellab.campaign.model import ANY_BENCH
+from cellab.cluster.worker import (
+    BENCH_RESOURCE,
+    VLAB_RESOURCE,
+    WORKER_SLOTS_ENV,
+    bench_resource,
+    tag_resource,
+)
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
-from cellab.run.step import RunRecord, ue_count
+from cellab.records import PlannedRun
 from cellab.results.stopping import after_run
-from cellab.cluster.worker import BENCH_RESOURCE, VLAB_RESOURCE, WORKER_SLOTS_ENV, bench_resource, tag_resource
+from cellab.run.step import RunRecord, ue_count
 
 if TYPE_CHECKING:
     from cellab.run.runner import Runner
@@ -98,6 +105,18 @@ def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], wo
         shown = ", ".join(f"{name}: {sorted(offer) or 'nothing'}" for name, offer in sorted(offers.items()))
         raise CellabError(f"{len(missing)} run(s) no connected worker can serve: run {run_id} needs "
                           f"{', '.join(sorted(wanted))}; the workers offer {shown or 'nothing (none connected)'}")
+
+
+def run_campaign(runner: Runner, slots: int | None = None, cluster: str | None = None,
+                 tls_dir: Path | None = None) -> dict[str, int]:
+    """Every pending run of the runner's campaign: in process without `slots` and `cluster`, else on Dask workers
+    (`slots`: a local cluster of that many lab instances; `cluster`: a running Dask scheduler's address)."""
+    if slots is None and cluster is None:
+        return runner.run()
+    try:
+        return run_distributed(runner, slots=slots, cluster=cluster, tls_dir=tls_dir)
+    finally:
+        runner.store.settle()
 
 
 def run_distributed(runner: Runner, slots: int | None = None, cluster: str | None = None,

@@ -84,9 +84,11 @@ class Slot:
                 self.session, self.session_key = None, None
 
     def _run(self, job: dict[str, Any]) -> dict[str, Any]:
-        from cellab.campaign.model import LAB_FACTOR, PlannedRun, load_campaign
-        from cellab.run.step import RunRecord, check_module_params, execute_run
+        from cellab.campaign.load import load_campaign
+        from cellab.campaign.model import LAB_FACTOR
+        from cellab.records import PlannedRun
         from cellab.run.session import LabSession
+        from cellab.run.step import RunRecord, check_module_params, execute_run
 
         key = hashlib.sha256(job["campaign_text"].encode()).hexdigest()[:16]
         campaign_dir = self.scratch / key

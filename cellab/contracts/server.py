@@ -24,6 +24,9 @@ KERNEL_CCS: tuple[str, ...] = ("cubic", "reno", "bbr")  # built into the kernel,
 TAG_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 NETNS_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+# the server ports a run's workloads listen on: UE i of a run gets the first port + i (the lab doctor checks them free)
+IPERF3_PORT = 5201
+SENDER_PORT = 5301
 
 
 def check_param(ranges: dict[str, Any], param: str, value: float, source: str | Path, field: str,

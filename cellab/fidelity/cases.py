@@ -34,8 +34,17 @@ import yaml
 from jinja2 import Environment, select_autoescape
 
 from cellab.errors import CellabError
-from cellab.fidelity.judge import (KNOWN_DEVIATIONS, REAL_LAB, TOLERANCES, VIRTUAL_LAB, KnownDeviation, Row, compare,
-                                   shares)
+from cellab.fidelity.judge import (
+    KNOWN_DEVIATIONS,
+    REAL_LAB,
+    TOLERANCES,
+    VIRTUAL_LAB,
+    KnownDeviation,
+    Row,
+    compare,
+    shares,
+)
+from cellab.fidelity.model import CaseValues, Grid
 from cellab.fidelity.recovery import CASE_PREFIX, KIND, recovery_campaign, recovery_levels, recovery_values
 from cellab.fidelity.recovery import METRICS as RECOVERY_METRICS
 from cellab.results.store import ResultStore, write_atomic
@@ -50,26 +59,6 @@ DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
 CAMPAIGN_KINDS = ("idle", "load", "upload", "two-ue", "recovery")  # each lab's campaigns, in the order they run
 NO_NEW_TB_MCS = 255  # the TTI log's mcs when the TTI sent no new TB (emulator/ttilog.h)
 MIN_SENDING_BPS = 1e6  # an eNB report period counts for CQI/MCS when the UE received at least this
-
-
-@dataclass(frozen=True)
-class Grid:
-    """What a fidelity run covers."""
-
-    n_prb: tuple[int, ...] = (6, 15, 25, 50)
-    sr_period_ms: tuple[int, ...] = (5, 10, 20, 40, 80)
-    idle_pings: int = 20
-    download_ccs: tuple[str, ...] = ("cubic", "bbr")
-    download_n_prb: tuple[int, ...] = (6, 15, 25, 50)
-    download_s: float = 10.0
-    snr_db: tuple[float, ...] = (30, 20, 10)  # the real stack's SNR at 0, 10 and 20 dB of attenuation
-    shared_n_prb: int = 25  # the attenuation steps and the two-UE case
-    upload_n_prb: tuple[int, ...] = (25,)
-    two_ues: bool = True
-    recovery_n_prb: tuple[int, ...] = (25,)
-    max_attempts: int = 2
-    # runs per case and lab: a cell is judged on the interval of virtual/real over them (cellab.fidelity.judge)
-    repeats: int = 5
 
 
 FULL = Grid()
@@ -219,16 +208,6 @@ def run_plan(plan: Plan, out_dir: Path, prefix: str, report: bool = True, timeou
 
 
 # ---------------------------------------------------------------- reading results
-@dataclass
-class CaseValues:
-    """What one case measured on one lab (values by metric), or why it did not."""
-
-    values: dict[str, float] = field(default_factory=dict)
-    detail: dict[str, str] = field(default_factory=dict)  # metric -> extra numbers for the table
-    error: str | None = None
-    missing: dict[str, str] = field(default_factory=dict)  # metric -> why this run has no value of it
-
-
 def _stats(samples: list[float]) -> tuple[float, float, float]:
     return min(samples), statistics.fmean(samples), max(samples)
 

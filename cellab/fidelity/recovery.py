@@ -21,15 +21,13 @@ The case has a campaign of its own (kind `recovery`), so its fault never disturb
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from cellab.errors import CellabError
 from cellab.faults.plans import rate_back
-
-if TYPE_CHECKING:
-    from cellab.fidelity.cases import CaseValues, Grid
+from cellab.fidelity.model import CaseValues, Grid
 
 KIND = "recovery"
 CASE_PREFIX = "recovery-"
@@ -101,8 +99,6 @@ def throughput_back_s(sent: tuple[np.ndarray, np.ndarray], start_s: float, end_s
 def recovery_values(metrics: dict[str, Any], run_dir: Path, manifest: dict[str, Any]) -> CaseValues:
     """The case's values of one run from its stored metrics (`faults` rows) and, for throughput back, its
     server capture (run_dir/server.pcap) on the workload's clock (manifest workload_started_at)."""
-    from cellab.fidelity.cases import CaseValues
-
     rows = [r for r in metrics.get("faults") or [] if isinstance(r, dict) and r.get("kind") == "radio_outage"]
     if not rows:
         return CaseValues(error="no radio_outage row in the run's metrics")

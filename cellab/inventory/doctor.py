@@ -26,18 +26,28 @@ from pydantic import ValidationError
 import cellab
 from cellab.bus import AgentLost, AgentTimeout, Controller, OperationError
 from cellab.bus.keys import fingerprint, load_public_key
-from cellab.contracts.attenuator import AttenuatorClient, AttenuatorConfig, AttenuatorSelfCheckParams, ChannelsToRead
+from cellab.contracts.attenuator import (
+    AttenuatorClient,
+    AttenuatorConfig,
+    AttenuatorSelfCheckParams,
+    ChannelsToRead,
+)
 from cellab.contracts.core import CoreClient, CoreSelfCheckParams
 from cellab.contracts.enb import EnbClient, EnbSelfCheckParams
 from cellab.contracts.health import SelfCheckResult, clock_sync_check
-from cellab.contracts.server import SERVER_MODULES, ServerClient, ServerSelfCheckParams
+from cellab.contracts.server import (
+    IPERF3_PORT,
+    SENDER_PORT,
+    SERVER_MODULES,
+    ServerClient,
+    ServerSelfCheckParams,
+)
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
 from cellab.inputs import read_text
-from cellab.inventory.model import PROFILE_MAX_BYTES, AgentEntry, Inventory, load_inventory
 from cellab.inventory.lab import InventoryLab
+from cellab.inventory.model import PROFILE_MAX_BYTES, AgentEntry, Inventory, load_inventory
 from cellab.labs import instances
-from cellab.run.workloads import IPERF3_PORT, SENDER_PORT
 
 Status = Literal["ok", "warn", "fail"]
 

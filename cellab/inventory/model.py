@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cellab import keyindex
 from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
@@ -166,6 +167,9 @@ class Inventory(Strict):
         wired = self.devices.ues[index].attenuator
         entry = next(a for a in self.devices.attenuators if a.name == wired.attenuator)
         return entry, wired.channel
+
+
+keyindex.register_root("Inventory", Inventory, "inventory")  # where a misplaced key belongs (error hints)
 
 
 def load_inventory(path: str | Path) -> Inventory:

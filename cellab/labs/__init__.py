@@ -4,8 +4,12 @@ Each kind is registered by the room that builds it (entry point group `cellab.la
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cellab.contracts.registry import load, registered
-from cellab.labs.base import EmbeddedLab
+
+if TYPE_CHECKING:  # the registry needs no lab: a lab's own modules (instances) may look a kind up
+    from cellab.labs.base import EmbeddedLab
 
 # kind -> "module:Class"
 EMBEDDED_LABS = dict(sorted(registered("cellab.labs").items()))

@@ -45,7 +45,7 @@ def run_metrics(rng: np.random.Generator, rate_mbit: float, delay_ms: float, poi
 
 def synthetic_folder(out: Path, seeds: int, *, seed: int = 3) -> Path:
     """A finished campaign folder written by the store: cc × channel × `seeds` seeds, every run ok."""
-    from cellab.campaign.model import PlannedRun
+    from cellab.records import PlannedRun
     from cellab.results.store import ResultStore
 
     rng = np.random.default_rng(seed)

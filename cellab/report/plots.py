@@ -252,13 +252,5 @@ def render(fig: Figure, dpi: int = 100, close: bool = True) -> tuple[bytes, byte
             plt.close(fig)
 
 
-def __getattr__(name: str) -> object:
-    """The per-run timeline lives in cellab.report.timeline (thin, timeline, ...): reachable from here too."""
-    from cellab.report import timeline as report_timeline
-    if name in report_timeline.__all__:
-        return getattr(report_timeline, name)
-    raise AttributeError(name)
-
-
 __all__ = ["Panel", "ScatterPoint", "cdf_points", "cdfs", "chunks", "colors_for", "confusion", "render",
            "throughput_delay", "value_range"]

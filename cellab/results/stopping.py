@@ -12,8 +12,8 @@ import json
 import math
 from typing import Any
 
-from cellab.campaign.model import Campaign, PlannedRun, run_id
-from cellab.records import write_json
+from cellab.campaign.model import Campaign, run_id
+from cellab.records import PlannedRun, write_json
 
 
 def interval(values: list[float]) -> tuple[float, float] | None:

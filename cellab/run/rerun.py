@@ -61,9 +61,9 @@ def locate(run_dir: Path) -> tuple[Any, Any]:
 
 
 def rerun(run_dir: Path, out: Path, prefix: str | None = None, console: Console | None = None) -> tuple[Path, dict]:
-    from cellab.campaign.model import load_campaign
-    from cellab.run.runner import Runner
+    from cellab.campaign.load import load_campaign
     from cellab.results.store import ResultStore
+    from cellab.run.runner import Runner
 
     store, run = locate(run_dir)
     campaign = load_campaign(store.campaign_path())

@@ -10,19 +10,21 @@ continues where it stopped.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cellab.campaign.model import LAB_FACTOR, Campaign, PlannedRun, load_campaign, on_lab, plan
-from cellab.run.step import RunRecord, check_module_params, execute_run, ue_count
-from cellab.run.session import LabSession
+from cellab.campaign.load import load_campaign, on_lab, plan
+from cellab.campaign.model import LAB_FACTOR, Campaign
+from cellab.records import PlannedRun
 from cellab.results.stopping import after_run
 from cellab.results.store import ResultStore
+from cellab.run.session import LabSession
+from cellab.run.step import RunRecord, check_module_params, execute_run, ue_count
 
 
 class Runner:
@@ -63,14 +65,10 @@ class Runner:
         if self.on_run_done:
             self.on_run_done(run, record.status)
 
-    def run(self, slots: int | None = None, cluster: str | None = None, tls_dir: Path | None = None) -> dict[str, int]:
-        """Every pending run: here on one lab instance, or on Dask workers (`slots`: a local cluster of that many
-        lab instances; `cluster`: a running Dask scheduler's address)."""
+    def run(self) -> dict[str, int]:
+        """Every pending run, here on one lab instance per lab (`cellab.cluster.dispatch.run_campaign` hands them to
+        Dask workers instead)."""
         try:
-            if slots is not None or cluster is not None:
-                from cellab.cluster.dispatch import run_distributed
-
-                return run_distributed(self, slots=slots, cluster=cluster, tls_dir=tls_dir)
             return self._run_here()
         finally:
             self.store.settle()

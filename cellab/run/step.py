@@ -13,20 +13,20 @@ import json
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from cellab.bus import AgentLost, AgentTimeout, OperationError
-from cellab.campaign.model import BPF_CCS, LAB_FACTOR, Campaign, PlannedRun
+from cellab.campaign.model import BPF_CCS, LAB_FACTOR, Campaign
 from cellab.contracts.attenuator import AttenuatorClient, PlayParams
-from cellab.contracts.server import CaptureParams, ServerClient, check_param
+from cellab.contracts.server import SENDER_PORT, CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
 from cellab.faults.plans import NO_FAULT, FaultNotRecovered, FaultPlayer, FaultSpec, FaultStep, not_recovered
-from cellab.results.provenance import run_provenance, software_versions
+from cellab.records import PlannedRun, write_json
 from cellab.results.metrics import (
     RunContext,
     multi_ue_metrics,
@@ -35,10 +35,10 @@ from cellab.results.metrics import (
     run_metrics,
     telemetry_timeline,
 )
+from cellab.results.provenance import run_provenance, software_versions
 from cellab.run.schedules import Schedules
 from cellab.run.session import LabSession
-from cellab.records import write_json
-from cellab.run.workloads import SENDER_PORT, WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
+from cellab.run.workloads import WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
 
 
 class LabTimingError(CellabError):

@@ -16,13 +16,24 @@ from pathlib import Path
 from typing import TypeVar
 
 from cellab.campaign.model import Timeouts, Workload
-from cellab.contracts.server import Iperf3ServerParams, ServerClient, StartSenderParams
-from cellab.contracts.ue import SR_PROBE_MAX_S, Iperf3ClientParams, ProbeFetchParams, ProbeFlow, UEClient, sr_probe_budget
+from cellab.contracts.server import (
+    IPERF3_PORT,
+    SENDER_PORT,
+    Iperf3ServerParams,
+    ServerClient,
+    StartSenderParams,
+)
+from cellab.contracts.ue import (
+    SR_PROBE_MAX_S,
+    Iperf3ClientParams,
+    ProbeFetchParams,
+    ProbeFlow,
+    UEClient,
+    sr_probe_budget,
+)
 from cellab.errors import CellabError
 
 T = TypeVar("T")
-IPERF3_PORT = 5201  # UE i of a run: IPERF3_PORT + i
-SENDER_PORT = 5301  # UE i of a run: SENDER_PORT + i
 PROBE_GRACE_S = 20.0  # beyond the planned length: connection setup, SR probes, the sender's linger
 
 

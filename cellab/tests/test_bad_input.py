@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from cellab.testkit.helpers import cellab_in_process
 import yaml
 
 from cellab.bus.keys import generate_keypair
+from cellab.testkit.helpers import cellab_in_process
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 
@@ -263,7 +262,7 @@ def test_trace_out_that_cannot_be_written(capsys, tmp_path):
 
 def run_folder(tmp_path: Path) -> Path:
     """A finished campaign folder, written by the store itself."""
-    from cellab.campaign.model import load_campaign, plan
+    from cellab.campaign.load import load_campaign, plan
     from cellab.results.store import ResultStore
 
     path = campaign(tmp_path, CAMPAIGN)

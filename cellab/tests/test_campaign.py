@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cellab.campaign.model import load_campaign, plan, run_id
+from cellab.campaign.load import load_campaign, plan
+from cellab.campaign.model import run_id
 from cellab.errors import InputError, InputErrors
 
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)

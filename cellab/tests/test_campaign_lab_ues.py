@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from cellab.campaign.model import load_campaign
+from cellab.campaign.load import load_campaign
 from cellab.errors import InputErrors
 from cellab.inventory.lab_attenuator import inventory_attenuator
 from cellab.inventory.model import load_inventory

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cellab.campaign.model import load_campaign, plan
+from cellab.campaign.load import load_campaign, plan
 from cellab.errors import InputError, InputErrors
 from cellab.faults.plans import FaultPlayer, FaultSpec, not_recovered, recovery_metrics
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
+from cellab.campaign.load import load_campaign, plan
 from cellab.fidelity import cases as fidelity
-from cellab.campaign.model import load_campaign, plan
 from cellab.fidelity.cases import CaseValues, compare, fidelity_rows
 from cellab.fidelity.recovery import recovery_values, throughput_back_s
 

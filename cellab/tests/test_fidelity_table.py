@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
-from cellab.fidelity import cases as fidelity
-from cellab.campaign.model import load_campaign, plan
+from cellab.campaign.load import load_campaign, plan
 from cellab.errors import CellabError
+from cellab.fidelity import cases as fidelity
 from cellab.fidelity.cases import CaseValues, KnownDeviation, compare, fidelity_rows
 
 

@@ -28,7 +28,7 @@ CAMPAIGN_KEYS = ["name", "lab", "repeat", "order", "factors", "fixed", "schedule
 @FUZZ
 @given(data=raw)
 def test_campaign_bytes(folder, data):
-    from cellab.campaign.model import load_campaign
+    from cellab.campaign.load import load_campaign
 
     only_ours(load_campaign, write_file(folder, "c.yaml", data))
 
@@ -36,7 +36,7 @@ def test_campaign_bytes(folder, data):
 @FUZZ
 @given(doc=st.dictionaries(st.sampled_from(CAMPAIGN_KEYS), json_values, max_size=6))
 def test_campaign_structure(folder, doc):
-    from cellab.campaign.model import load_campaign, plan
+    from cellab.campaign.load import load_campaign, plan
 
     path = write_file(folder, "c.yaml", "".join(yaml_line(k, v) for k, v in doc.items()))
     try:

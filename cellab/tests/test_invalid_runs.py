@@ -9,9 +9,9 @@ import sqlite3
 import textwrap
 from types import SimpleNamespace
 
-from cellab.campaign.model import load_campaign, plan
-from cellab.run.step import LabTimingError, execute_run
+from cellab.campaign.load import load_campaign, plan
 from cellab.results.store import ResultStore
+from cellab.run.step import LabTimingError, execute_run
 
 
 class _StallingLab:

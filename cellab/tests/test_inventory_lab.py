@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from cellab.campaign.model import load_campaign
+from cellab.campaign.load import load_campaign
 from cellab.errors import InputErrors
 from cellab.labs.wired import WiredLab
 from cellab.testkit.helpers import free_port, start_agent, stop_agents, write_lab

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cellab.campaign.model import load_campaign
+from cellab.campaign.load import load_campaign
 from cellab.contracts.server import ListModulesResult, check_param
 from cellab.errors import InputError, InputErrors
 from cellab.paths import find_program

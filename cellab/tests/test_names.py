@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from cellab.bus.keys import generate_keypair
-from cellab.bus.names import check_name as agent_name, is_name
-from cellab.campaign.model import load_campaign
+from cellab.bus.names import check_name as agent_name
+from cellab.bus.names import is_name
+from cellab.campaign.load import load_campaign
 from cellab.errors import InputError, InputErrors
 from cellab.inventory.model import load_inventory
 from cellab.testkit.helpers import cellab_in_process, write_lab
@@ -113,8 +114,8 @@ def test_a_trailing_newline_is_no_part_of_a_checked_value():
     """re's `$` matches before a final newline: every pattern that guards a name, key or id is matched whole
     (agent names and endpoints on the bus, run ids in a result folder, systemd environment keys, namespace
     names, adb serials)."""
-    from cellab.inventory.agent_install import parse_env
     from cellab.bus.names import check_endpoint
+    from cellab.inventory.agent_install import parse_env
     from cellab.results.store_check import RUN_ID_PATTERN
 
     with pytest.raises(InputError):

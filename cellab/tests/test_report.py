@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
+from cellab.records import PlannedRun
 from cellab.report import page as report
-from cellab.campaign.model import PlannedRun
 from cellab.results.store import ResultStore
 from cellab.results.store_check import read_folder
 
@@ -264,11 +264,12 @@ def test_rebuild_drops_figures_that_no_longer_exist(tmp_path):
 
 
 def test_long_series_are_thinned_keeping_extremes():
-    from cellab.report import plots
+    from cellab.report import timeline
+
     t_s = np.arange(100_000, dtype=float)
     v = np.zeros(100_000)
     v[54_321] = 99.0
-    t, w = plots.thin(t_s, v, max_points=1000)
+    t, w = timeline.thin(t_s, v, max_points=1000)
     assert t.size <= 1000 and w.max() == 99.0 and np.all(np.diff(t) > 0)
 
 

@@ -16,14 +16,13 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from cellab.report import figures as report_figures
-
-from cellab.report import page as report
-from cellab.campaign.model import PlannedRun
 from cellab.errors import CellabError, InputError
-from cellab.testkit.fuzzing import json_values, raw
-from cellab.safepath import SafeDir, UnsafePathError
+from cellab.records import PlannedRun
+from cellab.report import figures as report_figures
+from cellab.report import page as report
 from cellab.results.store import ResultStore
+from cellab.safepath import SafeDir, UnsafePathError
+from cellab.testkit.fuzzing import json_values, raw
 from cellab.tests.test_bad_input import cellab, refused
 from cellab.tests.test_report import make_folder
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
+from cellab.records import PlannedRun
 from cellab.report import page as report
-from cellab.campaign.model import PlannedRun
 from cellab.results.store import ResultStore
 
 

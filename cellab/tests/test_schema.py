@@ -8,17 +8,25 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from cellab.testkit.helpers import cellab_in_process
 from pydantic import BaseModel
 
-from cellab.campaign import schema
 from cellab.bus.keys import generate_keypair
-from cellab.campaign.model import (Campaign, Order, Retry, ScheduleSpec, Timeouts, TransportParams, UESpec, Workload,
-                             load_campaign)
+from cellab.campaign import schema
+from cellab.campaign.load import load_campaign
+from cellab.campaign.model import (
+    Campaign,
+    Order,
+    Retry,
+    ScheduleSpec,
+    Timeouts,
+    TransportParams,
+    UESpec,
+    Workload,
+)
 from cellab.errors import InputError, InputErrors, unknown_key
 from cellab.inventory.model import Inventory, load_inventory
 from cellab.labs import EMBEDDED_LABS, embedded_lab_class
+from cellab.testkit.helpers import cellab_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "campaign.md"

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from cellab.campaign.model import load_campaign, plan
+from cellab.campaign.load import load_campaign, plan
 from cellab.errors import CellabError
 from cellab.results.stopping import after_run, interval
 from cellab.results.store import ResultStore

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from cellab.campaign.model import PlannedRun
 from cellab.errors import CellabError
+from cellab.records import PlannedRun
 from cellab.results.store import ResultStore, write_atomic
 
 

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-from cellab.campaign.model import load_campaign
-from cellab.errors import CellabError, InputError, InputErrors
-from cellab.faults.plans import FaultStep
 from cellab.ran.zmqlab import SrsranZmqLab
 from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS, restorations_in
+
+from cellab.campaign.load import load_campaign
+from cellab.errors import CellabError, InputError, InputErrors
+from cellab.faults.plans import FaultStep
 
 from .conftest import LOCK_WAIT_S, run_zmq_campaign
 from .test_zmqlab_fault_rules import FakeLab

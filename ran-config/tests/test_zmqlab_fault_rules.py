@@ -10,15 +10,22 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from cellab.ran import zmqlab_faults
+from cellab.ran.zmqlab import SrsranZmqLab
+from cellab.ran.zmqlab_faults import (
+    CUT_PREF,
+    LOCAL_PREF,
+    StackFaults,
+    cut_rule_argv,
+    cut_rules_in,
+    local_table_argvs,
+    s1u_addresses,
+)
+from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE
 
-from cellab.campaign.model import load_campaign
+from cellab.campaign.load import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
 from cellab.faults.plans import FaultStep
-from cellab.ran.zmqlab import SrsranZmqLab
-from cellab.ran import zmqlab_faults
-from cellab.ran.zmqlab_faults import (CUT_PREF, LOCAL_PREF, StackFaults, cut_rule_argv, cut_rules_in,
-                                      local_table_argvs, s1u_addresses)
-from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE
 
 # `ip -j rule show` (iproute2 6.1) in a core namespace with the local table moved and one S1 cut in place
 RULES_CUT = json.dumps([
