@@ -23,6 +23,7 @@ BENCHMARKS = {
     "report": "cellab.report.bench",
     "scale": "cellab.cluster.bench",
     "sr": "cellab.ran.sr_bench",
+    "startup": "cellab.testkit.startup_bench",
     "extended": "cellab.testkit.extended_bench",
 }
 

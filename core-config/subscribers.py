@@ -10,7 +10,6 @@ import ipaddress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from bson import Int64
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cellab.contracts.base import Model
@@ -250,6 +249,8 @@ def _qos_arp(priority: int = 8) -> dict[str, int]:
 
 def open5gs_document(sub: Subscriber) -> dict[str, Any]:
     """schema_version 1 as open5gs-dbctl writes it, SQN as a 64-bit integer."""
+    from bson import Int64  # pymongo's bson, only to write documents: profiles load without it
+
     ambr = {"downlink": {"value": sub.ambr_downlink_kbps, "unit": AMBR_UNIT_KBPS},
             "uplink": {"value": sub.ambr_uplink_kbps, "unit": AMBR_UNIT_KBPS}}
     session: dict[str, Any] = {"name": sub.apn, "type": 3, "qos": {"index": sub.qci, "arp": _qos_arp()},
@@ -269,6 +270,8 @@ def open5gs_document(sub: Subscriber) -> dict[str, Any]:
 
 def nextepc_document(sub: Subscriber) -> dict[str, Any]:
     """The pre-slice `pdn[]` schema of NextEPC's web UI; its HSS reads AMBR as 64-bit Kbps."""
+    from bson import Int64  # pymongo's bson, only to write documents: profiles load without it
+
     ambr = {"downlink": Int64(sub.ambr_downlink_kbps), "uplink": Int64(sub.ambr_uplink_kbps)}
     pdn: dict[str, Any] = {"apn": sub.apn, "type": 2, "qos": {"qci": sub.qci, "arp": _qos_arp()}, "ambr": ambr,
                            "pcc_rule": []}

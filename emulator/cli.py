@@ -12,7 +12,6 @@ import typer
 from cellab.errors import CellabError
 from cellab.labs import instances
 
-from .vlab import VirtualLab
 
 vlab_app = typer.Typer(help="The virtual lab: namespaces joined by the emulated LTE cell.", no_args_is_help=True)
 
@@ -44,6 +43,8 @@ def up(
     try:
         lease = instances.claim(prefix, "virtual", "cellab vlab up") if prefix else \
             instances.allocate("virtual", "cellab vlab up")
+        from .vlab import VirtualLab  # pyroute2, zmq: only when an instance is touched
+
         lab = VirtualLab(lease.prefix, {
             "n_prb": n_prb, "sr_period_ms": sr_period_ms, "ul_policy": ul_policy, "cqi_period_ms": cqi_period_ms,
             "n_ues": ues, "attenuation_db": attenuation_db,
@@ -78,6 +79,8 @@ def down(prefix: str | None = typer.Option(None, help="the instance to stop (def
             raise instances.InstanceBusy(f"lab prefix {prefix!r} belongs to a running {who.describe()}; stop that "
                                          "instead")
         if instances.is_live(prefix) or (who and who.kind == "virtual") or not instances.namespaces_of(prefix):
+            from .vlab import VirtualLab  # pyroute2, zmq: only when an instance is touched
+
             VirtualLab(prefix).down()  # the cell holds a `vlab up` instance's lease: stopping it frees it
         else:
             instances.clean(prefix)
@@ -120,6 +123,8 @@ def status(prefix: str | None = typer.Option(None, help="one instance (default: 
             if not found:
                 typer.echo("no lab instances on this host")
             return
+        from .vlab import VirtualLab  # pyroute2, zmq: only when an instance is touched
+
         info = VirtualLab(prefix).status()
     except CellabError as exc:
         _fail(exc)

@@ -72,7 +72,7 @@ class CellParams(BaseModel):
     # do): on a VM a halted vCPU wakes when the hypervisor gets to it, and the TTI clock with it (README)
     cpus_awake: bool = Field(True, description="hold the CPUs out of idle halt while the cell runs (root; costs "
                                                "power): a VM's halted vCPUs wake late and stall the TTI clock")
-    # radio link failure (rrc.c): null = on for runs with faults (cellab.faults.plans), off otherwise; the timers are
+    # radio link failure (rrc.c): null = on for runs with faults (cellab.faults.spec), off otherwise; the timers are
     # srsenb's SIB2 (ran-config/templates/sib.conf.j2: t310 200, n310 1, t311 10000, n311 1) and its
     # rlf_release_timer_ms (4000); reest_ms and connect_ms: the cell back in sync -> connected again
     rlf: bool | None = Field(None, description="the radio link failure model (README 'Radio link failure'); null: on "

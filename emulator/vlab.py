@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import NetNS, netns
-
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances
 from cellab.labs.base import EmbeddedLab, Host, Topology
+from cellab.labs.cellctl import CellControl
+from cellab.labs.netns import NetNS
+from cellab.labs.netns import pr_netns as netns
+from cellab.labs.proc import die_with_parent
 from cellab.paths import find_program
 
-from cellab.labs.cellctl import CellControl
-from cellab.labs.proc import die_with_parent
 from .hostpause import HostFreezer
 from .params import MAX_UES, CellParams, validate_params
 
@@ -197,7 +197,7 @@ class VirtualLab(EmbeddedLab):
                 "sr_config_index": int(ue["i_sr"]), "source": "config"}
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """The faults the lab injects itself (`step`: a cellab.faults.plans.FaultStep); the reply has the cell's TTI.
+        """The faults the lab injects itself (`step`: a cellab.faults.spec.FaultStep); the reply has the cell's TTI.
         s1_cut / sgi_cut / enb_restart: the cell's `set_s1` / `set_sgi` / `set_enb` op (up false at the start,
         true at the end). ue_pause: at the start the cell stops passing UE `ue`'s packets to and from its
         namespace (its modem stays connected), then the host's processes are frozen; at the end they are

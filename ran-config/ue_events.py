@@ -1,7 +1,7 @@
 """srsue's own RRC events, from its log (rendered with `rrc_level = info` and `rrc_hex_limit = 0`: RRC at info
 dumps the session keys it derives in hex otherwise), on the wall clock: what the
 srsran-zmq lab records of a radio link failure and the way back, in the shape of the virtual cell's events
-(cellab.faults.plans: `t310_start`, `rlf`, `reest_start`, `reest_complete`, `connect_complete`), with `t_s`.
+(cellab.faults.spec: `t310_start`, `rlf`, `reest_start`, `reest_complete`, `connect_complete`), with `t_s`.
 
 srsue writes each line with its local wall time, `2026-11-26T14:13:31.411743 [RRC    ] [I] ...`; the lines
 read (srsRAN 4G 23.04, seen in this lab's runs):

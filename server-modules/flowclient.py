@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyroute2 import netns as pr_netns
+from cellab.labs.netns import pr_netns
 
 MODE_BYTES = 1
 MODE_TIME_MS = 2

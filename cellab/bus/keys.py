@@ -10,8 +10,6 @@ import struct
 import warnings
 from pathlib import Path
 
-import zmq
-from zmq.utils import z85
 
 from cellab.errors import InputError
 from cellab.inputs import name_problem, read_text
@@ -76,6 +74,8 @@ def generate_keypair(directory: Path, name: str, *, overwrite: bool = False) -> 
         for path in (public_path, secret_path):
             if path.exists():
                 raise InputError(path, "name", "key file exists; pass --force to replace it")
+    import zmq  # here, not at import: inventories and the CLI check key files without ZeroMQ's sockets
+
     public_key, secret_key = zmq.curve_keypair()
     _write_new(secret_path, _cert_text("**Secret**", public_key, secret_key), 0o600, overwrite)
     _write_new(public_path, _cert_text("Public", public_key, None), 0o644, overwrite)
@@ -127,6 +127,8 @@ def _is_curve_key(key: bytes) -> bool:
     if len(key) != 40:
         return False
     try:
+        from zmq.utils import z85
+
         return len(z85.decode(key)) == 32
     except (ValueError, KeyError, TypeError, struct.error):
         return False

@@ -12,12 +12,9 @@ from typing import Any, Final
 import zmq
 from pydantic_core import from_json, to_json
 
-VERSION: Final = 1
+from cellab.bus.timing import HEARTBEAT_S, PEER_LOST_S  # noqa: F401  (wire.HEARTBEAT_S: the bus's own callers)
 
-#: both ends send a heartbeat this often, and declare the other lost after PEER_LOST_S without a message
-#: (the controller fails that agent's pending requests with AgentLost; an agent stops what it runs)
-HEARTBEAT_S: Final = 1.0
-PEER_LOST_S: Final = 5.0
+VERSION: Final = 1
 
 REQUEST: Final = "request"
 REPLY: Final = "reply"

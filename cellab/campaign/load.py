@@ -23,7 +23,7 @@ from cellab.campaign.model import (
 )
 from cellab.campaign.rules import LATE_TTI_THRESHOLDS_MS, STOP_METRICS, Retry, StopRule  # noqa: F401  (re-exported)
 from cellab.errors import InputError, InputErrors, from_validation_error, shown_key, unknown_key
-from cellab.faults.plans import NO_FAULT, check_fault_plans
+from cellab.faults.spec import NO_FAULT, check_fault_plans
 from cellab.inputs import read_yaml
 from cellab.records import PlannedRun
 

@@ -23,7 +23,7 @@ from cellab.campaign.rules import LATE_TTI_THRESHOLDS_MS, STOP_METRICS, Retry, S
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.contracts.ue import SR_PROBE_MAX_S
 from cellab.errors import CellabError, InputError
-from cellab.faults.plans import NO_FAULT, FaultSpec
+from cellab.faults.spec import NO_FAULT, FaultSpec
 from cellab.inputs import Label, Name, name_type
 from cellab.records import Strict
 
@@ -181,7 +181,7 @@ class Campaign(Strict):
     schedules: dict[Label, ScheduleSpec] = {}
     faults: dict[Label, list[FaultSpec]] = Field(
         {}, description="fault plans: name -> faults (kind, at_s, duration_s, ue, daemon) injected during the "
-                        "workload of the runs whose `faults` parameter names the plan (cellab/faults/plans.py)")
+                        "workload of the runs whose `faults` parameter names the plan (cellab/faults/spec.py)")
     workload: Workload = Workload()
     measurements: list[Literal[MEASUREMENTS]] = ["throughput", "rtt"]  # type: ignore[valid-type]
     timeouts: Timeouts = Timeouts()

@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from pathlib import Path
 
-import numpy as np
 
 from cellab.errors import InputError
 from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_text
 from cellab.records import write_atomic
+
+if TYPE_CHECKING:
+    import numpy as np
 
 OPPORTUNITY_BYTES = 1500  # Mahimahi's delivery unit
 MAX_TRACE_MS = 86_400_000  # a day
@@ -27,6 +31,8 @@ MAX_ROW_BYTES = 1e9  # bytes in one row of a probe log (a ms or a packet)
 def trace_from_probe_log(path: Path) -> list[int]:
     """Delivery opportunities (ms from the first byte) from the probe's per-ms log (`ms,flow,bytes,...`) or
     per-packet log (`t_ns,flow,dir,seq,ack,len,...`, dir 0 = data in)."""
+    import numpy as np  # numpy only to build traces: `validate` of a trace does without it
+
     path = Path(path)
     header, rows = csv_dicts(read_text(path, DATA_MAX_BYTES), path)  # the packet log's banner is a comment
     if not rows:
@@ -71,6 +77,8 @@ def read_mahimahi(path: Path) -> list[int]:
 
 def opportunities(t_ms: np.ndarray, size_bytes: np.ndarray) -> list[int]:
     """Every completed 1500 bytes is one opportunity at the ms its last byte arrived (Mahimahi counts from 1)."""
+    import numpy as np  # numpy only to build traces: `validate` of a trace does without it
+
     cumulative = np.cumsum(size_bytes)
     marks = np.arange(OPPORTUNITY_BYTES, cumulative[-1] + 1, OPPORTUNITY_BYTES)
     at = np.searchsorted(cumulative, marks)
@@ -89,6 +97,8 @@ def write_mahimahi(path: Path, opportunities_ms: list[int]) -> None:
 def sample_drive_log(duration_s: float = 40.0, step_s: float = 0.5, seed: int = 7) -> list[tuple[float, float]]:
     """(t_s, rsrp_dbm): driving away from a site and back past a second one — log-distance path loss
     (exponent 3.5), 6 dB log-normal shadowing correlated over ~5 s, clipped to what a phone reports."""
+    import numpy as np  # numpy only to build traces: `validate` of a trace does without it
+
     rng = np.random.default_rng(seed)
     t = np.arange(0.0, duration_s + 1e-9, step_s)
     distance_m = 150 + 900 * np.abs(np.sin(np.pi * t / duration_s * 1.5))  # away, back, away again
@@ -104,6 +114,8 @@ def sample_drive_log(duration_s: float = 40.0, step_s: float = 0.5, seed: int = 
 def sample_commercial_trace(drive: list[tuple[float, float]], seed: int = 11) -> list[int]:
     """A commercial network along the same drive: 20 MHz capacity from RSRP (a Shannon fit with 75% LTE
     overhead efficiency), shared with other users whose load changes every second."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     t_s = np.array([p[0] for p in drive])
     rsrp = np.array([p[1] for p in drive])

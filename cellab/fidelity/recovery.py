@@ -8,10 +8,10 @@ lab:
     throughput_back_after_end_s  when 300 ms first carried 90 % of the download's rate of the second before the
                                  outage again, after its end
 
-The RLF and the re-attach come from each lab's own events (the run's metrics `faults` rows, cellab.faults.plans): the
+The RLF and the re-attach come from each lab's own events (the run's metrics `faults` rows, cellab.faults.spec): the
 virtual cell's RRC events; on srsran-zmq srsue's RRC log and the attenuation the ZMQ broker applied. Throughput
 back is read the same way on both labs, from the server's capture (the new bytes iperf3's server sent, binned as
-cellab.faults.plans bins the cell's delivered bytes): srsran-zmq keeps no per-TTI byte log, and one reader on both keeps
+cellab.faults.spec bins the cell's delivered bytes): srsran-zmq keeps no per-TTI byte log, and one reader on both keeps
 the comparison about the labs. All times are wall-clock seconds: srsRAN over ZMQ runs in slow motion on a host
 that cannot keep up (0.5-0.8 of real time here), its timers with it, so each run's stack speed is in the detail.
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from cellab.errors import CellabError
-from cellab.faults.plans import rate_back
+from cellab.faults.recovery import rate_back
 from cellab.fidelity.model import CaseValues, Grid
 
 KIND = "recovery"
@@ -41,7 +41,7 @@ WORKLOAD_S = 14.0
 # The recovery delays are the stack's timers in wall time, so a slow stack is kept and its speed shown; below
 # this floor srsenb was starved (0.26 of real time measured: ran-config/tests/test_zmqlab_starved.py)
 MIN_STACK_SPEED = 0.4
-CAPTURE_BIN_MS = 10  # flowstat's bins, re-binned to cellab.faults.plans.BIN_S on the workload's clock
+CAPTURE_BIN_MS = 10  # flowstat's bins, re-binned to cellab.faults.recovery.BIN_S on the workload's clock
 IPERF3_CONTROL_BYTES = 100_000  # as cellab.results.metrics: iperf3's control connection is not the download
 METRICS = ("rlf_delay_s", "reattach_after_end_s", "throughput_back_after_end_s")
 
@@ -91,7 +91,7 @@ def capture_sent(pcap: Path, t0_s: float) -> tuple[np.ndarray, np.ndarray]:
 
 def throughput_back_s(sent: tuple[np.ndarray, np.ndarray], start_s: float, end_s: float,
                       span_s: float) -> float | None:
-    """When the server's sending rate was back after the outage, by cellab.faults.plans' rule (rate_back), s from the
+    """When the server's sending rate was back after the outage, by cellab.faults.spec' rule (rate_back), s from the
     workload's start; None: not within span_s."""
     return rate_back(*sent, start_s, end_s, span_s)[1]
 

@@ -74,11 +74,11 @@ class EmbeddedLab(abc.ABC):
     #: the span of that attenuator (dB): the Mini-Circuits serial emulator's on topology.extra["attenuation_ctl"]
     #: (else the virtual cell's control socket, "ctl")
     attenuator_max_db: float = 95.0
-    #: the faults this lab can inject inside a run (cellab.faults.plans.FAULT_KINDS): `cellab validate` refuses the others,
+    #: the faults this lab can inject inside a run (cellab.faults.spec.FAULT_KINDS): `cellab validate` refuses the others,
     #: naming the lab and the fault. `radio_outage` goes through the attenuator agent (cell_attenuator); the
     #: others through `inject_fault`
     fault_kinds: frozenset[str] = frozenset()
-    #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.plans.CORE_DAEMONS)
+    #: core_daemon faults: the daemons the lab can kill and restart (None: any of cellab.faults.spec.CORE_DAEMONS)
     fault_daemons: frozenset[str] | None = None
 
     @classmethod
@@ -124,7 +124,7 @@ class EmbeddedLab(abc.ABC):
         return None
 
     def inject_fault(self, step: Any) -> dict[str, Any]:
-        """Start or end one fault inside a run (`step`: a cellab.faults.plans.FaultStep, typed: no shell strings): the
+        """Start or end one fault inside a run (`step`: a cellab.faults.spec.FaultStep, typed: no shell strings): the
         lab's own box (virtual: the cell's S1 path). Returns what the box replied."""
         raise NotImplementedError(f"lab {self.kind} injects no {getattr(step, 'kind', step)} fault")
 

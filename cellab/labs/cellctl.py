@@ -7,11 +7,13 @@ serial-to-cell bridge, calibration), which may not import each other.
 from __future__ import annotations
 
 import json
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import zmq
 
 from cellab.errors import CellabError
+
+if TYPE_CHECKING:
+    import zmq
 
 
 class CellControlError(CellabError):
@@ -26,12 +28,16 @@ class CellControl:
     """set_attenuation / get_attenuation / pause / resume / stats / stalls on a running cell."""
 
     def __init__(self, endpoint: str, timeout_ms: int = 2000):
+        import zmq  # here: the labs' modules are imported by every `cellab validate` (lab parameters)
+
         self.endpoint = endpoint
         self.timeout_ms = timeout_ms
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
 
     def _socket(self) -> zmq.Socket:
+        import zmq
+
         if self._sock is None:
             sock = self._ctx.socket(zmq.REQ)
             sock.setsockopt(zmq.LINGER, 0)
@@ -42,6 +48,8 @@ class CellControl:
         return self._sock
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        import zmq
+
         sock = self._socket()
         try:
             sock.send(json.dumps({"op": op, **fields}).encode())

@@ -419,13 +419,13 @@ def telemetry_timeline(folder: Path, t0_s: float, ue_names: dict[int, str]) -> d
 def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts: dict[str, Path],
                       mark: dict[str, float] | None, t0_s: float, span_s: float,
                       max_db: float | None) -> list[dict[str, Any]]:
-    """Recovery per fault (cellab.faults.plans.recovery_metrics) from the lab's own records: the virtual cell's events
+    """Recovery per fault (cellab.faults.recovery.recovery_metrics) from the lab's own records: the virtual cell's events
     (its log) and its TTI log (the faulted UE's delivered and dropped bytes per TTI), on the workload's time
     axis; on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`).
     Without them (a lab that keeps no clock), the times are the injector's and the throughput figures are left
     out."""
-    from cellab.faults.plans import (PER_UE_FIGURES, UE_FAULT_KINDS, read_cell_events, read_lab_events,
-                               recovery_metrics)
+    from cellab.faults.recovery import read_cell_events, read_lab_events, recovery_metrics
+    from cellab.faults.spec import PER_UE_FIGURES, UE_FAULT_KINDS
 
     events: list[dict[str, Any]] = []
     events_from, log = "cell", None

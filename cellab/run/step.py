@@ -25,7 +25,9 @@ from cellab.contracts.attenuator import AttenuatorClient, PlayParams
 from cellab.contracts.server import SENDER_PORT, CaptureParams, ServerClient, check_param
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
-from cellab.faults.plans import NO_FAULT, FaultNotRecovered, FaultPlayer, FaultSpec, FaultStep, not_recovered
+from cellab.faults.player import FaultPlayer
+from cellab.faults.recovery import FaultNotRecovered, not_recovered
+from cellab.faults.spec import NO_FAULT, FaultSpec, FaultStep
 from cellab.records import PlannedRun, write_json
 from cellab.results.metrics import (
     RunContext,

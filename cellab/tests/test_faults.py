@@ -12,7 +12,9 @@ import pytest
 
 from cellab.campaign.load import load_campaign, plan
 from cellab.errors import InputError, InputErrors
-from cellab.faults.plans import FaultPlayer, FaultSpec, not_recovered, recovery_metrics
+from cellab.faults.player import FaultPlayer
+from cellab.faults.recovery import not_recovered, recovery_metrics
+from cellab.faults.spec import FaultSpec
 
 BASE = """
 name: f

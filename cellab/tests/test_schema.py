@@ -171,7 +171,7 @@ def test_a_misspelt_key_names_the_allowed_ones_and_the_closest(tmp_path):
 
 def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path):
     text = campaign_error(tmp_path, "name: c\nduration_s: 5\n")
-    # a fault plan's faults have a duration_s too (cellab/faults/plans.py)
+    # a fault plan's faults have a duration_s too (cellab/faults/spec.py)
     assert ("duration_s: unknown key 'duration_s': 'duration_s' belongs at faults.NAME[].duration_s, "
             "workload.duration_s") in text
     text = campaign_error(tmp_path, "name: c\nn_prb: 25\n")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from cellab.emulator.ttilog import HEADER_DTYPE, MAGIC, RECORD_DTYPE, VERSION
+
 from cellab.results.metrics import RunContext, cell_metrics, probe_run_metrics
 from cellab.testkit.helpers import write_probe_summary as write_summary
 
@@ -59,7 +59,7 @@ def test_an_enb_restart_has_each_ues_own_throughput_recovery(tmp_path):
     2.7, UE 1 at 3.2 and from 3.4 (the cell's events and TTI log, as the virtual lab writes them)."""
     import json
 
-    from cellab.faults.plans import FaultSpec
+    from cellab.faults.spec import FaultSpec
     from cellab.results.metrics import fault_run_metrics
 
     ttis = 6000

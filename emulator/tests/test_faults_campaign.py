@@ -11,7 +11,7 @@ import json
 import sqlite3
 import textwrap
 
-from cellab.faults.plans import read_cell_events
+from cellab.faults.recovery import read_cell_events
 from cellab.testkit.helpers import only_folder, run_cellab
 
 CAMPAIGN = textwrap.dedent("""

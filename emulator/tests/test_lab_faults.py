@@ -16,11 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from netlab import in_ns
-
 from cellab.emulator.hostpause import cgroup2_root
 from cellab.emulator.ttilog import read_ttilog
-from cellab.faults.plans import FaultPlayer, FaultSpec, FaultStep, read_cell_events, recovery_metrics
+from netlab import in_ns
+
+from cellab.faults.player import FaultPlayer
+from cellab.faults.recovery import read_cell_events, recovery_metrics
+from cellab.faults.spec import FaultSpec, FaultStep
 
 T310, CONNECT = 200, 300
 ECHO = str(Path(__file__).with_name("udp_echo.py"))

@@ -11,10 +11,10 @@ import subprocess
 import time
 
 import pytest
-
 from cellab.emulator.ttilog import read_ttilog
+
+from cellab.faults.recovery import read_cell_events
 from cellab.labs.cellctl import CellControlError
-from cellab.faults.plans import read_cell_events
 
 T310, REEST, CONNECT = 200, 150, 300
 OUT_DB, IN_DB = 95.0, 20.0

@@ -19,7 +19,7 @@ from cellab.ran.zmqlab_faults import CORE_FAULT_DAEMONS, FAULT_DAEMONS, restorat
 
 from cellab.campaign.load import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
-from cellab.faults.plans import FaultStep
+from cellab.faults.spec import FaultStep
 
 from .conftest import LOCK_WAIT_S, run_zmq_campaign
 from .test_zmqlab_fault_rules import FakeLab

@@ -25,7 +25,7 @@ from cellab.ran.zmqlab_params import CORE_PROFILES, ENB_PROFILE
 
 from cellab.campaign.load import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
-from cellab.faults.plans import FaultStep
+from cellab.faults.spec import FaultStep
 
 # `ip -j rule show` (iproute2 6.1) in a core namespace with the local table moved and one S1 cut in place
 RULES_CUT = json.dumps([

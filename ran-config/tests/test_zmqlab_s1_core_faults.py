@@ -54,7 +54,7 @@ def _delivered_mbps(run_dir: Path, t0: float, bin_s: float = 0.1) -> list[float]
 
 def _throughput_back(mbps: list[float], start_s: float, end_s: float, bin_s: float = 0.1) -> tuple[float, float]:
     """The level the second before the fault (Mbit/s) and when 3 bins after the fault's end first carried 90 %
-    of it (s from the workload's start; the rule of cellab.faults.plans' recovery figures)."""
+    of it (s from the workload's start; the rule of cellab.faults.spec' recovery figures)."""
     pre = mbps[max(0, int((start_s - 1.0) / bin_s)):int(start_s / bin_s)]
     level = sum(pre) / len(pre)
     for k in range(int(end_s / bin_s), len(mbps) - 2):
