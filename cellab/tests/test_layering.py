@@ -95,8 +95,8 @@ def layering_violations(core: Path = CORE, layers: list[set[str]] = LAYERS) -> l
             if theirs == mine or not target.startswith("cellab.") or (layer := layer_of(theirs, layers)) is None:
                 continue  # its own package; a room (test_room_imports keeps those apart)
             if layer >= my_layer:
-                out.append(f"{path.relative_to(core.parent)}: {mine} (layer {my_layer}) imports {target} "
-                           f"(layer {layer})")
+                out.append(f"{path.relative_to(core.parent)}: {mine} (layer {my_layer + 1}) imports {target} "
+                           f"(layer {layer + 1})")  # layers counted from 1, as docs/ARCHITECTURE.md draws them
     return out
 
 
@@ -149,8 +149,8 @@ def test_the_layering_check_sees_an_upward_import(tmp_path):
     (core / "report" / "page.py").write_text("from cellab.results.store import ResultStore\n")
     layers = [{FOUNDATION}, {"cellab.results"}, {"cellab.report"}]
     assert layering_violations(core, layers) == [
-        "cellab/errors.py: cellab (layer 0) imports cellab.results.store (layer 1)",
-        "cellab/results/store.py: cellab.results (layer 1) imports cellab.report.page (layer 2)",
+        "cellab/errors.py: cellab (layer 1) imports cellab.results.store (layer 2)",
+        "cellab/results/store.py: cellab.results (layer 2) imports cellab.report.page (layer 3)",
     ]
 
 
