@@ -122,6 +122,7 @@ class RunContext:
     cell_ue: int = 0  # the UE's index in the emulated cell
     sender_port: int = 5301  # the server port of this UE's flows (its capture packets)
     shared_capture: bool = False  # the capture holds other UEs' flows too: its flow metrics are the run's, not this UE's
+    stack_clock: Any = None  # the run's StackClock (cellab.labs.clock): the SR estimate is read on it
 
 
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -172,6 +173,7 @@ def probe_metrics(summary_path: Path) -> dict[str, Any]:
         out["sr_estimate_ms"] = float(sr["period_ms"])
         out["sr_estimate_source"] = sr.get("source")
     if sr:
+        out["sr_clock"] = "wall"  # the probe's own estimate; _sr_on_clock may read it again on the stack's clock
         out["sr_confidence"] = sr.get("confidence")
         # no answer is not a wrong answer: an ambiguous estimate names its candidates instead of a period
         out["sr_ambiguous"] = bool(sr.get("ambiguous"))
@@ -304,8 +306,23 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
     metrics["timeline"] = timeline
     if metrics.get("capacity_bps"):
         metrics["utilization"] = metrics.get("throughput_bps", 0.0) / metrics["capacity_bps"]
+    if ctx.stack_clock is not None:
+        _sr_on_clock(metrics, artifacts["probe-summary"], ctx.stack_clock)
     _sr_truth(metrics, ctx, artifacts.get("sr-effective"))
     return metrics
+
+
+def _sr_on_clock(metrics: dict[str, Any], summary_path: Path, clock: Any) -> None:
+    """The SR estimate read on the run's clock by the ue room (`cellab.services: sr_on_clock`): `sr_clock` (wall |
+    stack), the grid's view `sr_grid`, and on a stack clock the estimate itself (a None field: no answer)."""
+    from cellab.contracts.registry import load
+
+    read = load("cellab.services", "sr_on_clock", "SR estimate on the stack clock")
+    for key, value in read(json.loads(summary_path.read_text()), clock).items():
+        if value is None:
+            metrics.pop(key, None)
+        else:
+            metrics[key] = value
 
 
 def pcap_run_metrics(pcap: Path) -> dict[str, Any]:

@@ -159,3 +159,25 @@ def test_metrics_fields_say_which_clock():
     old = {"uplink_probes": {"requested": 30, "rtt_ms": [20.0] * 30}}  # a probe from before stack time
     assert sr_metrics_on_clock(old, clock)["sr_clock"] == "wall"
     assert sr_metrics_on_clock({"uplink_probes": {}}, clock) == {}
+
+
+def test_run_metrics_read_the_estimate_on_the_runs_clock(tmp_path):
+    """The core's probe metrics hand the summary and the run's clock to this room (entry point sr_on_clock): on a
+    stack clock the grid's answer replaces the probe's wall-clock one, scored against the truth as before."""
+    import json
+
+    from cellab.metrics import RunContext, probe_run_metrics
+
+    clock = swinging_clock(7)
+    doc = probe_summary(clock, 40, 2, gap_x=2.0) | {
+        "status": "ok", "total_bytes": 0, "flows": [],
+        "sr_estimate": {"regime": "sr-limited", "period_ms": None, "ambiguous": True, "candidates_ms": [20, 40],
+                        "confidence": "none"}}
+    path = tmp_path / "probe-summary.json"
+    path.write_text(json.dumps(doc))
+    wall = probe_run_metrics({"probe-summary": path}, RunContext(t0_s=T0_S, duration_s=2, sr_true_ms=40))
+    assert wall["sr_clock"] == "wall" and wall["sr_outcome"] == "no-answer"
+    ctx = RunContext(t0_s=T0_S, duration_s=2, sr_true_ms=40, stack_clock=clock)
+    stack = probe_run_metrics({"probe-summary": path}, ctx)
+    assert stack["sr_clock"] == "stack" and stack["sr_estimate_ms"] == 40.0 and stack["sr_outcome"] == "right"
+    assert "sr_candidates_ms" not in stack and stack["sr_ambiguous"] is False
