@@ -30,6 +30,7 @@ RECORD_BYTES = 8
 WINDOW_S = 0.1  # the speed's spread: TTIs per window of this many wall seconds
 MAX_STALLS = 100  # a summary lists at most this many stalls (the first ones); max_gap_ms holds the worst
 MAX_REASONS = 5  # covers() names at most this many gaps, then counts the rest
+STALL_MS = 200.0  # a summary's stalls when the campaign sets no bound (retry.max_stack_gap_ms's default)
 CLOCK_FILES = {"dl": "stack-clock-dl.bin", "ul": "stack-clock-ul.bin"}
 
 
@@ -239,16 +240,21 @@ def _header(path: Path, line: bytes) -> dict:
 
 
 def run_clock_timing(lab: object, lab_artifacts_dir: Path, start_wall_s: float, end_wall_s: float,
-                     max_gap_ms: float | None, stall_ms: float) -> dict:
+                     max_gap_ms: float | None) -> dict:
     """A run's lab_timing part from its lab's stack clock over the workload [start, end]: {} for a stack at real
-    time; else {"stack_clock": its ClockSummary (stalls over stall_ms), "stack_clock_invalid": why it does not cover
-    the workload within max_gap_ms (None: not judged)}. An unreadable clock is a reason, not a traceback."""
+    time (or a lab without stack_clock); else {"stack_clock": its ClockSummary over the workload (stalls over
+    max_gap_ms, else STALL_MS) and the file's name, "stack_clock_invalid": why it does not cover the workload within
+    max_gap_ms (None: not judged)}. An unreadable clock is a reason, not a traceback."""
+    stack_clock = getattr(lab, "stack_clock", None)
+    if not callable(stack_clock):
+        return {}
     try:
-        clock = lab.stack_clock(lab_artifacts_dir)  # type: ignore[attr-defined]
+        clock = stack_clock(lab_artifacts_dir)
     except CellabError as exc:
         return {"stack_clock_invalid": [f"the stack clock is unusable: {exc}"]}
     if clock.source == "wall":
         return {}
+    stall_ms = max_gap_ms if max_gap_ms is not None else STALL_MS
     out: dict = {"stack_clock": clock.summary(stall_ms, start_wall_s, end_wall_s).model_dump(mode="json")
                  | {"file": clock.path.name if clock.path else None}}
     if max_gap_ms is not None and (reasons := clock.covers(start_wall_s, end_wall_s, max_gap_ms)):

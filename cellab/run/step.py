@@ -27,6 +27,7 @@ from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
 from cellab.faults.plans import NO_FAULT, FaultNotRecovered, FaultPlayer, FaultSpec, FaultStep, not_recovered
 from cellab.records import PlannedRun, write_json
+from cellab.labs.clock import run_clock_timing
 from cellab.results.metrics import (
     RunContext,
     multi_ue_metrics,
@@ -242,6 +243,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     timing = session.lab.timing_faults()
     truth = session.lab.ground_truth(run.params)  # after the workload: the UEs attached, the eNB signalled
     shared |= session.lab.collect(run_dir)
+    timing = timing | run_clock_timing(session.lab, run_dir, t0, t_end, campaign.retry.max_stack_gap_ms)
     sr_true_ms = truth["sr_period_ms"] if truth else run.params.get("sr_period_ms")
     ue_metrics = {}
     for ue in ues:
@@ -270,6 +272,8 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         metrics["late_tti_pct"] = 100.0 * campaign.retry.late_ttis(timing) / timing["ttis"]
         metrics["late_tti_max_ms"] = timing.get("late_max_us", 0) / 1000
         metrics["clock_resyncs"] = timing["resyncs"]
+    if isinstance((timing.get("stack_clock") or {}).get("speed"), float):  # the stack's own clock: its speed
+        metrics["stack_speed"] = timing["stack_clock"]["speed"]
     write_json(run_dir / "manifest.json", {
         "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
         "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
