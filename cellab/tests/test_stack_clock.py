@@ -114,3 +114,38 @@ def test_the_wall_clock_is_real_time_and_every_lab_has_it_by_default():
     assert wall.tti_at(T0_S) == T0_S * 1000 and wall.wall_at(5.0) == 0.005
     assert wall.covers(0, 1e10, 1) == [] and wall.summary(200).speed == 1.0
     assert EmbeddedLab.stack_clock(None, Path("/nonexistent")).source == "wall"  # type: ignore[arg-type]
+
+
+class _Lab:
+    def __init__(self, clock=None, error=None):
+        self.clock, self.error = clock, error
+
+    def stack_clock(self, lab_artifacts_dir):
+        if self.error:
+            raise self.error
+        return self.clock
+
+
+def test_a_run_is_invalid_when_its_clock_stalls_or_is_unreadable_and_valid_when_merely_slow(tmp_path):
+    from cellab.campaign_rules import Retry
+    from cellab.labs.clock import run_clock_timing
+
+    retry = Retry()
+    assert retry.max_stack_gap_ms == 200 and retry.min_stack_speed is None  # speed recorded, not judged
+    slow = StackClock.from_file(_write(tmp_path / "slow.bin", T0_S + np.arange(3000) / 340.0), "r1")  # 0.34
+    timing = run_clock_timing(_Lab(slow), tmp_path, T0_S + 0.5, T0_S + 8.0, retry.max_stack_gap_ms)
+    assert timing["stack_clock"]["speed"] == pytest.approx(0.34, rel=1e-3) and timing["stack_clock"]["file"] == "slow.bin"
+    assert retry.invalid_reason({"stack_speed": 0.34} | timing) is None
+    t = T0_S + np.arange(3000) / 340.0
+    t[1500:] += 1.0
+    stalled = StackClock.from_file(_write(tmp_path / "stalled.bin", t), "r1")
+    timing = run_clock_timing(_Lab(stalled), tmp_path, T0_S + 0.5, T0_S + 8.0, retry.max_stack_gap_ms)
+    why = retry.invalid_reason(timing)
+    assert why.startswith("the stack clock does not cover the workload: the stack stalled 100") and "after TTI 1599" in why
+    assert [round(s["gap_ms"]) for s in timing["stack_clock"]["stalls"]] == [1003]
+    assert "stack_clock_invalid" not in run_clock_timing(_Lab(stalled), tmp_path, T0_S + 0.5, T0_S + 8.0, None)
+    broken = run_clock_timing(_Lab(error=InputError("x.bin", "record 3", "truncated")), tmp_path, 0, 1, 200)
+    assert retry.invalid_reason(broken) == ("the stack clock does not cover the workload: the stack clock is "
+                                            "unusable: x.bin: record 3: truncated")
+    assert run_clock_timing(_Lab(StackClock.wall()), tmp_path, 0, 1, 200) == {}  # real time: nothing to add
+    assert run_clock_timing(object(), tmp_path, 0, 1, 200) == {}  # a lab without a stack clock
