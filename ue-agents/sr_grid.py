@@ -25,8 +25,9 @@ Where this runs, and why: in the controller's post-processing of the probe's tim
 probe. The clock exists only after the run (the broker records it, the lab fetches it at collect, after the probe
 has finished); the probe also runs on phones that never see the lab's files; and a kept result folder can be read
 again on its clock without the probe. The probe records each reply's CLOCK_REALTIME (`uplink_probes.reply_wall_ns`,
-beside `rtt_ms`), the clock of the broker's records. On the wall clock (a real eNB, the virtual lab) the probe's
-own wait fit, live and on that same clock, stays the answer; the grid is reported beside it (`sr_grid`).
+beside `rtt_ms`), the clock of the broker's records; they are read on its uplink record (`ue_clock`). On the wall
+clock (a real eNB, the virtual lab) the probe's own wait fit, live and on that same clock, stays the answer; the
+grid is reported beside it (`sr_grid`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from cellab.errors import CellabError
+from cellab.labs.clock import CLOCK_FILES, StackClock
 
 PERIODS_TTI = (5, 10, 20, 40, 80)
 NO_GRID, EVERY_TTI = 0, 1  # the two models of no SR period
@@ -69,6 +73,7 @@ class GridEstimate:
     n_replies: int = 0
     n_used: int = 0
     n_poll_guarded: int = 0
+    clock: str | None = None  # the clock the replies were read on (StackClock.source)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,6 +162,21 @@ def _unread(reason: str) -> GridEstimate:
     return GridEstimate(None, "undetermined", "none", reason)
 
 
+def ue_clock(clock: StackClock) -> StackClock:
+    """The clock the UE's own events are on. A broker records both directions; the UE's PHY reads downlink samples
+    ahead of processing them and sends its uplink samples when it has processed them, so an SR and a reply handed to
+    its tun follow the uplink record (measured on srsran-zmq: SR 10 replies within 0.2 TTI of one grid on it, drifting
+    3-4 TTIs over a run on the downlink one). The run's clock from a file with an uplink sibling of the same run: that
+    sibling; any other clock (the wall clock, one direction only): itself. CellabError when the sibling is unusable."""
+    path = getattr(clock, "path", None)
+    if clock.source == "wall" or path is None or path.name == CLOCK_FILES["ul"]:
+        return clock
+    sibling = path.with_name(CLOCK_FILES["ul"])
+    if not sibling.exists():
+        return clock
+    return StackClock.from_file(sibling, expect_run_id=clock.header.get("run_id"))
+
+
 def estimate_on_clock(summary: dict[str, Any], clock: Any) -> GridEstimate | None:
     """The grid estimate of a probe summary's SR probes on a StackClock (cellab.labs.clock); None when the probe
     ran no SR probes."""
@@ -169,13 +189,19 @@ def estimate_on_clock(summary: dict[str, Any], clock: Any) -> GridEstimate | Non
                        "predates stack time")
     reply_s = np.asarray(wall_ns, dtype=np.float64) / 1e9
     sent_s = reply_s - np.asarray(rtt_ms, dtype=np.float64) / 1e3
+    try:
+        clock = ue_clock(clock)
+    except CellabError as exc:
+        return _unread(f"the uplink stack clock is unusable: {exc}")
     if clock.source != "wall":
         first, last = clock.wall_at(clock.first_tti + 1), clock.wall_at(clock.first_tti + clock.ttis)
         if clock.ttis < 2 or first > sent_s.min() or last < reply_s.max():
             return _unread(f"the stack clock ({clock.source}, {clock.ttis} TTIs) does not span the SR probes "
                            f"(the clock {first:.3f}-{last:.3f} s, the probes {sent_s.min():.3f}-{reply_s.max():.3f} s "
                            "epoch): no answer")
-    return grid_estimate([clock.tti_at(t) for t in reply_s], [clock.tti_at(t) for t in sent_s])
+    est = grid_estimate([clock.tti_at(t) for t in reply_s], [clock.tti_at(t) for t in sent_s])
+    est.clock = clock.source
+    return est
 
 
 def sr_metrics_on_clock(summary: dict[str, Any], clock: Any) -> dict[str, Any]:
@@ -185,7 +211,7 @@ def sr_metrics_on_clock(summary: dict[str, Any], clock: Any) -> dict[str, Any]:
     est = estimate_on_clock(summary, clock)
     if est is None:
         return {}
-    out: dict[str, Any] = {"sr_grid": est.as_dict() | {"clock": clock.source}}
+    out: dict[str, Any] = {"sr_grid": est.as_dict() | {"clock": est.clock or clock.source}}
     if clock.source == "wall" or not (summary.get("uplink_probes") or {}).get("reply_wall_ns"):
         return out | {"sr_clock": "wall"}  # the probe's own estimate is read on the wall clock
     regime = {"sr-limited": "sr-limited", "not-sr-limited": "not-sr-limited"}.get(est.regime, "unknown")

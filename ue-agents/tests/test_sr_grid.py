@@ -181,3 +181,27 @@ def test_run_metrics_read_the_estimate_on_the_runs_clock(tmp_path):
     stack = probe_run_metrics({"probe-summary": path}, ctx)
     assert stack["sr_clock"] == "stack" and stack["sr_estimate_ms"] == 40.0 and stack["sr_outcome"] == "right"
     assert "sr_candidates_ms" not in stack and stack["sr_ambiguous"] is False
+
+
+def _clock_file(path, clock: StackClock, direction: str, run_id: str) -> None:
+    import json
+
+    header = {"format": "cellab-stack-clock", "version": 1, "direction": direction, "sample_rate_hz": 5_760_000,
+              "samples_per_tti": 5760, "clock": "CLOCK_REALTIME", "run_id": run_id, "first_tti": clock.first_tti}
+    times = [int(round(clock.wall_at(clock.first_tti + 1 + i) * 1e9)) for i in range(clock.ttis)]
+    path.write_bytes(json.dumps(header).encode() + b"\n" + np.asarray(times, dtype="<i8").tobytes())
+
+
+def test_the_replies_are_read_on_the_uplink_record(tmp_path):
+    """The UE's events follow the broker's uplink record: given the run's (downlink) clock file, the estimate reads
+    its uplink sibling of the same run; a sibling from another run is no answer, naming it."""
+    truth, skewed = swinging_clock(9, seconds=25), swinging_clock(10, seconds=25)
+    summary = probe_summary(truth, 20, 3, gap_x=2.0)
+    _clock_file(tmp_path / "stack-clock-dl.bin", skewed, "dl", "run-a")
+    _clock_file(tmp_path / "stack-clock-ul.bin", truth, "ul", "run-a")
+    dl = StackClock.from_file(tmp_path / "stack-clock-dl.bin", expect_run_id="run-a")
+    est = estimate_on_clock(summary, dl)
+    assert est is not None and est.clock == "stack-clock-ul" and est.period_tti == 20
+    _clock_file(tmp_path / "stack-clock-ul.bin", truth, "ul", "run-b")
+    est = estimate_on_clock(summary, dl)
+    assert est is not None and est.period_tti is None and "run-b" in est.reason
