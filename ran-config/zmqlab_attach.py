@@ -10,7 +10,7 @@ import time
 
 from cellab.errors import CellabError
 from cellab.labs import netns
-from cellab.proc import stop_all
+from cellab.labs.proc import stop_all
 
 from .srsue_proc import TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim
 from .uhd_args import SAMPLE_RATE_HZ

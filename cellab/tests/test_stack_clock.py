@@ -127,7 +127,7 @@ class _Lab:
 
 
 def test_a_run_is_invalid_when_its_clock_stalls_or_is_unreadable_and_valid_when_merely_slow(tmp_path):
-    from cellab.campaign_rules import Retry
+    from cellab.campaign.rules import Retry
     from cellab.labs.clock import run_clock_timing
 
     retry = Retry()

@@ -18,7 +18,7 @@ from cellab.errors import CellabError
 from cellab.labs.clock import StackClock
 from cellab.paths import find_program
 from cellab.ran.zmq_broker import BrokerProcess
-from cellab.testing import free_port
+from cellab.testkit.helpers import free_port
 
 SRATE_HZ = 100_000  # the broker's least: 100 samples a TTI
 

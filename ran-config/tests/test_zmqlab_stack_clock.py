@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cellab.labs.clock import StackClock
-from cellab.testing import only_folder, pid_in_netns, result_rows
+from cellab.testkit.helpers import only_folder, pid_in_netns, result_rows
 
 LOCK_WAIT_S = 900.0  # another srsRAN test or session may hold the stack for minutes
 STOP_S = 1.0

@@ -166,7 +166,7 @@ def test_run_metrics_read_the_estimate_on_the_runs_clock(tmp_path):
     stack clock the grid's answer replaces the probe's wall-clock one, scored against the truth as before."""
     import json
 
-    from cellab.metrics import RunContext, probe_run_metrics
+    from cellab.results.metrics import RunContext, probe_run_metrics
 
     clock = swinging_clock(7)
     doc = probe_summary(clock, 40, 2, gap_x=2.0) | {
