@@ -7,7 +7,9 @@ accuracy with a Wilson 95 % interval (no answer counts as not right), the confid
 named that is not the truth: the number that must stay 0), and the probes each run needed.
 
 srsran-zmq needs root and the srsRAN bundle (../shared/tools/srsran or $CELLAB_SRSRAN_BIN): skipped, saying
-why, otherwise. Its stack runs slower than real time on a loaded host: the eNB's TTI rate is printed.
+why, otherwise. Its stack runs slower than real time on a loaded host: the eNB's TTI rate and the stack clock's speed
+are printed. CELLAB_SR_BENCH_SWING=LO-HI (ms) makes the host swing on purpose (stack_swing.py); CELLAB_SR_BENCH_LABS
+picks the labs (default both).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from typing import Any
 
 from cellab.errors import CellabError
 
+from .stack_swing import RUN_MS, StackSwing, parse_swing
+
 SR_PERIODS_MS = (5, 10, 20, 40, 80)
 REPEATS = int(os.environ.get("CELLAB_SR_BENCH_REPEATS", "5"))
 TARGET_RIGHT = 0.9  # issue 37: on srsran-zmq at least 90 % confidently right, none confidently wrong
-LABS = ("virtual", "srsran-zmq")
+LABS = tuple(os.environ.get("CELLAB_SR_BENCH_LABS", "virtual,srsran-zmq").split(","))
 
 
 def wilson(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -134,17 +138,26 @@ def campaign_yaml(lab: str, repeats: int) -> str:
             "retry: {max_attempts: 2, backoff_s: 5}\n")
 
 
-def run_lab(lab: str, workdir: Path, repeats: int) -> list[dict[str, Any]]:
+def run_lab(lab: str, workdir: Path, repeats: int, swing: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """One lab's campaign; `swing` (LO, HI ms): srsenb stopped LO..HI ms of every RUN_MS it runs (stack_swing.py)."""
     camp = workdir / f"{lab}.yaml"
     camp.write_text(campaign_yaml(lab, repeats))
     out = workdir / lab
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--no-report"],
-                          capture_output=True, text=True, timeout=3600)
-    print(f"{lab}: cellab run took {time.time() - t0:.0f} s (exit {proc.returncode})")
+    proc = subprocess.Popen([sys.executable, "-m", "cellab", "run", str(camp), "--out", str(out), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    swinging = StackSwing(proc.pid, *swing).start() if swing and lab == "srsran-zmq" else None
+    try:
+        _, stderr = proc.communicate(timeout=3600)
+    finally:
+        if swinging:
+            swinging.stop()
+    print(f"{lab}: cellab run took {time.time() - t0:.0f} s (exit {proc.returncode})"
+          + (f"; srsenb stopped {swing[0]:g}-{swing[1]:g} ms of every {RUN_MS:g} ms it ran (a swinging host)"
+             if swinging and swing else ""))
     folders = sorted(out.iterdir()) if out.exists() else []
     if not folders:
-        raise CellabError(f"{lab}: no result folder: {proc.stderr[-500:]}")
+        raise CellabError(f"{lab}: no result folder: {stderr[-500:]}")
     with sqlite3.connect(folders[-1] / "results.sqlite") as db:
         failed = list(db.execute("SELECT run_id, error FROM runs WHERE status != 'ok'"))
     if failed:  # e.g. the virtual cell's timing guard on a loaded host: not scored, but counted
@@ -188,6 +201,11 @@ def rescore(folder: Path) -> None:
 
 
 def main() -> None:
+    try:
+        swing = parse_swing(os.environ["CELLAB_SR_BENCH_SWING"]) if os.environ.get("CELLAB_SR_BENCH_SWING") else None
+    except CellabError as exc:
+        print(f"sr bench: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     load = os.getloadavg()
     print(f"SR validation, {REPEATS} runs per period; load average at start: {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} ({os.cpu_count()} CPUs)")
@@ -197,7 +215,7 @@ def main() -> None:
             if reason:
                 print(f"--- {lab}: skipped: {reason}")
                 continue
-            print_score(lab, score(run_lab(lab, Path(tmp), REPEATS)))
+            print_score(lab, score(run_lab(lab, Path(tmp), REPEATS, swing)))
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
