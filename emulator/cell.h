@@ -273,6 +273,7 @@ uint64_t tti_offset_ns(const struct cell *c, uint64_t tti); /* TTI tti is due th
 void clock_out_open(struct cell *c);
 void clock_start(struct cell *c, uint64_t start_mono);
 void clock_tti_ran(struct cell *c, uint64_t t, uint64_t now_mono);
+int64_t cell_wall_ns(const struct cell *c); /* the cell's own clock now (telemetry's wall_ns) */
 json_t *clock_json(const struct cell *c);
 
 /* tti.c: one TTI of the model */

@@ -311,6 +311,8 @@ void publish_telemetry(struct cell *c, uint64_t t)
                               "harq_retx", (json_int_t)u->win_retx, "dl_tbs_bits", (json_int_t)u->win_dl_tbs_bits,
                               "dl_drop_bytes", (json_int_t)u->dl_drop_bytes, "attenuation_db", u->attenuation_db);
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
+        /* when this TTI ran on the cell's own clock: on a recorded clock a TTI is not a millisecond */
+        json_object_set_new(o, "wall_ns", json_integer((json_int_t)cell_wall_ns(c)));
         char *s = json_dumps(o, JSON_COMPACT);
         if (s) {
             zmq_send(c->pub, "cell", 4, ZMQ_SNDMORE | ZMQ_DONTWAIT);

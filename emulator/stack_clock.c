@@ -180,6 +180,12 @@ void clock_tti_ran(struct cell *c, uint64_t t, uint64_t now_mono)
     fwrite(&wall, sizeof(wall), 1, c->clock_out);
 }
 
+/* The cell's own clock now: ns since the epoch (the wall clock at its start plus monotonic time since). */
+int64_t cell_wall_ns(const struct cell *c)
+{
+    return c->wall_start_ns + (int64_t)(now_ns() - c->start_mono_ns);
+}
+
 void clock_start(struct cell *c, uint64_t start_mono)
 {
     struct timespec ts;

@@ -175,3 +175,11 @@ def test_a_campaigns_clock_file_is_relative_to_the_campaign_and_checked_whole(tm
     (tmp_path / "real.bin").write_bytes((tmp_path / "real.bin").read_bytes()[:-3])  # a record cut short
     with pytest.raises(InputErrors, match="fixed.clock_file: .*real.bin: record 49: truncated"):
         plan(_campaign(tmp_path, campaign))
+
+
+def test_a_cell_telemetry_sample_is_placed_by_the_cells_own_clock():
+    from cellab.run.telemetry import sample_time_s
+
+    mark = {"tti": 1000.0, "t_s": 5000.0}
+    assert sample_time_s({"tti": 2000, "wall_ns": 5002_000_000_000}, 2000.0, mark) == pytest.approx(5002.0)
+    assert sample_time_s({"tti": 2000}, 2000.0, mark) == pytest.approx(5001.0)  # an older cell: a TTI per ms
