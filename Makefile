@@ -123,7 +123,8 @@ demo-srsran: setup
 	@if [ ! -x "$(SRSRAN_BIN)/srsenb" ]; then \
 		echo "demo-srsran: skipped: no srsRAN 4G in $(SRSRAN_BIN) (set CELLAB_SRSRAN_BIN to a folder with srsenb, srsue, srsepc)"; \
 		exit 0; fi; \
-	CELLAB_SRSRAN_BIN=$(SRSRAN_BIN) $(if $(CORE),CELLAB_ZMQ_CORE=$(CORE)) $(VENV)/bin/cellab run runs/demo-srsran/sr-validation.yaml
+	CELLAB_SRSRAN_BIN=$(SRSRAN_BIN) $(if $(CORE),CELLAB_ZMQ_CORE=$(CORE)) $(VENV)/bin/cellab run runs/demo-srsran/sr-validation.yaml; \
+	rc=$$?; $(PY) -m cellab.ran.sr_bench "$$(ls -d runs/out/demo-srsran-sr-validation-* | tail -1)"; exit $$rc
 
 bench: setup
 	$(PY) -m cellab.bench $(BENCH)

@@ -370,8 +370,15 @@ def _mount_scale() -> None:
     mount(app)
 
 
+def _mount_fidelity() -> None:
+    from cellab.fidelity.cli import mount
+
+    mount(app)
+
+
 _mount_keys()
 _mount_scale()
+_mount_fidelity()
 _mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 

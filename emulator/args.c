@@ -73,7 +73,7 @@ static void usage(void)
           "  --ul-prb N   --ul-mcs 0..28   --bsr-timer-ms N   --harq-max-tx 1..8   --core-delay-ms X\n"
           "  --internet-delay-ms X   --core-jitter-ms N   --attenuation-db A[,A...]   --seed N   --fading-db SIGMA\n"
           "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --cpus-awake   --plain-copy   --ctl EP   --pub EP\n"
-          "  --tti-log FILE   --pid-file FILE   --duration-s X\n"
+          "  --tti-log FILE   --pid-file FILE   --duration-s X   --clock FILE   --clock-out FILE\n"
           "  --rlf   --t310-ms N   --n310 N   --n311 N   --t311-ms N   --rlf-release-ms N   --reest-ms N   --connect-ms N\n",
           stderr);
 }
@@ -98,6 +98,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
         {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"cpus-awake", 0, 0, 'K'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
+        {"clock", 1, 0, 1010}, {"clock-out", 1, 0, 1011},
         {"rlf", 0, 0, 'W'}, {"t310-ms", 1, 0, 1000}, {"n310", 1, 0, 1001}, {"n311", 1, 0, 1002},
         {"t311-ms", 1, 0, 1003}, {"rlf-release-ms", 1, 0, 1004}, {"reest-ms", 1, 0, 1005}, {"connect-ms", 1, 0, 1006},
         {0, 0, 0, 0}};
@@ -194,6 +195,8 @@ void parse_args(struct cell *c, int argc, char **argv)
         case 1004: p->rlf_release_ms = (int)parse_long("rlf-release-ms", optarg, 0, 600000); break;
         case 1005: p->reest_ms = (int)parse_long("reest-ms", optarg, 0, 10000); break;
         case 1006: p->connect_ms = (int)parse_long("connect-ms", optarg, 0, 60000); break;
+        case 1010: p->clock_path = optarg; break;
+        case 1011: p->clock_out_path = optarg; break;
         case 'H': usage(); exit(0);
         default: usage(); exit(2);
         }
@@ -229,6 +232,13 @@ void parse_args(struct cell *c, int argc, char **argv)
                 c->ue[k].attenuation_db = last;
         else if (i != p->n_ues)
             die("--attenuation-db: give one value or one per UE (%d)", p->n_ues);
+    }
+    if (p->clock_path) { /* read and checked whole before any namespace is touched */
+        char err[512] = "";
+        if (p->plain_copy)
+            die("--clock: not with --plain-copy (the baseline has no TTIs)");
+        if (stack_clock_load(&c->clock, p->clock_path, err, sizeof(err)) < 0)
+            die("--clock %s: %s", p->clock_path, err);
     }
     if (p->trace_path) {
         char err[512] = "";

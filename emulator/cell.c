@@ -81,20 +81,22 @@ static void main_loop(struct cell *c, uint64_t end_ns)
     }
     c->start_ns = now_ns();
     c->tti = 0;
+    clock_start(c, c->start_ns);
     while (!c->stop) {
         uint64_t now = now_ns();
         if (end_ns && now >= end_ns)
             break;
-        uint64_t deadline = c->start_ns + c->tti * NS_PER_TTI;
+        uint64_t deadline = c->start_ns + tti_offset_ns(c, c->tti); /* k ms, or the recorded clock's */
         if (now >= deadline) {
             if ((now - deadline) / NS_PER_TTI > MAX_CATCHUP_TTI) {
                 /* too far behind (process stopped?): skip the model clock ahead instead of racing */
                 c->resyncs++;
-                c->start_ns = now - c->tti * NS_PER_TTI;
+                c->start_ns = now - tti_offset_ns(c, c->tti);
             }
             if (now - deadline > NS_PER_TTI / 2)
                 c->late_ttis++;
             count_lateness(c, deadline, now - deadline);
+            clock_tti_ran(c, c->tti, now);
             run_tti(c, c->tti);
             c->tti++;
             serve_control(c); /* ZMQ_FD is edge-triggered: also look once per TTI */
@@ -150,6 +152,7 @@ int main(int argc, char **argv)
     }
     setup_zmq(c);
     ttilog_open(c);
+    clock_out_open(c);
     if (c->p.pid_path) {
         FILE *f = fopen(c->p.pid_path, "w");
         if (f) {
@@ -173,6 +176,9 @@ int main(int argc, char **argv)
     json_decref(st);
     if (c->tti_log)
         fclose(c->tti_log);
+    if (c->clock_out)
+        fclose(c->clock_out);
+    free(c->clock.t_ns);
     for (int k = 0; k < c->p.n_ues; k++) {
         fifo_free(&c->ue[k].dlq);
         fifo_free(&c->ue[k].ulq);

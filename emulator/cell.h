@@ -140,11 +140,24 @@ struct cell_params {
     double core_delay_ms, internet_delay_ms, fading_sigma_db, fading_coherence_ms, duration_s;
     uint64_t seed;
     const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
+    const char *clock_path, *clock_out_path; /* --clock: a recorded stack clock; --clock-out: the cell's own */
     char srv_netns[64], srv_tun[32];
+};
+
+/* a recorded stack clock (stack_clock.c): the time of each TTI, ns since the epoch, strictly increasing */
+struct stack_clock {
+    int64_t *t_ns;
+    uint64_t n; /* records; 0 = no recorded clock (real time) */
+    int64_t first_tti, sample_rate_hz;
+    int ended;  /* the cell has run past the recording (on at real time since) */
 };
 
 struct cell {
     struct cell_params p;
+    struct stack_clock clock;
+    FILE *clock_out;
+    int64_t wall_start_ns, clock_out_last_ns; /* CLOCK_REALTIME at start_mono_ns; the last time written */
+    uint64_t start_mono_ns;
     struct ue ue[CELL_MAX_UES];
     int srv_fd, sig_fd;
     int cpu_latency_fd; /* -1: CPUs not held awake (--cpus-awake not given, or not allowed) */
@@ -253,6 +266,15 @@ json_t *handle_request(struct cell *c, const char *text, size_t len);
 json_t *stats_json(struct cell *c);
 void publish_telemetry(struct cell *c, uint64_t t);
 void control_close(struct cell *c);
+
+/* stack_clock.c: when each TTI is due (real time, or a recorded stack clock) and the cell's own clock file */
+int stack_clock_load(struct stack_clock *k, const char *path, char *err, size_t n);
+uint64_t tti_offset_ns(const struct cell *c, uint64_t tti); /* TTI tti is due this long after TTI 0 */
+void clock_out_open(struct cell *c);
+void clock_start(struct cell *c, uint64_t start_mono);
+void clock_tti_ran(struct cell *c, uint64_t t, uint64_t now_mono);
+int64_t cell_wall_ns(const struct cell *c); /* the cell's own clock now (telemetry's wall_ns) */
+json_t *clock_json(const struct cell *c);
 
 /* tti.c: one TTI of the model */
 void run_tti(struct cell *c, uint64_t t);

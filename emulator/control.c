@@ -69,6 +69,8 @@ json_t *stats_json(struct cell *c)
                      "delivery_err_p50_us", (json_int_t)err_percentile_us(c, 0.5), "delivery_err_p99_us",
                      (json_int_t)err_percentile_us(c, 0.99), "delivery_err_count", (json_int_t)c->err_count, "ues",
                      ues);
+    if (c->clock.n) /* on a recorded clock (absent otherwise: the replay's stats stay as they were) */
+        json_object_set_new(out, "clock", clock_json(c));
     if (c->p.cpus_awake) /* asked for: whether it holds (the replay's stats stay as they were) */
         json_object_set_new(out, "cpus_awake", json_boolean(c->cpu_latency_fd >= 0));
     if (faults_seen(c)) {
@@ -231,6 +233,8 @@ json_t *handle_request(struct cell *c, const char *text, size_t len)
     } else if (!strcmp(op, "stats")) {
         if (c->tti_log)
             fflush(c->tti_log);
+        if (c->clock_out)
+            fflush(c->clock_out);
         rep = stats_json(c);
     } else {
         snprintf(err, sizeof(err), "op: %.40s unknown (allowed: set_attenuation, get_attenuation, pause, resume, stats, stalls, set_s1, set_sgi, set_enb, set_ue_host)",
@@ -294,6 +298,8 @@ void publish_telemetry(struct cell *c, uint64_t t)
 {
     if (c->tti_log)
         fflush(c->tti_log);
+    if (c->clock_out)
+        fflush(c->clock_out);
     if (!c->pub)
         return;
     for (int k = 0; k < c->p.n_ues; k++) {
@@ -305,6 +311,8 @@ void publish_telemetry(struct cell *c, uint64_t t)
                               "harq_retx", (json_int_t)u->win_retx, "dl_tbs_bits", (json_int_t)u->win_dl_tbs_bits,
                               "dl_drop_bytes", (json_int_t)u->dl_drop_bytes, "attenuation_db", u->attenuation_db);
         json_object_set_new(o, "dl_discard_bytes", json_integer((json_int_t)u->dl_discard_bytes));
+        /* when this TTI ran on the cell's own clock: on a recorded clock a TTI is not a millisecond */
+        json_object_set_new(o, "wall_ns", json_integer((json_int_t)cell_wall_ns(c)));
         char *s = json_dumps(o, JSON_COMPACT);
         if (s) {
             zmq_send(c->pub, "cell", 4, ZMQ_SNDMORE | ZMQ_DONTWAIT);

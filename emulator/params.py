@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cellab.errors import from_validation_error
+from cellab.errors import CellabError, from_validation_error
+from cellab.labs.clock import StackClock
 
 MAX_UES = 16
 RLC_QUEUE_MIN_BYTES = 1500
@@ -67,6 +68,10 @@ class CellParams(BaseModel):
     trace: Path | None = None
     trace_up: Path | None = None
     unlimited: bool = False
+    # a recorded stack clock (the srsran-zmq lab's stack-clock-dl.bin, format in ran-config/README.md): TTI k runs
+    # at the recorded time of the file's k-th TTI, offset to the cell's start; past its end, real time (README)
+    clock_file: Path | None = Field(None, description="a recorded stack clock (stack-clock-dl.bin): the cell runs "
+                                                      "TTI k at its recorded time; null: real time")
     realtime: bool = False
     # idle CPUs poll instead of halting while the cell runs (/dev/cpu_dma_latency held at 0, as real-time setups
     # do): on a VM a halted vCPU wakes when the hypervisor gets to it, and the TTI clock with it (README)
@@ -113,6 +118,19 @@ class CellParams(BaseModel):
             raise ValueError(f"trace file {v} does not exist")
         return v
 
+    @field_validator("clock_file")
+    @classmethod
+    def _clock_readable(cls, v: Path | None) -> Path | None:
+        if v is None:
+            return v
+        try:  # its contents too (header, every record), as the cell will read it
+            clock = StackClock.from_file(Path(v))
+        except CellabError as exc:  # names the file and the record
+            raise ValueError(str(exc)) from None
+        if not clock.ttis:
+            raise ValueError(f"{v}: no TTI recorded (the cell needs at least one)")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> CellParams:
         if isinstance(self.attenuation_db, list) and len(self.attenuation_db) not in (1, self.n_ues):
@@ -157,6 +175,8 @@ class CellParams(BaseModel):
             args += ["--trace", str(Path(self.trace).resolve())]
         if self.trace_up is not None:
             args += ["--trace-up", str(Path(self.trace_up).resolve())]
+        if self.clock_file is not None:
+            args += ["--clock", str(Path(self.clock_file).resolve())]
         if self.unlimited:
             args.append("--unlimited")
         if self.realtime:

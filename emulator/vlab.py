@@ -21,6 +21,7 @@ from cellab.errors import CellabError, InputError
 from cellab.labs import instances
 from cellab.labs.base import EmbeddedLab, Host, Topology
 from cellab.labs.cellctl import CellControl
+from cellab.labs.clock import StackClock
 from cellab.labs.netns import NetNS
 from cellab.labs.netns import pr_netns as netns
 from cellab.labs.proc import die_with_parent
@@ -35,6 +36,7 @@ SERVER_ADDR = "10.200.0.1"
 UE_NET = "10.200.1.0/24"
 SERVER_NET = "10.200.0.0/24"
 READY_TIMEOUT_S = 10.0
+CLOCK_FILE = "stack-clock-dl.bin"  # the cell's own clock in a run's artifacts, named as the srsran-zmq lab's
 
 
 def ue_addr(i: int) -> str:
@@ -114,6 +116,11 @@ class VirtualLab(EmbeddedLab):
     @property
     def cell_log(self) -> Path:
         return self.state_dir / "cell.log"
+
+    @property
+    def cell_clock(self) -> Path:
+        """The cell's own stack clock (`--clock-out`): the wall time each TTI ran, in the recorded clocks' format."""
+        return self.state_dir / CLOCK_FILE
 
     def topology(self) -> Topology:
         return Topology(
@@ -252,6 +259,14 @@ class VirtualLab(EmbeddedLab):
         return {"ttis": int(stats["tti"]), "resyncs": int(stats["resyncs"]),
                 "late_ttis_over_us": dict(stats["late_ttis_over_us"]), "late_max_us": int(stats["late_max_us"])}
 
+    def stack_clock(self, lab_artifacts_dir: Path) -> StackClock:
+        """The wall clock when the cell ran at real time; on a recorded clock (`clock_file`) the cell's own clock
+        from the run's artifacts (the wall time each of its TTIs ran: the recording's speed and stalls, then real
+        time past its end)."""
+        if self.params.clock_file is None:
+            return StackClock.wall()
+        return StackClock.from_file(Path(lab_artifacts_dir) / CLOCK_FILE)
+
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -269,6 +284,10 @@ class VirtualLab(EmbeddedLab):
             dst = run_dir / "cell.log"
             shutil.copyfile(self.cell_log, dst)
             out["cell_log"] = dst
+        if self.cell_clock.exists():  # flushed by the stats request above
+            dst = run_dir / CLOCK_FILE
+            shutil.copyfile(self.cell_clock, dst)
+            out["stack_clock_dl"] = dst
         return out
 
     def _remove(self) -> None:
@@ -319,7 +338,7 @@ class VirtualLab(EmbeddedLab):
             argv += ["--ue", f"{self.ue_ns(i)}:{TUN_NAME}:{ue_addr(i)}"]
         argv += self.params.argv()
         argv += ["--ctl", self.ctl_endpoint, "--pub", self.pub_endpoint, "--tti-log", str(self.tti_log),
-                 "--pid-file", str(self.pid_file)]
+                 "--pid-file", str(self.pid_file), "--clock-out", str(self.cell_clock)]
         with open(self.cell_log, "wb") as log:
             # `cellab vlab up`: the cell keeps the instance's lease after the command has exited; a campaign's
             # cell dies with the session that started it (a killed worker leaves no cell running)

@@ -2,7 +2,9 @@
 ZMQ ports stay 2000 (tx) / 2001 (rx), the broker sits on them and serves UE i on ports 2100+2i (its rx) and
 2101+2i (its tx). Ready on its "ready" line; its stats lines (JSON, sample rates moved) stay in its log. A UE's
 gains, its downlink copy's and its uplink's weight in what srsenb hears, change while the stream runs through its
-stdin (`gain I DB`, `ul_gain I DB`, answered in its log): set_gain. When
+stdin (`gain I DB`, `ul_gain I DB`, answered in its log): set_gain. Its stack clock (broker/clock.c: when each
+TTI's last sample passed, per direction) is recorded per run into a folder (`clock_start RUN_ID DIR`, `clock_stop`
+on its stdin): clock_start / clock_stop; SIGTERM (stop) writes the rest too. When
 srsenb's connection drops (a crash, the enb_restart fault) the UEs hear silence paced at the cell's sample rate
 (`srate_hz`) until a new srsenb takes the ports: its `enb_lost` / `enb_back` lines (`events`)."""
 
@@ -138,22 +140,39 @@ class BrokerProcess:
             raise CellabError(f"ZMQ broker: {link} gain {gain_db!r} dB for UE {ue}: UE 0..{self.n_ues - 1}, "
                               f"gain {MIN_GAIN_DB:g}..{MAX_GAIN_DB:g} dB")
         command, key = GAIN_COMMANDS[link]
+        reply = self._command(f"{command} {ue} {gain_db:.3f}", lambda row: "gain_ue" in row,
+                              f"{link} gain {gain_db:g} dB for UE {ue}")
+        if key not in reply:
+            raise CellabError(f"ZMQ broker refused {link} gain {gain_db:g} dB for UE {ue}: {reply}")
+        (self.dl_gains_db if link == "dl" else self.ul_gains_db)[ue] = gain_db
+
+    def clock_start(self, run_id: str, folder: Path) -> dict:
+        """The stack clock recorded from now into folder/stack-clock-{dl,ul}.bin under run_id (the previous
+        recording, if any, complete on disk first): {"clock": "started", "run_id", "dl_first_tti", "ul_first_tti"}.
+        Needs the broker started with the cell's srate_hz."""
+        return self._command(f"clock_start {run_id} {Path(folder).resolve()}", lambda row: "clock" in row,
+                             f"clock_start {run_id}")
+
+    def clock_stop(self) -> dict:
+        """The recording's rest written and its files closed: {"clock": "stopped", "run_id", "dl_ttis",
+        "ul_ttis"} (a write that failed: "dl_error" / "ul_error" instead of the count)."""
+        return self._command("clock_stop", lambda row: "clock" in row, "clock_stop")
+
+    def _command(self, line: str, is_reply, what: str) -> dict:
+        """One stdin command and its JSON reply (the first line after it that is_reply accepts, or an error line)."""
         with self._command_lock:
             offset = self.log.stat().st_size if self.log.exists() else 0  # its answer comes after what is there
-            if self.proc is None or not self.proc.send_line(f"{command} {ue} {gain_db:.3f}"):
+            if self.proc is None or not self.proc.send_line(line):
                 raise CellabError(f"ZMQ broker not running: {self.last_line()}")
             deadline = time.monotonic() + GAIN_REPLY_TIMEOUT_S
             while time.monotonic() < deadline:
-                new = [row for row in self._json_lines(offset) if "gain_ue" in row or "error" in row]
+                new = [row for row in self._json_lines(offset) if is_reply(row) or "error" in row]
                 if new:
-                    if "error" in new[0] or key not in new[0]:
-                        raise CellabError(f"ZMQ broker refused {link} gain {gain_db:g} dB for UE {ue}: "
-                                          f"{new[0].get('error', new[0])}")
-                    (self.dl_gains_db if link == "dl" else self.ul_gains_db)[ue] = gain_db
-                    return
+                    if "error" in new[0]:
+                        raise CellabError(f"ZMQ broker refused {what}: {new[0]['error']}")
+                    return new[0]
                 time.sleep(0.01)
-        raise CellabError(f"ZMQ broker did not confirm {link} gain {gain_db:g} dB for UE {ue} within "
-                          f"{GAIN_REPLY_TIMEOUT_S:g} s: {self.last_line()}")
+        raise CellabError(f"ZMQ broker did not answer {what} within {GAIN_REPLY_TIMEOUT_S:g} s: {self.last_line()}")
 
     def stop(self) -> None:
         if self.proc is not None:

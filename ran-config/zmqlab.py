@@ -6,6 +6,10 @@ hardware lab uses (`enb` = cellab.ran.agent, `core` = the core room's srsEPC age
     <p>-ue0  tun_srsue 172.16.0.2 (srsue puts its TUN here: [gw] netns)
     <p>-ueI  tun_srsue 172.16.0.(2+I), with several UEs (`ues`, up to MAX_UES)
 
+The lab's units: this file (namespaces, the core, configure, what crashed, down), zmqlab_params (the run
+parameters), zmqlab_attach (the broker and srsue started, every UE attached), zmqlab_run (the run's record: the
+stack clock, timing, ground truth, collect), zmqlab_attenuation, zmqlab_faults.
+
 The radio: cellab-zmq-broker (broker/zmq_broker.c, zmq_broker.py) takes srsenb's ZMQ ports 2000/2001 and
 serves UE i on 2100+2i / 2101+2i (DL copied to every UE, UL summed), also with one UE (one code path); each UE
 its own USIM (srsue_proc.ue_usim), subscriber row and static IP. The ZMQ stream runs at the cell's own sample
@@ -27,10 +31,7 @@ emulator, rendered into enb.conf), so srsenb's PUSCH SINR falls with the UE's at
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -45,18 +46,17 @@ from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
-from cellab.labs.proc import stop_all
 
-from .report import effective_per_ue
-from .srsue_proc import (RNTI_RE, REF_SNR_DB, TUN_NAME, SrsueError, SrsueProcess, UeSettings, find_srsue, ue_usim,
-                         write_ue_telemetry)
+from .srsue_proc import REF_SNR_DB, SrsueProcess
 from .uhd_args import SAMPLE_RATE_HZ
-from .zmq_broker import STATS_PERIOD_S, BrokerProcess, ue_ports
+from .zmq_broker import BrokerProcess
 from .zmqlab_attenuation import (ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, enb_ul_awgn,
                                  ue_attenuations)
+from .zmqlab_attach import SERVER_ADDR, StackAttach
 from .zmqlab_faults import FAULT_DAEMONS, StackFaults
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
+from .zmqlab_run import RunRecords
 
 # the lab's parameters live in zmqlab_params; these names stay importable from here
 __all__ = ["CORE_ENV", "SrsranZmqLab", "ZmqLabParams", "default_core", "srsran_bin_dir", "subscribers_csv",
@@ -64,17 +64,14 @@ __all__ = ["CORE_ENV", "SrsranZmqLab", "ZmqLabParams", "default_core", "srsran_b
 
 LOCK_TIMEOUT_ENV = "CELLAB_SRSRAN_LOCK_TIMEOUT_S"
 STATE_ROOT = Path("/run/cellab")
-SERVER_ADDR, CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.2", "10.201.0.1", 24
+CORE_SIDE_ADDR, LINK_PREFIX = "10.201.0.1", 24
 CELL_ID = 1  # the example profile's cell
-ATTACH_TIMEOUT_S = 60.0
 ENB_READY_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
-UE_STOP_GRACE_S = 0.5
-CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
 
 
-class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
+class SrsranZmqLab(RunRecords, StackAttach, StackFaults, UeRadio, EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker
@@ -277,6 +274,7 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
         self._log_offsets = [ue.log.stat().st_size if ue.log.exists() else 0 for ue in self._ues]
         self._configured_at_s = time.time()
         self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
+        self._clock_start()  # the run's stack clock, from here to collect (zmqlab_run)
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,
                                "attach_s": self.last_attach_s if reasons else None,
@@ -298,43 +296,6 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
     def renew_cell_gain(self) -> None:
         """The eNB's cell_gain sent again (a restarted srsenb starts at its profile's)."""
         self._enb().cell_gain(CELL_ID, -(self._cell_att_db or 0.0))
-
-    def timing_faults(self) -> dict[str, Any]:
-        """How fast the stack ran since configure: srsenb's downlink samples through the broker against the cell's
-        sample rate (1.0 = real time; over ZMQ srsRAN is clocked by its samples, so a busy host slows everything
-        down instead of dropping TTIs). {} before a configure or the broker's first stats line after it."""
-        msps = self._stream_msps()
-        if not msps or self._applied is None:
-            return {}
-        nominal = SAMPLE_RATE_HZ[self._applied.n_prb] / 1e6
-        mean = sum(msps) / len(msps)
-        return {"stack_speed": round(mean / nominal, 3), "stack_msps": round(mean, 3), "nominal_msps": nominal,
-                "stack_speed_min": round(min(msps) / nominal, 3), "stack_samples": len(msps)}
-
-    def stack_tti_ms(self) -> float | None:
-        """One TTI of the stack on the wall clock now: the cell's sample rate over what the broker moved in its
-        first stats line after configure (the idle stream, as the SR probes see it before the download; waits
-        for it, up to 1.5 stats periods). The UE's SR estimator's ruler, before its download's: at 6 PRB a slow
-        download gave none, or bursts 4.3 ms apart for a stack at 0.7 of real time, and SR 10 was read as a
-        confident 20 or 5, measured; the attach's own lines run slower (0.4-0.5) than the idle stream after it.
-        None when the broker gives no line, or within 5 % of real time."""
-        if self._broker is None or self._applied is None:
-            return None
-        deadline = time.monotonic() + 1.5 * STATS_PERIOD_S
-        while not (msps := [m for m in self._stream_msps() if m > 0]) and time.monotonic() <= deadline:
-            time.sleep(0.1)
-        if not msps:
-            return None
-        speed = msps[0] / (SAMPLE_RATE_HZ[self._applied.n_prb] / 1e6)
-        return None if abs(speed - 1) < 0.05 else round(min(20.0, max(0.5, 1.0 / speed)), 4)
-
-    def _stream_msps(self) -> list[float]:
-        """The downlink Msps of the broker's stats lines since configure (none before a configure), but those of
-        periods the UEs heard silence (srsenb gone: an enb_restart), which measure the fault, not the stack."""
-        if self._broker is None or self._applied is None:
-            return []
-        return [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
-                if isinstance(r.get("dl_msps"), (int, float)) and not r.get("silent_blocks")]
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
@@ -366,119 +327,6 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
             reasons.append("ZMQ broker not running")
         reasons += [f"srsue {ue.index} not running" for ue in self._ues if not ue.running()]
         return reasons
-
-    def _stop_radio(self) -> None:
-        # srsenb is stopped by now, so srsue sits blocked in ZMQ and ignores SIGTERM (STOP_GRACE_S would pass in
-        # full, 3.3 s measured): SIGKILL soon, all at once (its attach state is not kept anyway)
-        stop_all(self._ues, grace_s=UE_STOP_GRACE_S)
-        self._ues = []
-        if self._broker is not None:
-            self._broker.stop()
-            self._broker = None
-
-    def _start_ues(self, n_prb: int) -> None:
-        """All UEs at once (the broker's downlink advances only when every UE asks), each attached with its
-        own IP, as many RNTIs at the eNB, each UE's route through tun_srsue and a ping to the server."""
-        self._stop_radio()
-        self._ues_started = True
-        t0 = time.monotonic()
-        settings = UeSettings(n_prb=n_prb, base_srate_hz=SAMPLE_RATE_HZ[n_prb])
-        self._broker = BrokerProcess(self.state_dir / "broker", self.n_ues, netns=self.core_ns,
-                                     dl_gains_db=self._broker_gains_db(), srate_hz=SAMPLE_RATE_HZ[n_prb],
-                                     ul_gains_db=self._broker_ul_gains_db())
-        self._broker.start()
-        binary = find_srsue(self.bin_dir)
-        for i in range(self.n_ues):
-            ue = SrsueProcess(binary, self.state_dir / f"ue{i}", settings, netns=self.core_ns,
-                              ue_netns=self.ue_ns_of(i), index=i,
-                              ports=ue_ports(i))
-            ue.console.unlink(missing_ok=True)
-            ue.start()
-            self._ues.append(ue)
-        self._wait_attached(t0)
-        self._wait_enb_rnti(t0)
-        for i in range(self.n_ues):
-            subprocess.run(netns.in_netns(self.ue_ns_of(i), ["ip", "route", "replace", "default", "dev", TUN_NAME]),
-                           check=True, capture_output=True)
-            self._check_path(i)
-        self.last_attach_s = time.monotonic() - t0
-
-    def _wait_attached(self, t0: float) -> None:
-        """Every UE attached with its own IP; a UE the core refused (its own line naming the UE's IMSI: unknown, or
-        its authentication failed)
-        fails at once, naming the IMSI and the core's line, instead of after ATTACH_TIMEOUT_S."""
-        pending = list(self._ues)
-        next_core_check = time.monotonic() + CORE_CHECK_S
-        while pending:
-            for ue in list(pending):
-                imsi = ue_usim(ue.index)["imsi"]
-                try:
-                    ip = ue.wait_attached(0.2)
-                except SrsueError as exc:
-                    if ue.running() and time.monotonic() - t0 < ATTACH_TIMEOUT_S:
-                        continue
-                    why = str(exc) if not ue.running() else (  # the slice's own timeout is not the lab's
-                        f"srsue did not attach within {ATTACH_TIMEOUT_S:g} s: {str(exc).split(': ', 1)[-1]}")
-                    raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {imsi}): {why}"
-                                      f"{self._enb_problem()}{self._core_problem()}") from None
-                if ip != ue_addr(ue.index):
-                    raise CellabError(f"srsran-zmq lab: srsue {ue.index} attached with IP {ip}, the topology says "
-                                      f"{ue_addr(ue.index)}")
-                pending.remove(ue)
-            if pending and time.monotonic() >= next_core_check:
-                next_core_check = time.monotonic() + CORE_CHECK_S
-                for ue in pending:
-                    refused = self._core_refusal(ue_usim(ue.index)["imsi"])
-                    if refused:
-                        raise CellabError(f"srsran-zmq lab: UE {ue.index} (IMSI {ue_usim(ue.index)['imsi']}) was "
-                                          f"refused by {self.core_flavour}: {refused}")
-
-    def _core_refusal(self, imsi: str) -> str:
-        """The core's own lines refusing this IMSI (unknown to its HSS, or its authentication failed), if any."""
-        try:
-            st = self._core().status()
-        except CellabError:
-            return ""
-        return " | ".join(f"{f.daemon}: {f.line}" for f in st.findings
-                          if f.kind in ("imsi_unknown", "auth_failure") and imsi in f.line)
-
-    def _wait_enb_rnti(self, t0: float) -> None:
-        enb = self._enb()
-        while time.monotonic() - t0 < ATTACH_TIMEOUT_S:
-            status = enb.status()
-            if len(status.connected_rntis) >= self.n_ues:
-                return
-            if status.state != "running":
-                break
-            time.sleep(0.3)
-        raise CellabError(f"srsran-zmq lab: {self.n_ues} srsue attached but the eNB reports "
-                          f"{len(status.connected_rntis)} connected RNTIs" + self._enb_problem())
-
-    def _check_path(self, index: int) -> None:
-        """The data path UE → EPC SGi → server namespace answers (a ping within 5 tries of 2 s)."""
-        argv = netns.in_netns(self.ue_ns_of(index), ["ping", "-c", "1", "-W", "2", SERVER_ADDR])
-        for _ in range(5):
-            if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
-                return
-        raise CellabError(f"srsran-zmq lab: UE {index} ({ue_addr(index)}) attached but does not reach the server "
-                          f"{SERVER_ADDR} behind the EPC's SGi")
-
-    def _enb_problem(self) -> str:
-        try:
-            st = self._enb().status()
-        except CellabError:
-            return ""
-        if st.state == "running":
-            return ""
-        return f" (srsenb {st.state}: {st.error_line or f'exit code {st.exit_code}'})"
-
-    def _core_problem(self) -> str:
-        """The core's own reason a UE did not attach (its daemons' lines: unknown IMSI, S1 setup failure, ...)."""
-        try:
-            st = self._core().status()
-        except CellabError:
-            return ""
-        return f"; {self.core_flavour} says: " + " | ".join(st.problems[:4]) if st.problems else ""
 
     def core_record(self) -> dict[str, str]:
         return {"flavour": self.core_flavour or "", "version": self.core_version}
@@ -514,83 +362,6 @@ class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
                          + (f"killed by signal {-d.exit_code}" if d.exit_code is not None and d.exit_code < 0
                             else f"exit code {d.exit_code}")
                          + (f"; its last line: {d.error}" if d.error else "") + ")" for d in dead) or None
-
-    def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The SR configuration srsENB signalled (the last RRCConnectionSetup's sr-ConfigIndex: with several UEs
-        the same period, each UE its own offset); a crash or restart since configure fails the run, naming it."""
-        crash = self._crash()  # a fault's own aftermath is the recovery's to judge (fault_state)
-        if crash is not None:
-            raise CellabError(crash)
-        st = self._enb().status()
-        if st.ground_truth is None:
-            return None
-        truth = st.ground_truth.model_dump(exclude={"rnti"})
-        local = self.state_dir / "sr_occasions.jsonl"  # the eNB's own SR receptions (its PHY log), per UE
-        try:
-            self.controller.fetch_artifact(self._agent("enb"), local.name, local)
-            self._effective = effective_per_ue(local, self._configured_at_s, truth["sr_period_ms"], {
-                f"ue{ue.index}": RNTI_RE.findall(ue.console_text())[-1:] for ue in self._ues})
-        except Exception:  # noqa: BLE001 (none logged yet)
-            self._effective = {}
-        truth["core"] = self.core_record()  # the record names the EPC each run went through
-        if self._effective:  # beside the configured period
-            truth["effective"] = {n: {k: v for k, v in e.items() if k != "sr_ttis"} for n, e in self._effective.items()}
-            truth["sr_effective_ms"] = self._effective.get("ue0", {}).get("period_ms")
-        return truth
-
-    def collect(self, run_dir: Path) -> dict[str, Path]:
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        out: dict[str, Path] = {}
-        for ue, offset in zip(self._ues, self._console_offsets, strict=False):
-            out |= self._collect_ue(ue, offset, run_dir)
-            write_ue_telemetry(ue, f"ue{ue.index}", self._configured_at_s, run_dir / "telemetry")
-        if self._broker is not None and self._broker.log.exists():
-            out["zmq-broker"] = Path(shutil.copyfile(self._broker.log, run_dir / "zmq_broker.log"))
-        statuses = {"enb": self._enb().status().model_dump(mode="json"),
-                    "core": self._core().status().model_dump(mode="json") | {"core": self.core_record()},
-                    "configure": self.last_configure,
-                    "lab": {"lock_wait_s": self.lock_wait_s},
-                    "broker": {"running": bool(self._broker and self._broker.running()),
-                               "rates": self._broker.rates()[-5:] if self._broker else []}}
-        (run_dir / "lab_status.json").write_text(json.dumps(statuses, indent=1))
-        events = [e for e in self._lab_events if e["t_s"] >= self._configured_at_s]
-        if self._broker is not None:  # srsenb's connection lost and a new srsenb's first block, as the broker saw
-            events += [{"event": f"broker_{e['event']}", "t_s": e["wall_s"], "dl_sample": e.get("dl_sample")}
-                       for e in self._broker.events() if isinstance(e.get("wall_s"), (int, float))
-                       and e["wall_s"] >= self._configured_at_s]
-        for ue in self._ues:  # srsue's own RRC events: a radio-link failure and the way back (faults' recovery)
-            events += self.rrc_events(ue)
-        (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(
-            events, key=lambda e: e["t_s"])))
-        out["lab-events"] = run_dir / "lab_events.jsonl"
-        if self._effective:  # the eNB's SR receptions per UE (read by ground_truth): the metrics' second truth
-            (run_dir / "sr_effective.json").write_text(json.dumps(self._effective, indent=1))
-            out["sr-effective"] = run_dir / "sr_effective.json"
-        out["lab-status"] = run_dir / "lab_status.json"
-        # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
-        for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl", "srsenb_console.log"):
-            try:
-                out[name.split(".")[0].replace("_", "-")] = self.controller.fetch_artifact(
-                    self._agent("enb"), name, run_dir / name)
-            except Exception:  # noqa: BLE001 (not written yet: no UE reported)
-                continue
-        return out
-
-    def _collect_ue(self, ue: SrsueProcess, console_offset: int, run_dir: Path) -> dict[str, Path]:
-        """srsue's console since configure, its log and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under
-        the names a one-UE lab always used, UE i with a `ueI_` prefix."""
-        out: dict[str, Path] = {}
-        prefix, key_suffix = ("", "") if ue.index == 0 else (f"ue{ue.index}_", f"-ue{ue.index}")
-        if ue.console.exists():
-            with open(ue.console, "rb") as src:
-                src.seek(console_offset)
-                (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read())
-            out["srsue-console" + key_suffix] = run_dir / f"{prefix}srsue_console.log"
-        for key, src_path in (("srsue-log", ue.log), ("srsue-metrics", ue.metrics)):
-            if src_path.exists():
-                out[key + key_suffix] = Path(shutil.copyfile(src_path, run_dir / f"{prefix}{src_path.name}"))
-        return out
 
     def down(self) -> None:
         if self._attenuation is not None:

@@ -88,7 +88,7 @@ class TransportParams(Strict):
         return value
 
 
-PATH_PARAMS = ("trace", "trace_up")  # lab parameters naming files: relative to the campaign file
+PATH_PARAMS = ("trace", "trace_up", "clock_file")  # lab parameters naming files: relative to the campaign file
 
 
 class ScheduleSpec(Strict):

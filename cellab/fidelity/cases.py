@@ -1,5 +1,6 @@
 """Fidelity: the virtual cell (lab `virtual`) against the real srsRAN 4G stack over ZMQ (lab `srsran-zmq`),
-the same cases run back to back on both and compared cell by cell against a tolerance table.
+the same cases run on both, the virtual repeats on the real repeats' own stack clocks (cellab.fidelity.clocks),
+and compared cell by cell against a tolerance table.
 
 Cases (docs/fidelity.md):
     idle-<n>prb-sr<p>   idle uplink ICMP probes (cellab-probe's SR probes): RTT min/avg/max
@@ -45,6 +46,7 @@ from cellab.fidelity.judge import (
     shares,
 )
 from cellab.fidelity.model import CaseValues, Grid
+from cellab.fidelity.clocks import case_of
 from cellab.fidelity.recovery import CASE_PREFIX, KIND, recovery_campaign, recovery_levels, recovery_values
 from cellab.fidelity.recovery import METRICS as RECOVERY_METRICS
 from cellab.results.store import ResultStore, write_atomic
@@ -55,7 +57,6 @@ VIRTUAL_ONLY = {"core_delay_ms": 3}  # the virtual cell's fidelity setting: srsE
 SHARED = {"rlc_queue": "srsenb"}  # both labs: the eNB's RLC queue as srsenb sizes it
 IDLE_FLOW_BYTES = 20_000  # the probe workload needs a flow after its SR probes: a small one
 PING_INTERVAL_MS = 200.0  # ping during the downloads
-DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
 CAMPAIGN_KINDS = ("idle", "load", "upload", "two-ue", "recovery")  # each lab's campaigns, in the order they run
 NO_NEW_TB_MCS = 255  # the TTI log's mcs when the TTI sent no new TB (emulator/ttilog.h)
 MIN_SENDING_BPS = 1e6  # an eNB report period counts for CQI/MCS when the UE received at least this
@@ -167,10 +168,10 @@ def build_plan(lab: str, grid: Grid, capabilities: tuple[set[str], int, float | 
             plan.campaigns[kind] = {
                 "name": f"fidelity-{kind}-{lab}", "lab": lab, **common,
                 "description": f"fidelity: {kind} cases, iperf3 {direction}s with ping",
-                "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": DOWNLOAD_SR_MS},
+                "factors": {"case": levels}, "fixed": fixed | {"sr_period_ms": grid.download_sr_ms},
                 "workload": {"tool": "iperf3", "kind": direction, "duration_s": grid.download_s,
                              "ping_interval_ms": PING_INTERVAL_MS}}
-    recovery = recovery_campaign(lab, grid, fixed | {"sr_period_ms": DOWNLOAD_SR_MS}, common, PING_INTERVAL_MS)
+    recovery = recovery_campaign(lab, grid, fixed | {"sr_period_ms": grid.download_sr_ms}, common, PING_INTERVAL_MS)
     if recovery:
         plan.campaigns[KIND] = recovery
     return plan
@@ -309,6 +310,7 @@ def read_results(results: list[CampaignResult]) -> dict[str, list[CaseValues]]:
         for row in store.rows():
             case = row["factors"].get("case")
             if isinstance(case, str):
+                case = case_of(case)  # a virtual level names the real repeat whose clock it ran on
                 cases.setdefault(case, []).append(_run_values(store, row, case, ue_rows))
     return cases
 

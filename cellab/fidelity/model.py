@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+DOWNLOAD_SR_MS = 20  # the SR period of every case but the idle grid
+
 
 @dataclass(frozen=True)
 class Grid:
@@ -23,6 +25,7 @@ class Grid:
     max_attempts: int = 2
     # runs per case and lab: a cell is judged on the interval of virtual/real over them (cellab.fidelity.judge)
     repeats: int = 5
+    download_sr_ms: int = DOWNLOAD_SR_MS  # the downloads' SR period (`cellab fidelity --sr-period-ms` sets it)
 
 
 @dataclass

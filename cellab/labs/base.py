@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cellab.labs import instances
+from cellab.labs.clock import StackClock
 from cellab.labs.instances import InstanceLease
 
 
@@ -138,6 +139,13 @@ class EmbeddedLab(abc.ABC):
         emulated stack over ZMQ runs as fast as the host lets it, often slower than real time); None when the
         stack keeps real time or the lab does not know. The UE's SR estimator takes it as its ruler."""
         return None
+
+    def stack_clock(self, lab_artifacts_dir: Path) -> StackClock:
+        """The run's stack clock (cellab.labs.clock): when each TTI of the lab's radio stack ran, from the lab's
+        artifacts of the run (the folder `collect` filled). A stack at real time (a real eNB, the virtual cell):
+        the wall clock; srsran-zmq: the ZMQ broker's downlink clock. Raises CellabError (InputError for a bad
+        file) when the lab has a clock but it is unusable."""
+        return StackClock.wall()
 
     def clock_mark(self) -> dict[str, float]:
         """The lab's own clock now, tied to the wall clock (virtual: the cell's TTI), so its logs can be put

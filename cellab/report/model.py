@@ -19,7 +19,7 @@ UNREADABLE = "unreadable"
 NUMBERS = frozenset({  # docs/metrics.md's scalars that are numbers
     "throughput_bps", "bytes_received", "duration_s", "rtt_mean_ms", "rtt_min_ms", "rtt_p95_ms", "rtt_max_ms",
     "rtt_jitter_ms", "owd_mean_ms", "owd_p95_ms", "owd_min_ms", "retransmits", "loss_rate", "fct_mean_s",
-    "jain_fairness", "capacity_bps", "utilization", "ues", "ue_fairness_jain", "late_tti_pct", "late_tti_max_ms", "clock_resyncs",
+    "jain_fairness", "capacity_bps", "utilization", "ues", "ue_fairness_jain", "late_tti_pct", "late_tti_max_ms", "clock_resyncs", "stack_speed",
     "sender_srtt_mean_ms", "rtt_samples"})
 LABELS = frozenset({"sr_true_ms", "sr_estimate_ms"})  # numbers or text: shown as labels
 TEXTS = frozenset({"sr_regime", "rtt_source", "congestion_control"})

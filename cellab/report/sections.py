@@ -139,6 +139,10 @@ def sr_section(runs: list[Run], fixed: dict[str, Any], figures: FigureSet, probe
         section.notes.append(f"Correct: {matrix.correct} of {matrix.total} runs "
                              f"({100 * matrix.correct / matrix.total:.0f} %); 95 % Wilson interval "
                              f"{100 * overall.low:.0f}–{100 * overall.high:.0f} %.")
+        clocks = Counter(str(r.metrics.get("sr_clock")) for r in probed if r.metrics.get("sr_clock"))
+        if clocks:  # the stack's own TTIs (srsran-zmq's broker clock) or the wall clock (a stack at real time)
+            section.notes.append("Estimates read on: " + ", ".join(f"the {k} clock in {n} run{'s' if n != 1 else ''}"
+                                                                  for k, n in sorted(clocks.items())) + ".")
         if matrix.without_truth:
             section.notes.append(f"{matrix.without_truth} runs with an SR result have no known true period "
                                  "and are left out of the matrix.")

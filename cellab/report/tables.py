@@ -206,6 +206,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (  # (metric,
     ("sr_regime", "SR regime", str),
     ("late_tti_pct", "late TTIs (%)", _num(2)),  # the virtual cell's; a run above retry.max_late_tti_fraction failed
     ("late_tti_max_ms", "worst TTI lateness (ms)", _num(1)),
+    ("stack_speed", "stack speed", _num(2)),  # srsran-zmq: its own clock's TTIs per wall ms (recorded, not judged)
 )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cellab.errors import CellabError
+from cellab.results.cell_time import cell_clock
 
 _PING_LINE = re.compile(r"^\[(?P<t>[\d.]+)\].*icmp_seq=(?P<seq>\d+).*time=(?P<rtt>[\d.]+) ms")
 
@@ -122,6 +123,7 @@ class RunContext:
     cell_ue: int = 0  # the UE's index in the emulated cell
     sender_port: int = 5301  # the server port of this UE's flows (its capture packets)
     shared_capture: bool = False  # the capture holds other UEs' flows too: its flow metrics are the run's, not this UE's
+    stack_clock: Any = None  # the run's StackClock (cellab.labs.clock): the SR estimate is read on it
 
 
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -172,6 +174,7 @@ def probe_metrics(summary_path: Path) -> dict[str, Any]:
         out["sr_estimate_ms"] = float(sr["period_ms"])
         out["sr_estimate_source"] = sr.get("source")
     if sr:
+        out["sr_clock"] = "wall"  # the probe's own estimate; _sr_on_clock may read it again on the stack's clock
         out["sr_confidence"] = sr.get("confidence")
         # no answer is not a wrong answer: an ambiguous estimate names its candidates instead of a period
         out["sr_ambiguous"] = bool(sr.get("ambiguous"))
@@ -221,16 +224,16 @@ def sender_metrics(log_dir: Path, t0_s: float, offset_s: float) -> dict[str, Any
     return out
 
 
-def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: float, ue: int = 0) -> dict[str, Any]:
-    """Ground truth from the emulated cell: its capacity for the UE over the workload, as a mean and a
-    timeline. `mark` ties a TTI to the controller's clock (read just before the workload)."""
+def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: float, ue: int = 0,
+                 clock_file: Path | None = None) -> dict[str, Any]:
+    """Ground truth from the emulated cell: its capacity for the UE over the workload (per TTI counted), as a mean
+    and a timeline. Its TTIs on the wall clock: cellab.results.cell_time (its own clock, or `mark`)."""
     from cellab.contracts.registry import load
 
-    read_ttilog = load("cellab.services", "ttilog", "TTI log reader")  # the emulator room's format
-    rec = read_ttilog(tti_log).ue(ue)
+    rec = load("cellab.services", "ttilog", "TTI log reader")(tti_log).ue(ue)  # the emulator room's format
     if rec.size == 0:
         return {}
-    t_s = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
+    t_s = cell_clock(mark, clock_file)(rec["tti"]) - t0_s
     cap = rec["dl_capacity_bytes"].astype(np.float64)
     within = (t_s >= 0) & (t_s < span_s)
     out: dict[str, Any] = {}
@@ -279,7 +282,8 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
         parts.append({"timeline": probe_throughput_timeline(artifacts["probe-ms"], ctx.t0_s,
                                                             ctx.offsets_s.get("ue", 0.0), span)})
     if "cell_tti_log" in artifacts and ctx.cell_mark:
-        parts.append(cell_metrics(artifacts["cell_tti_log"], ctx.cell_mark, ctx.t0_s, span, ctx.cell_ue))
+        parts.append(cell_metrics(artifacts["cell_tti_log"], ctx.cell_mark, ctx.t0_s, span, ctx.cell_ue,
+                                  artifacts.get("stack_clock_dl")))
     if "attenuation-log" in artifacts:
         parts.append({"timeline": attenuation_timeline(artifacts["attenuation-log"], ctx.t0_s,
                                                        ctx.offsets_s.get("attenuator", 0.0))})
@@ -304,8 +308,23 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
     metrics["timeline"] = timeline
     if metrics.get("capacity_bps"):
         metrics["utilization"] = metrics.get("throughput_bps", 0.0) / metrics["capacity_bps"]
+    if ctx.stack_clock is not None:
+        _sr_on_clock(metrics, artifacts["probe-summary"], ctx.stack_clock)
     _sr_truth(metrics, ctx, artifacts.get("sr-effective"))
     return metrics
+
+
+def _sr_on_clock(metrics: dict[str, Any], summary_path: Path, clock: Any) -> None:
+    """The SR estimate read on the run's clock by the ue room (`cellab.services: sr_on_clock`): `sr_clock` (wall |
+    stack), the grid's view `sr_grid`, and on a stack clock the estimate itself (a None field: no answer)."""
+    from cellab.contracts.registry import load
+
+    read = load("cellab.services", "sr_on_clock", "SR estimate on the stack clock")
+    for key, value in read(json.loads(summary_path.read_text()), clock).items():
+        if value is None:
+            metrics.pop(key, None)
+        else:
+            metrics[key] = value
 
 
 def pcap_run_metrics(pcap: Path) -> dict[str, Any]:
@@ -420,32 +439,27 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
                       mark: dict[str, float] | None, t0_s: float, span_s: float,
                       max_db: float | None) -> list[dict[str, Any]]:
     """Recovery per fault (cellab.faults.recovery.recovery_metrics) from the lab's own records: the virtual cell's events
-    (its log) and its TTI log (the faulted UE's delivered and dropped bytes per TTI), on the workload's time
-    axis; on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`).
-    Without them (a lab that keeps no clock), the times are the injector's and the throughput figures are left
-    out."""
+    and TTI log (the faulted UE's delivered and dropped bytes per TTI) on the workload's time axis (its own clock);
+    on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`). Without them
+    (a lab that keeps no clock), the times are the injector's and the throughput figures are left out."""
     from cellab.faults.recovery import read_cell_events, read_lab_events, recovery_metrics
     from cellab.faults.spec import PER_UE_FIGURES, UE_FAULT_KINDS
 
     events: list[dict[str, Any]] = []
-    events_from, log = "cell", None
+    events_from, log, to_wall = "cell", None, None  # to_wall: the events' TTIs -> epoch s
     if mark is not None:
         events = read_cell_events(artifacts["cell_log"]) if "cell_log" in artifacts else []
         if "cell_tti_log" in artifacts:
             from cellab.contracts.registry import load
 
             log = load("cellab.services", "ttilog", "TTI log reader")(artifacts["cell_tti_log"])
-
-        def t_of(tti: int) -> float:
-            return float((tti - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s)
+        to_wall = cell_clock(mark, artifacts.get("stack_clock_dl"))  # the cell's own clock, or the mark
     elif "lab-events" in artifacts:  # wall-clock events, their `tti` in ms since the epoch
         events, events_from = read_lab_events(artifacts["lab-events"]), "lab"
+        to_wall = cell_clock({"tti": 0.0, "t_s": 0.0}, None)
 
-        def t_of(tti: int) -> float:
-            return tti / 1000.0 - t0_s
-    else:
-        def t_of(tti: int) -> float:
-            return float("nan")
+    def t_of(tti: int) -> float:
+        return float(to_wall(tti) - t0_s) if to_wall is not None else float("nan")
 
     bytes_by_ue: dict[int, tuple[Any, Any]] = {}
 
@@ -455,7 +469,7 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
             return None, None
         if ue not in bytes_by_ue:
             rec = log.ue(ue)
-            t = (rec["tti"].astype(np.float64) - mark["tti"]) / 1000.0 + mark["t_s"] - t0_s
+            t = to_wall(rec["tti"]) - t0_s
             bytes_by_ue[ue] = ((t, rec["dl_delivered_bytes"].astype(np.float64)),
                                (t, rec["dl_drop_bytes"].astype(np.float64)))
         return bytes_by_ue[ue]

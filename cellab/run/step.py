@@ -29,6 +29,7 @@ from cellab.faults.player import FaultPlayer
 from cellab.faults.recovery import FaultNotRecovered, not_recovered
 from cellab.faults.spec import NO_FAULT, FaultSpec, FaultStep
 from cellab.records import PlannedRun, write_json
+from cellab.labs.clock import run_clock_timing
 from cellab.results.metrics import (
     RunContext,
     multi_ue_metrics,
@@ -244,7 +245,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     timing = session.lab.timing_faults()
     truth = session.lab.ground_truth(run.params)  # after the workload: the UEs attached, the eNB signalled
     shared |= session.lab.collect(run_dir)
+    timing = timing | run_clock_timing(session.lab, run_dir, t0, t_end, campaign.retry.max_stack_gap_ms)
     sr_true_ms = truth["sr_period_ms"] if truth else run.params.get("sr_period_ms")
+    stack_clock = _run_clock(session, run_dir) if workload.sr_probes else None  # the SR estimate is read on it
     ue_metrics = {}
     for ue in ues:
         artifacts = per_ue[ue.name] | shared
@@ -253,7 +256,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
                 t0_s=t0, duration_s=workload.duration_s,
                 offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
                 cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
-                sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1)
+                sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1, stack_clock=stack_clock)
             ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
         else:
             ue_metrics[ue.name] = run_metrics(artifacts, shared_capture=len(ues) > 1)
@@ -272,6 +275,8 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         metrics["late_tti_pct"] = 100.0 * campaign.retry.late_ttis(timing) / timing["ttis"]
         metrics["late_tti_max_ms"] = timing.get("late_max_us", 0) / 1000
         metrics["clock_resyncs"] = timing["resyncs"]
+    if isinstance((timing.get("stack_clock") or {}).get("speed"), float):  # the stack's own clock: its speed
+        metrics["stack_speed"] = timing["stack_clock"]["speed"]
     write_json(run_dir / "manifest.json", {
         "run_id": run.run_id, "index": run.index, "repeat": run.repeat, "attempt": attempt,
         "factors": run.factors, "params": run.params, "workload": workload.model_dump(),
@@ -300,6 +305,15 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     if callable(after):  # e.g. the inventory's phones are still the ones it names
         after()
     return metrics, ue_metrics
+
+
+def _run_clock(session: LabSession, run_dir: Path) -> Any:
+    """The run's stack clock (the lab's; the wall clock for a stack at real time); None when it is unusable (the
+    run's validity names why: run_clock_timing)."""
+    try:
+        return session.lab.stack_clock(run_dir)
+    except CellabError:
+        return None
 
 
 def _run_workloads(session: LabSession, campaign: Campaign, ues: list[RunUE], run_dir: Path, tag: str,

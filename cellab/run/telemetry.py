@@ -96,6 +96,13 @@ def _is_time(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1e9  # a Unix time
 
 
+def sample_time_s(sample: dict[str, Any], tti: float, mark: dict[str, float]) -> float:
+    """A cell summary's wall time: its `wall_ns` (the cell's own clock; on a recorded stack clock a TTI is not a
+    millisecond), else one TTI per millisecond from the mark read before the workload."""
+    wall_ns = sample.get("wall_ns")
+    return wall_ns / 1e9 if _is_time(wall_ns) else mark["t_s"] + (tti - mark["tti"]) / 1000.0
+
+
 class _CellSubscriber(threading.Thread):
     """The virtual cell's PUB socket: two frames, `cell` and a JSON summary with the TTI it was taken at."""
 
@@ -122,7 +129,7 @@ class _CellSubscriber(threading.Thread):
                     tti = float(sample["tti"])
                 except (ValueError, KeyError, TypeError):
                     continue  # not a summary: the cell's format is the emulator room's; skip what we cannot place
-                t_s = self.mark["t_s"] + (tti - self.mark["tti"]) / 1000.0
+                t_s = sample_time_s(sample, tti, self.mark)
                 self.write("cell", {"t_s": t_s, "topic": "cell.summary", **sample})
         finally:
             sock.close()

@@ -33,7 +33,7 @@ def test_the_recovery_campaign_validates_in_the_full_and_quick_grids(tmp_path, l
     assert {r.params["faults"] for r in runs} == {"outage-3s"} and runs[0].params["cc"] == "cubic"
     (outage,) = campaign["faults"]["outage-3s"]
     assert (outage["kind"], outage["at_s"], outage["duration_s"]) == ("radio_outage", 3.0, 3.0)
-    assert "pcap" in campaign["measurements"] and campaign["retry"]["min_stack_speed"] == 0.4
+    assert "pcap" in campaign["measurements"] and "min_stack_speed" not in campaign["retry"]  # judged by the clock
     assert "recovery-25prb" in fidelity.case_names(fidelity.GRIDS[grid])
 
 

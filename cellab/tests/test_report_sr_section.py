@@ -46,3 +46,11 @@ def test_a_run_that_named_a_period_brings_the_section(tmp_path):
     runs = [{"sr_regime": "sr-limited", "sr_estimate_ms": 20.0}, {"sr_regime": "unknown"}]
     html = report.write_report(folder(tmp_path, runs)).read_text()
     assert "Correct: 1 of 2 runs (50 %)" in html
+
+
+def test_the_section_says_which_clock_the_estimates_were_read_on(tmp_path):
+    runs = [{"sr_regime": "sr-limited", "sr_estimate_ms": 20.0, "sr_clock": "stack"},
+            {"sr_regime": "sr-limited", "sr_estimate_ms": 20.0, "sr_clock": "stack"},
+            {"sr_regime": "sr-limited", "sr_estimate_ms": 20.0, "sr_clock": "wall"}]
+    html = report.write_report(folder(tmp_path, runs)).read_text()
+    assert "Estimates read on: the stack clock in 2 runs, the wall clock in 1 run." in html

@@ -1,5 +1,6 @@
 /* cellab-zmq-broker's state shared by its units: zmq_broker.c (main, sockets, the downlink, stats), uplink.c (the
- * uplink sum and srsenb's restart on that side), control.c (the command line and stdin's gain commands). */
+ * uplink sum and srsenb's restart on that side), control.c (the command line and stdin's commands), clock.c (the
+ * stack clock: when each TTI passed, per direction). */
 #ifndef CELLAB_ZMQ_BROKER_H
 #define CELLAB_ZMQ_BROKER_H
 
@@ -48,6 +49,29 @@ extern _Atomic uint64_t dl_bytes, ul_bytes, dl_blocks, ul_blocks, silent_blocks,
 extern _Atomic uint64_t dl_samples; /* downlink samples every UE got (srsenb's and silence) */
 /* what each direction waits for now (the stats line names it: a stalled stream says where) */
 extern const char *_Atomic dl_waits_for, *_Atomic ul_waits_for;
+
+#define CLOCK_CHUNK 4096      /* stack clock records buffered per direction before one write (32 KiB) */
+#define CLOCK_RUN_ID_MAX 128
+#define CLOCK_DIR_MAX 1024
+#define CLOCK_HEADER_MAX 512
+#define CLOCK_REPLY_MAX 512
+
+/* one direction's stack clock (clock.c); every field under `lock` */
+struct stack_clock {
+    pthread_mutex_t lock;
+    const char *direction;      /* "dl" | "ul": the file's name and header */
+    uint64_t samples;           /* the direction's samples since the broker started */
+    int fd;                     /* the recording's file; -1: not recording */
+    int write_errno;            /* a failed write ended the recording */
+    int64_t last_ns;            /* the last record's time (0: none yet) */
+    uint64_t written;           /* records written this recording */
+    size_t n;                   /* records in buf */
+    int64_t buf[CLOCK_CHUNK];
+};
+extern struct stack_clock clock_dl, clock_ul;
+void clock_passed(struct stack_clock *c, uint64_t samples); /* the hot path: `samples` more passed */
+void clock_start(const char *run_id, const char *dir, char *reply, size_t len);
+void clock_stop(char *reply, size_t len);                    /* the reply names each direction's TTIs written */
 
 void die(const char *what, const char *endpoint);
 void say(const char *line);

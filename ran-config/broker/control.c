@@ -1,4 +1,5 @@
-/* cellab-zmq-broker's settings: the command line, and the gain commands its stdin takes while the stream runs.
+/* cellab-zmq-broker's settings: the command line, and the commands its stdin takes while the stream runs (gains,
+ * and the stack clock's recording: clock.c).
  *
  * A UE's gains are per direction: dl_gain_db scales its copy of srsenb's downlink, ul_gain_db its uplink in the sum
  * srsenb hears (a shield box's attenuator is passive: both directions lose the same dB). */
@@ -93,21 +94,42 @@ void parse_args(int argc, char **argv)
         usage("--enb-tx, --enb-rx and at least one --ue are required");
 }
 
+/* "clock_start RUN_ID DIR" / "clock_stop": 1 if `line` was one of them (answered) */
+static int clock_command(const char *line)
+{
+    char reply[CLOCK_REPLY_MAX + CLOCK_DIR_MAX], id[CLOCK_RUN_ID_MAX + 2], dir[CLOCK_DIR_MAX + 2];
+    int used = 0;
+    if (!strncmp(line, "clock_stop", 10) && (line[10] == '\n' || line[10] == '\0')) {
+        clock_stop(reply, sizeof reply);
+    } else if (!strncmp(line, "clock_start", 11) && (line[11] == ' ' || line[11] == '\n' || line[11] == '\0')) {
+        if (sscanf(line + 11, " %129s %1025s %n", id, dir, &used) != 2 || line[11 + used] != '\0')
+            id[0] = '\0'; /* refused by clock_start, naming the form */
+        clock_start(id, id[0] ? dir : "", reply, sizeof reply);
+    } else {
+        return 0;
+    }
+    say(reply);
+    return 1;
+}
+
 /* "gain I DB" (UE I's downlink) and "ul_gain I DB" (its uplink) on stdin, each taken at that direction's next
- * block; anything else is answered with an error and changes nothing */
+ * block; "clock_start RUN_ID DIR" and "clock_stop" (clock.c); anything else is answered with an error and changes
+ * nothing */
 void *control(void *arg)
 {
     (void)arg;
-    char line[128], reply[200], command[16], number[64];
+    char line[CLOCK_DIR_MAX + 256], reply[300], command[16], number[64];
     while (fgets(line, sizeof line, stdin)) {
         int ue, used = 0;
+        if (clock_command(line))
+            continue;
         double db;
         int uplink_gain = 0;
         if (sscanf(line, "%15s %d %63s %n", command, &ue, number, &used) != 3 || line[used] != '\0' ||
             (strcmp(command, "gain") && !(uplink_gain = !strcmp(command, "ul_gain"))) || ue < 0 ||
             ue >= B.n_ues || !gain_db_of(number, &db)) {
             snprintf(reply, sizeof reply, "{\"error\":\"expected 'gain UE DB' (downlink) or 'ul_gain UE DB' "
-                     "(uplink) with UE 0..%d and DB in -100..100\"}\n", B.n_ues - 1);
+                     "(uplink) with UE 0..%d and DB in -100..100, 'clock_start RUN_ID DIR' or 'clock_stop'\"}\n", B.n_ues - 1);
             say(reply);
             continue;
         }

@@ -176,6 +176,7 @@ void *uplink(void *arg)
         zmq_msg_close(&peer);
         ul_bytes += need;
         ul_blocks++;
+        clock_passed(&clock_ul, need / SAMPLE_BYTES); /* srsenb's rx has it */
     }
     return NULL;
 }

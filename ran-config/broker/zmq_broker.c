@@ -24,10 +24,15 @@
  * stdin (control.c): "gain I DB" sets UE I's downlink gain, "ul_gain I DB" its uplink gain, while the stream runs
  * (an attenuation schedule's step), taken at that direction's next block; answered on stdout with
  * {"gain_ue":I,"dl_gain_db":DB} / {"gain_ue":I,"ul_gain_db":DB} or {"error":...}.
+ * stdin (clock.c): "clock_start RUN_ID DIR" records the stack clock (when each TTI's last sample passed, per
+ * direction) into DIR/stack-clock-dl.bin and DIR/stack-clock-ul.bin (needs --srate-hz), answered
+ * {"clock":"started","run_id":...,"dl_first_tti":N,"ul_first_tti":M}; "clock_stop" writes the rest and closes them,
+ * answered {"clock":"stopped","dl_ttis":N,"ul_ttis":M,"run_id":...} (a new clock_start and SIGTERM/SIGINT stop too).
  * stdout: "ready" once bound, then every --stats-s seconds a JSON line with the sample rates moved (srsenb's
  * blocks only; "silent_blocks": zero blocks the UEs got in that period), and {"event":"enb_lost"|"enb_back",...}.
  * Exit 2 on bad arguments, 1 on a ZMQ or stream error (named on stderr). */
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -249,6 +254,7 @@ static void *downlink(void *arg)
         }
         zmq_msg_close(&block);
         dl_samples += len / SAMPLE_BYTES;
+        clock_passed(&clock_dl, len / SAMPLE_BYTES); /* every UE has it: the UEs' time (silence too) */
         if (from_enb) {
             dl_bytes += len;
             dl_blocks++;
@@ -262,6 +268,13 @@ static void *downlink(void *arg)
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
+    /* SIGTERM/SIGINT are taken by main's loop (the clock's last records written first); every thread inherits
+     * the mask */
+    sigset_t ending;
+    sigemptyset(&ending);
+    sigaddset(&ending, SIGTERM);
+    sigaddset(&ending, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &ending, NULL);
     void *ctx = B.ctx = zmq_ctx_new();
     if (!ctx)
         die("context", NULL);
@@ -287,7 +300,14 @@ int main(int argc, char **argv)
     double t0 = now_s(), last = t0;
     uint64_t last_dl = 0, last_ul = 0, last_silent = 0;
     for (;;) {
-        usleep((useconds_t)(B.stats_s * 1e6));
+        struct timespec wait = {(time_t)B.stats_s, (long)((B.stats_s - (double)(time_t)B.stats_s) * 1e9)};
+        int sig = sigtimedwait(&ending, NULL, &wait);
+        if (sig > 0) { /* the recording complete on disk, then the signal's own end (the exit status says it) */
+            clock_stop(line, sizeof line);
+            signal(sig, SIG_DFL);
+            pthread_sigmask(SIG_UNBLOCK, &ending, NULL);
+            raise(sig);
+        }
         double t = now_s();
         uint64_t d = dl_bytes, u = ul_bytes, z = silent_blocks;
         snprintf(line, sizeof line, "{\"t_s\":%.1f,\"dl_msps\":%.3f,\"ul_msps\":%.3f,\"dl_blocks\":%llu,"

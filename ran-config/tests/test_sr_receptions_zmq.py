@@ -53,6 +53,8 @@ def test_enb_sr_receptions_at_10_and_40_ms(bundle: Path, tmp_path: Path, period_
         assert metrics["sr_effective_ms"] == eff["period_ms"] and metrics["sr_outcome"] in ("right", "wrong",
                                                                                             "no-answer"), metrics
         assert metrics["sr_outcome"] != "wrong" or not metrics.get("sr_ambiguous"), metrics
+        # read on the stack's own clock (the broker's record): a wrong period there is a bug, not the host's speed
+        assert metrics["sr_clock"] == "stack" and metrics["sr_outcome"] != "wrong", metrics
         seen[period] = (eff["period_ms"], eff["receptions"], eff["unused"], eff["spacing_ms"], eff.get("tti_per_s"),
                         metrics.get("sr_estimate_ms"), metrics.get("sr_candidates_ms"))
     assert sorted(seen) == [period_ms], seen

@@ -101,7 +101,7 @@ class _Rates:
 
 
 def test_the_stacks_tti_on_the_wall_clock_comes_from_the_brokers_first_line_after_configure(tmp_path, monkeypatch):
-    import cellab.ran.zmqlab as zmqlab
+    import cellab.ran.zmqlab_run as zmqlab
 
     monkeypatch.setattr(zmqlab, "STATS_PERIOD_S", 0.1)  # the wait for a line, short
     lab = SrsranZmqLab(prefix="zqu", bin_dir=tmp_path)

@@ -92,7 +92,11 @@ static void run_sr_probes(struct fetch_ctx *c)
 {
     char perr[240] = "";
     uint64_t probes_t0 = now_realtime_ns();
-    if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, c->o.sr_probes_max, 30, 110, (uint32_t)now_realtime_ns(),
+    /* a stack slower than real time (the lab's ruler) stretches the gaps with its TTI, up to 2x: srsENB polls an
+     * emptied UE once 20 of its TTIs after the last PUSCH, and a probe riding that poll misses the SR grid */
+    double gap_x = c->o.stack_tti_ms > 1 ? (c->o.stack_tti_ms < 2 ? c->o.stack_tti_ms : 2) : 1;
+    if (srprobe_run(c->addr->ai_addr, c->addr->ai_addrlen, c->o.sr_probes, c->o.sr_probes_max, 30 * gap_x, 110 * gap_x,
+                    (uint32_t)now_realtime_ns(),
                     &c->probes, perr, sizeof(perr)) != 0) {
         snprintf(c->probe_error, sizeof(c->probe_error), "%s", perr);
         add_msg(c->missing, &c->n_missing, perr);

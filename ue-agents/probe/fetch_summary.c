@@ -47,6 +47,10 @@ void fetch_write_summary(struct fetch_ctx *c, FILE *out)
     for (int i = 0; i < c->probes.received; i++)
         jw_num(&w, NULL, c->probes.rtt_us[i] / 1e3);
     jw_arr_close(&w);
+    jw_arr_open(&w, "reply_wall_ns"); /* CLOCK_REALTIME of each reply, rtt_ms's order: for the stack clock */
+    for (int i = 0; i < c->probes.received; i++)
+        jw_int(&w, NULL, (long long)c->probes.reply_wall_ns[i]);
+    jw_arr_close(&w);
     jw_str(&w, "error", c->probe_error[0] ? c->probe_error : NULL);
     jw_obj_close(&w);
     jw_str_rows(&w, "errors", c->errors[0], sizeof c->errors[0], c->n_errors);

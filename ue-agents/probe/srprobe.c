@@ -117,6 +117,8 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, int n_max,
         uint8_t buf[256];
         ssize_t r = recv(fd, buf, sizeof(buf), 0);
         uint64_t t = mono_ns();
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
         if (r <= 0)
             continue;
         const uint8_t *icmp = buf;
@@ -132,6 +134,7 @@ int srprobe_run(const struct sockaddr *dst, socklen_t dst_len, int n, int n_max,
         }
         int s = icmp[6] << 8 | icmp[7];
         if (s < seq && sent_at[s]) {
+            res->reply_wall_ns[res->received] = (int64_t)wall.tv_sec * 1000000000LL + wall.tv_nsec;
             res->rtt_us[res->received++] = (double)(t - sent_at[s]) / 1e3;
             sent_at[s] = 0; /* a duplicate reply counts once */
             if (s == seq - 1 && seq < n) {

@@ -12,6 +12,8 @@
 struct srprobe_result {
     int sent, received;
     double rtt_us[256];
+    int64_t reply_wall_ns[256]; /* CLOCK_REALTIME (the clock of captures and of the lab's stack clock) at each
+                                 * reply, same order as rtt_us: the controller puts the replies on the stack's TTIs */
     const char *socket_kind; /* "icmp-dgram" | "icmp-raw" */
 };
 

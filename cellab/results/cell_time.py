@@ -1,0 +1,25 @@
+"""The wall time of the virtual cell's TTIs. Its TTI log and its events count TTIs from its start; it also writes
+its own stack clock (the wall time each TTI ran: `stack-clock-dl.bin` in the run's artifacts, key `stack_clock_dl`,
+emulator/README.md "The cell's own clock"). On a recorded clock (the cell parameter `clock_file`, the fidelity
+bench's virtual side) a TTI is not a millisecond, so that clock is the mapping; a run without it (collected before
+the cell wrote one) falls back to one TTI per millisecond from the mark read before the workload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cellab.labs.clock import StackClock
+
+
+def cell_clock(mark: dict[str, float], clock_file: Path | None) -> Callable[[Any], np.ndarray]:
+    """TTIs -> epoch seconds at which the cell ran them (an InputError names a bad clock file)."""
+    clock = StackClock.from_file(clock_file) if clock_file is not None and Path(clock_file).is_file() else None
+    if clock is not None and clock.ttis:
+        on_clock = np.vectorize(clock.wall_at, otypes=[np.float64])
+        first = clock.first_tti + 1.0  # record k (stack TTI first_tti + k + 1 begins): when the cell ran its TTI k
+        return lambda ttis: on_clock(np.asarray(ttis, dtype=np.float64) + first)
+    return lambda ttis: (np.asarray(ttis, dtype=np.float64) - mark["tti"]) / 1000.0 + mark["t_s"]
