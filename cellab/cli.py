@@ -167,11 +167,13 @@ def rerun_cmd(
     run_dir: Path = typer.Argument(..., help="a run folder: <campaign folder>/runs/<run_id>"),
     out: Path = typer.Option(RUNS_OUT, help="where the rerun's campaign folder is created"),
     prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
+    allow_changed_files: bool = typer.Option(False, help="rerun even when a file the run depended on changed"),
 ) -> None:
-    """Run one run again from its record (same parameters, same lab kind); print both side by side."""
+    """Run one run again from its record (same parameters, same lab kind); what differs in the software of the
+    two runs first, then both runs' results side by side."""
     from cellab.run.rerun import describe, rerun
 
-    folder, summary = rerun(run_dir, out, prefix, console=err_console)
+    folder, summary = rerun(run_dir, out, prefix, console=err_console, allow_changed_files=allow_changed_files)
     console.print(f"rerun: {folder}")
     console.print(describe(summary), highlight=False)
     if summary["status"] != "ok":

@@ -28,6 +28,7 @@ from cellab.labs.cellctl import CellControl
 from cellab.labs.proc import die_with_parent
 from .hostpause import HostFreezer
 from .params import MAX_UES, CellParams, validate_params
+from .vlab_provenance import VirtualLabProvenance
 
 STATE_ROOT = Path("/run/cellab")
 TUN_NAME = "lte0"
@@ -41,7 +42,7 @@ def ue_addr(i: int) -> str:
     return f"10.200.1.{i + 1}"
 
 
-class VirtualLab(EmbeddedLab):
+class VirtualLab(VirtualLabProvenance, EmbeddedLab):
     """The `virtual` embedded lab: one server namespace, n UE namespaces, the emulated cell between."""
 
     kind = "virtual"

@@ -55,6 +55,7 @@ from .zmq_broker import STATS_PERIOD_S, BrokerProcess, ue_ports
 from .zmqlab_attenuation import (ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, AttenuationControl, UeRadio, enb_ul_awgn,
                                  ue_attenuations)
 from .zmqlab_faults import FAULT_DAEMONS, StackFaults
+from .zmqlab_provenance import ZmqLabProvenance
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 
@@ -74,7 +75,7 @@ UE_STOP_GRACE_S = 0.5
 CORE_CHECK_S = 2.0  # while UEs attach: how often the core is asked whether it refused one
 
 
-class SrsranZmqLab(StackFaults, UeRadio, EmbeddedLab):
+class SrsranZmqLab(ZmqLabProvenance, StackFaults, UeRadio, EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker

@@ -6,6 +6,7 @@
         results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics,
                              placement: where it ran, {host, lab, instance, worker, slot})
                         ue_runs(run_id, ue, slot, metrics): one row per run and UE of a finished run
+                        run_software(run_id, key, value): each run's provenance (cellab.results.software_store)
         runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts; ues/<ue>/ each UE's, with its metrics.json
 
 A run row goes pending → running → ok | failed | aborted. A row left `running` by a killed controller
@@ -224,6 +225,9 @@ class ResultStore:
         self.finish(run, record.status, metrics=record.metrics, error=record.error, ue_metrics=record.ue_metrics,
                     new_attempts=max(record.attempts, 1) - (1 if started else 0), placement=record.placement,
                     started_at=record.started_at or None, finished_at=record.finished_at or None)
+        from cellab.results import software_store  # the run's software, from its manifest: run_software rows
+
+        software_store.save(self.db_path, run.run_id, self.run_dir(run.run_id) / "manifest.json")
 
     def append_runs(self, runs: list[PlannedRun]) -> None:
         """More planned runs (a stopping rule asked for them): the plan file rewritten whole, their rows added."""
