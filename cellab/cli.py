@@ -101,8 +101,7 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
     campaign = load_campaign(campaign_file, lab)
     runs = plan(campaign, campaign_file)
     rule = campaign.until
-    bounds = (f" (each cell {campaign.repeat}..{rule.max} runs, until {rule.metric}'s 95 % interval is within "
-              f"±{100 * rule.ci_fraction:g} %)") if rule else ""
+    bounds = f" (each cell {campaign.repeat}..{rule.max} runs, {rule.describe()})" if rule else ""
     table = Table(title=f"{campaign.name}: {len(runs)} runs on {campaign.lab}{bounds}")
     table.add_column("#", justify="right")
     table.add_column("run id")
@@ -366,6 +365,12 @@ def _mount_keys() -> None:
     app.add_typer(keys_app, name="keys", help="Make CURVE key pairs (secret files 0600).")
 
 
+def _mount_compare() -> None:
+    from cellab.report.compare_page import mount
+
+    mount(app)
+
+
 def _mount_scale() -> None:
     from cellab.cluster.cli import mount
 
@@ -374,6 +379,7 @@ def _mount_scale() -> None:
 
 _mount_keys()
 _mount_scale()
+_mount_compare()
 _mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from cellab.report import plots
+from cellab.report.cells import cell_sections
 from cellab.results.metrics import scalar_metrics
 from cellab.report.faults import fault_section
 from cellab.report.figures import FigureSet
@@ -198,7 +199,8 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
         answers = [s for s in lead if s is not None]  # the campaign's question first, then its conditions
-        sections = [s for s in [*answers[:1], conditions, *answers[1:], *plotted, *tail] if s is not None]
+        cells = cell_sections(folder.root, campaign, done)  # named comparisons; with `until`, each cell's repeats
+        sections = [s for s in [*answers[:1], conditions, *answers[1:], *cells, *plotted, *tail] if s is not None]
         figures.render(workers)
 
         counts = Counter(r.shown_status for r in runs)

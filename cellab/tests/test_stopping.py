@@ -47,19 +47,20 @@ def test_a_noisy_cell_gets_more_runs_and_a_steady_one_stops(tmp_path):
     steady = [r for r in first if r.factors["cc"] == "reno"]
     noisy = [r for r in first if r.factors["cc"] == "cubic"]
     _finish(store, steady[0], 10.0e6)
-    assert after_run(campaign, store, steady[0]) is None  # its cell has a run still to come
+    assert after_run(campaign, store, steady[0]) == []  # its cell has a run still to come
     _finish(store, steady[1], 10.1e6)
-    third = after_run(campaign, store, steady[1])  # two values: t(0.975, 1) = 12.7 makes it ±6.4 %, not 5 %
-    assert third is not None and third.repeat == 2 and third.factors == {"cc": "reno"}
+    [third] = after_run(campaign, store, steady[1])  # two values: t(0.975, 1) = 12.7 makes it ±6.4 %, not 5 %
+    assert third.repeat == 2 and third.factors == {"cc": "reno"}
     assert store.planned()[-1].run_id == third.run_id  # the plan grew: --resume would run it
     _finish(store, third, 10.05e6)
-    assert after_run(campaign, store, third) is None  # three values: ±1.2 %
+    assert after_run(campaign, store, third) == []  # three values: ±1.2 %
     for run, value in zip(noisy, [5e6, 9e6], strict=True):
         _finish(store, run, value)
     more = after_run(campaign, store, noisy[1])
-    while more is not None:
-        _finish(store, more, 7e6 + (more.repeat % 2) * 3e6)
-        more = after_run(campaign, store, more)
+    while more:
+        [extra] = more
+        _finish(store, extra, 7e6 + (extra.repeat % 2) * 3e6)
+        more = after_run(campaign, store, extra)
     cells = {c["factors"]["cc"]: c for c in json.loads((store.root / "repeats.json").read_text()).values()}
     assert cells["reno"]["stopped"] and cells["reno"]["runs"] == 3 and "after 3 ok runs" in cells["reno"]["why"]
     assert cells["cubic"]["stopped"] and cells["cubic"]["runs"] == 6 and "max 6 runs reached" in cells["cubic"]["why"]
