@@ -157,6 +157,9 @@ def run(
     invalid = (f", invalid: {counts['invalid']} (the lab lost real time; kept out of the statistics)"
                if counts.get("invalid") else "")
     console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}{aborted}{invalid}")
+    from cellab.report.commands import print_headline
+
+    print_headline(runner.store.root)  # the campaign's answer, last (the lines its report opens with)
     if counts["failed"] or counts.get("aborted") or counts.get("invalid"):
         raise typer.Exit(1)
 
@@ -365,6 +368,12 @@ def _mount_keys() -> None:
     app.add_typer(keys_app, name="keys", help="Make CURVE key pairs (secret files 0600).")
 
 
+def _mount_results() -> None:
+    from cellab.report.commands import mount
+
+    mount(app)
+
+
 def _mount_compare() -> None:
     from cellab.report.compare_page import mount
 
@@ -380,6 +389,7 @@ def _mount_scale() -> None:
 _mount_keys()
 _mount_scale()
 _mount_compare()
+_mount_results()
 _mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 

@@ -23,7 +23,8 @@ from cellab.report.sections import sr_confusion, sr_probed
 from cellab.report.stats import fmt_number, wilson
 from cellab.report.tables import COMPARED, comparisons, varied_factors
 
-BPS_PER_MBIT = 1e6
+WIDE_INTERVAL = 0.4  # a throughput ratio's interval wider than this proves little: the headline says so
+WIDE_NOTE = "; the throughput interval is wide: more repeats would narrow it"
 
 
 @dataclass
@@ -104,7 +105,8 @@ def _shootout(factor: str, entries: list[dict[str, Any]]) -> Headline:
         numbers["best"] = best
         runs = next(e for e in mine if e["level"] == best)
         first = (f"Best on p95 delay at {baseline}'s throughput: {best}, p95 RTT {_fmt(rtt)} of {baseline}'s at "
-                 f"throughput {_fmt(tp)} ({runs['runs_level']} vs {runs['runs_baseline']} runs).")
+                 f"throughput {_fmt(tp)} ({runs['runs_level']} vs {runs['runs_baseline']} runs"
+                 f"{WIDE_NOTE if _get(tp, 'high') - _get(tp, 'low') > WIDE_INTERVAL else ''}).")
     elif not any(_get(tp, "high") is not None for tp, _ in ratios.values()):
         numbers["best"] = None
         first = (f"Too few runs for intervals: no scheme can be shown to keep {baseline}'s throughput "
