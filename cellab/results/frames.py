@@ -123,7 +123,7 @@ class Results:
     @property
     def factors(self) -> list[str]:
         """The campaign's factors, in its order (then any other a run names)."""
-        listed = list((self.campaign.get("factors") or {}))
+        listed = list(self.campaign.get("factors") or {})
         return list(dict.fromkeys([*listed, *sorted({f for r in self.folder.runs for f in r.factors})]))
 
     @property
