@@ -8,6 +8,7 @@ stopping rule writes it as it decides, cellab.results.stopping).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,10 @@ def _median(value: float | None, metric: str) -> str:
     return "–" if value is None else f"{fmt_number(value * scale, digits)}{' ' + unit if unit else ''}"
 
 
-def stratum_text(stratum: dict[str, Any]) -> str:
+def stratum_text(stratum: dict[str, Any] | str) -> str:
+    """{"channel": "mobile"} (or its JSON, as a comparisons row holds it) -> channel=mobile."""
+    if isinstance(stratum, str):
+        stratum = json.loads(stratum)
     return ", ".join(f"{k}={v}" for k, v in stratum.items()) or "all runs"
 
 

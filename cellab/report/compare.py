@@ -42,10 +42,7 @@ class Campaign:
     campaign: dict[str, Any]
     runs: list[Run]  # its ok runs
     software: dict[str, set[str]] = field(default_factory=dict)  # dotted key -> values over its runs
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.root.name})"
+    label: str = ""  # "name (folder)", or with the folder's whole path when two campaigns' would be the same
 
 
 @dataclass
@@ -194,6 +191,11 @@ def compare(roots: list[Path]) -> Comparison:
     if len(roots) < 2:
         raise CellabError("cellab compare needs two campaign folders or more (the first is the reference)")
     campaigns = [load(root) for root in roots]
+    for c in campaigns:
+        c.label = f"{c.name} ({c.root.name})"
+    if len({c.label for c in campaigns}) < len(campaigns):  # same folder names under different parents
+        for c in campaigns:
+            c.label = f"{c.name} ({c.root})"
     shared = shared_factors(campaigns)
     if not shared:
         named = "; ".join(f"{c.label}: {', '.join(c.campaign.get('factors') or {}) or 'none'}" for c in campaigns)
