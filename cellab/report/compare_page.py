@@ -58,6 +58,18 @@ def _median(value: float | None, metric: str) -> str:
     return "–" if value is None else f"{fmt_number(value * scale, digits)}{' ' + unit if unit else ''}"
 
 
+def summary_line(result: Comparison) -> str:
+    """How many of the cells' ratios could be 1 (their interval holds it), and the smallest p."""
+    with_interval = [c for c in result.cells if c.ratio.includes(1.0) is not None]
+    holding = sum(1 for c in with_interval if c.ratio.includes(1.0))
+    ps = [c.ratio.p_value for c in result.cells if c.ratio.p_value is not None]
+    text = (f"{holding} of {len(with_interval)} ratios' 95 % intervals include 1"
+            if with_interval else "no ratio has an interval (fewer than 2 ok runs a side)")
+    return text + (f"; the smallest Mann–Whitney p is {fmt_p(min(ps))}" if ps else "") + (
+        f"; {len(result.cells) - len(with_interval)} without an interval" if with_interval and len(with_interval) <
+        len(result.cells) else "")
+
+
 def sections(result: Comparison) -> list[Section]:
     labels = [c.label for c in result.campaigns]
     differs = Section("differences", "What differs between the campaigns")
@@ -76,6 +88,7 @@ def sections(result: Comparison) -> list[Section]:
                        f"medians over ok runs (campaign ÷ reference) with its {INTERVAL_METHOD} interval; p: "
                        f"{TEST_METHOD} over the runs. With 2 runs a side the Mann–Whitney p cannot go below 0.33, and "
                        "the bootstrap interval spans little more than the runs themselves.")
+    cells.notes.append(summary_line(result).capitalize() + ".")
     for label, pooled in result.pooled.items():
         cells.notes.append(f"{label}: pooled over {', '.join(pooled)} (the other campaigns lack it).")
     for label, only in result.only_in.items():
@@ -122,6 +135,7 @@ def print_comparison(result: Comparison, console: Console) -> None:
         table.add_row(c.campaign, stratum_text(c.cell), c.metric, f"{c.ratio.n_level}/{c.ratio.n_base}",
                       fmt_ratio(c.ratio), fmt_p(c.ratio.p_value))
     console.print(table)
+    console.print(summary_line(result), highlight=False)
 
 
 def compare_cmd(
@@ -143,4 +157,4 @@ def mount(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
 
 
-__all__ = ["compare_cmd", "mount", "print_comparison", "sections", "write_compare"]
+__all__ = ["compare_cmd", "mount", "print_comparison", "sections", "summary_line", "write_compare"]

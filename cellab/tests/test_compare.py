@@ -14,7 +14,7 @@ import yaml
 from cellab.errors import CellabError
 from cellab.records import PlannedRun, write_json
 from cellab.report.compare import compare
-from cellab.report.compare_page import write_compare
+from cellab.report.compare_page import summary_line, write_compare
 from cellab.results.store import ResultStore
 from cellab.testkit.helpers import only_folder, run_cellab
 
@@ -55,6 +55,7 @@ def test_the_same_campaign_twice_gives_ratios_whose_intervals_include_1(tmp_path
     for cell in result.cells:
         assert cell.ratio.ratio == pytest.approx(1.0) and cell.ratio.includes(1.0), cell
         assert cell.ratio.p_value == pytest.approx(1.0)
+    assert summary_line(result) == "4 of 4 ratios' 95 % intervals include 1; the smallest Mann–Whitney p is 1"
 
 
 def test_what_differs_is_listed_first_conditions_then_software(tmp_path):
@@ -76,6 +77,7 @@ def test_what_differs_is_listed_first_conditions_then_software(tmp_path):
     assert result.pooled == {result.campaigns[1].label: ["buffer"]}
     for cell in result.cells:  # b is 1.5 times a everywhere
         assert cell.ratio.ratio == pytest.approx(1.5) and not cell.ratio.includes(1.0)
+    assert summary_line(result) == "0 of 4 ratios' 95 % intervals include 1; the smallest Mann–Whitney p is 0.0262"  # 6 vs 3 runs, tied
     page = write_compare(result, tmp_path / "cmp")
     text = page.read_text()
     assert text.index("What differs") < text.index("Shared cells") and "3.16" in text and "×1.50" in text
