@@ -375,7 +375,7 @@ def _mount_results() -> None:
 
 
 def _mount_compare() -> None:
-    from cellab.report.compare_page import mount
+    from cellab.report.compare_cli import mount  # typer alone: the comparison is imported when it runs
 
     mount(app)
 

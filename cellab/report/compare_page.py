@@ -1,5 +1,5 @@
-"""`cellab compare DIR_A DIR_B [...]`: the comparison of campaigns (cellab.report.compare) printed, and written
-as one self-contained HTML page and its JSON into a new folder:
+"""`cellab compare DIR_A DIR_B [...]` (its command: cellab.report.compare_cli): the comparison of campaigns
+(cellab.report.compare) printed, and written as one self-contained HTML page and its JSON into a folder:
 
     <out>/compare.html   the differences in conditions and software first, then each shared cell's ratios
     <out>/compare.json   the same, for a notebook
@@ -11,19 +11,16 @@ a link at either name is refused (cellab.safepath).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import typer
 from jinja2 import Environment, select_autoescape
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
 from cellab.errors import CellabError
-from cellab.paths import RUNS_OUT
 from cellab.report.cells import METRIC_UNITS, stratum_text
-from cellab.report.compare import Comparison, as_json, compare
+from cellab.report.compare import Comparison, as_json
 from cellab.report.model import Section, Table
 from cellab.report.stats import fmt_number, fmt_p, fmt_ratio
 from cellab.results.ratios import INTERVAL_METHOD, TEST_METHOD
@@ -103,14 +100,25 @@ def sections(result: Comparison) -> list[Section]:
     return [differs, cells]
 
 
+def check_free(target: SafeDir) -> None:
+    """Neither output name is taken in the folder (by a file, a folder or a link)."""
+    taken = [name for name in OUTPUT_FILES if name in target.names() or target.is_link(name)]
+    if taken:
+        raise CellabError(f"--out {target.path}: {', '.join(taken)} already there: nothing was overwritten (give a "
+                          "new folder)")
+
+
+def check_output(out: Path) -> None:
+    """Refuse a taken output before anything is computed (the folder is made when missing)."""
+    with SafeDir.open(output_dir(out, "--out")) as target:
+        check_free(target)
+
+
 def write_compare(result: Comparison, out: Path) -> Path:
     """compare.html and compare.json into `out` (made when missing); nothing there is overwritten."""
     folder = output_dir(out, "--out")
     with SafeDir.open(folder) as target:
-        taken = [name for name in OUTPUT_FILES if name in target.names() or target.is_link(name)]
-        if taken:
-            raise CellabError(f"--out {folder}: {', '.join(taken)} already there: nothing was overwritten (give a new "
-                              "folder)")
+        check_free(target)
         campaigns = [{"label": c.label, "root": str(c.root), "runs": len(c.runs),
                       "lab": c.campaign.get("lab", "virtual")} for c in result.campaigns]
         page = Environment(autoescape=select_autoescape(default=True, default_for_string=True)).from_string(
@@ -138,23 +146,4 @@ def print_comparison(result: Comparison, console: Console) -> None:
     console.print(summary_line(result), highlight=False)
 
 
-def compare_cmd(
-    result_dirs: list[Path] = typer.Argument(..., help="two or more campaign result folders; the first is the "
-                                                       "reference"),
-    out: Path | None = typer.Option(None, help="the folder for compare.html and compare.json (default: "
-                                               "runs/out/compare-<stamp>); nothing in it is overwritten"),
-) -> None:
-    """Campaigns side by side: what differs in their conditions and software, then each shared cell's ratio
-    (campaign ÷ the first), with its 95 % bootstrap interval and Mann–Whitney p."""
-    result = compare(result_dirs)
-    console = Console(soft_wrap=True)
-    print_comparison(result, console)
-    path = write_compare(result, out if out is not None else RUNS_OUT / f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
-    console.print(f"compare: {escape(str(path))}", highlight=False)
-
-
-def mount(app: typer.Typer) -> None:
-    app.command("compare")(compare_cmd)
-
-
-__all__ = ["compare_cmd", "mount", "print_comparison", "sections", "summary_line", "write_compare"]
+__all__ = ["check_output", "print_comparison", "sections", "summary_line", "write_compare"]

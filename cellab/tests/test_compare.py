@@ -134,6 +134,9 @@ def test_an_existing_output_or_a_link_is_never_overwritten(tmp_path):
     with pytest.raises(CellabError, match="compare.json already there"):
         write_compare(result, linked)
     assert target.read_text() == "keep" and not (linked / "compare.html").exists()
+    done = run_cellab("compare", str(a), str(b), "--out", str(out))  # refused before anything is printed
+    assert done.returncode == 2 and "compare.html already there" in done.stderr and "shared cells" not in done.stdout
+    assert (out / "compare.html").read_text() == "mine"
 
 
 # --- on the labs ----------------------------------------------------------------------------------------------
