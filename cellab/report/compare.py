@@ -4,7 +4,7 @@ its original, one bench against another, before and after a change.
 The first folder is the reference. What differs between the campaigns comes first: their conditions (lab,
 fixed parameters, workload, repeats, the levels of their factors) and their software (each run's manifest:
 `software`, `provenance`, the lab kind), a key listed when the campaigns' values differ (keys whose value
-changes from run to run inside every campaign, like a run's start time, are not). Then, for every cell of the
+changes from run to run inside a campaign, like a clock offset, are not). Then, for every cell of the
 factors the campaigns share (a combination of the shared factors' levels that both ran), each metric's ratio of
 medians over ok runs (campaign ÷ reference), its 95 % percentile bootstrap interval (fixed seed) and a two-sided
 Mann–Whitney U p-value (cellab.results.ratios). Runs are pooled over the factors only one campaign has (said so).
@@ -141,8 +141,8 @@ def differences(campaigns: list[Campaign]) -> list[Difference]:
     absent: set[str] = set()  # subtrees some campaign lacks, listed once
     for key in keys:
         sets = [c.software.get(key) for c in campaigns]
-        if all(s is not None and len(s) > 1 for s in sets):
-            continue  # changes from run to run in every campaign (a time, a per-run file): not a difference
+        if any(s is not None and len(s) > 1 for s in sets):
+            continue  # changes from run to run inside a campaign (a time, a clock offset): not the campaign's
         if len({frozenset(s) if s is not None else None for s in sets}) == 1:
             continue
         if None in sets:
@@ -212,7 +212,8 @@ def compare(roots: list[Path]) -> Comparison:
             out.pooled[c.label] = pooled
     for other in campaigns[1:]:
         cells = _cells(other, shared, ref_factors)
-        out.only_in.setdefault(reference.label, []).extend(c for c in ref_cells if c not in cells)
+        out.only_in.setdefault(reference.label, []).extend(
+            c for c in ref_cells if c not in cells and c not in out.only_in[reference.label])
         out.only_in[other.label] = [c for c in cells if c not in ref_cells]
         for cell in (c for c in ref_cells if c in cells):
             base = [r for r in reference.runs if in_stratum(r, cell)]

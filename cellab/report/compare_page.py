@@ -74,7 +74,7 @@ def sections(result: Comparison) -> list[Section]:
         differs.notes.append("Conditions (the campaign files), the levels of their factors, and software (each run's "
                              "manifest: software, provenance, lab kind, agents) whose values are not the same in "
                              "every campaign; — : the campaign has no such key. Keys that change from run to run "
-                             "inside every campaign are left out.")
+                             "inside a campaign (times, clock offsets) are left out.")
         differs.tables.append(Table(["kind", "key", *labels], [
             [(d.kind, "left"), (d.key, "left"), *((v, "left differs") for v in d.values)]
             for d in result.differences]))
