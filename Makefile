@@ -106,11 +106,15 @@ TEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -q -m 'not extended' $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --maxschedchunk 1)
 
-# both campaigns run and write their reports even if the first has a failed run; the exit status says so
+# both campaigns run and write their reports even if the first has a failed run; the exit status says so; the last
+# lines are what each campaign found (`cellab headline` of the newest folder of each: the lines its report opens with)
 demo: setup
 	@status=0; \
 	$(VENV)/bin/cellab run runs/demo/sr-validation.yaml || status=1; \
 	$(VENV)/bin/cellab run runs/demo/cc-shootout.yaml || status=1; \
+	echo; echo "what the demo found:"; \
+	$(VENV)/bin/cellab headline $$(ls -dt runs/out/demo-sr-validation-*/ | head -1) \
+		$$(ls -dt runs/out/demo-cc-shootout-*/ | head -1) || status=1; \
 	exit $$status
 
 # the SR validation on the real srsRAN 4G stack over ZMQ (lab srsran-zmq): the bundle in ../shared/tools/srsran

@@ -101,8 +101,7 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
     campaign = load_campaign(campaign_file, lab)
     runs = plan(campaign, campaign_file)
     rule = campaign.until
-    bounds = (f" (each cell {campaign.repeat}..{rule.max} runs, until {rule.metric}'s 95 % interval is within "
-              f"±{100 * rule.ci_fraction:g} %)") if rule else ""
+    bounds = f" (each cell {campaign.repeat}..{rule.max} runs, {rule.describe()})" if rule else ""
     table = Table(title=f"{campaign.name}: {len(runs)} runs on {campaign.lab}{bounds}")
     table.add_column("#", justify="right")
     table.add_column("run id")
@@ -158,6 +157,9 @@ def run(
     invalid = (f", invalid: {counts['invalid']} (the lab lost real time; kept out of the statistics)"
                if counts.get("invalid") else "")
     console.print(f"runs ok: {counts['ok']}, failed: {counts['failed']}{aborted}{invalid}")
+    from cellab.report.commands import print_headline
+
+    print_headline(runner.store.root)  # the campaign's answer, last (the lines its report opens with)
     if counts["failed"] or counts.get("aborted") or counts.get("invalid"):
         raise typer.Exit(1)
 
@@ -167,11 +169,13 @@ def rerun_cmd(
     run_dir: Path = typer.Argument(..., help="a run folder: <campaign folder>/runs/<run_id>"),
     out: Path = typer.Option(RUNS_OUT, help="where the rerun's campaign folder is created"),
     prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
+    allow_changed_files: bool = typer.Option(False, help="rerun even when a file the run depended on changed"),
 ) -> None:
-    """Run one run again from its record (same parameters, same lab kind); print both side by side."""
+    """Run one run again from its record (same parameters, same lab kind); what differs in the software of the
+    two runs first, then both runs' results side by side."""
     from cellab.run.rerun import describe, rerun
 
-    folder, summary = rerun(run_dir, out, prefix, console=err_console)
+    folder, summary = rerun(run_dir, out, prefix, console=err_console, allow_changed_files=allow_changed_files)
     console.print(f"rerun: {folder}")
     console.print(describe(summary), highlight=False)
     if summary["status"] != "ok":
@@ -364,6 +368,18 @@ def _mount_keys() -> None:
     app.add_typer(keys_app, name="keys", help="Make CURVE key pairs (secret files 0600).")
 
 
+def _mount_results() -> None:
+    from cellab.report.commands import mount
+
+    mount(app)
+
+
+def _mount_compare() -> None:
+    from cellab.report.compare_cli import mount  # typer alone: the comparison is imported when it runs
+
+    mount(app)
+
+
 def _mount_scale() -> None:
     from cellab.cluster.cli import mount
 
@@ -379,6 +395,8 @@ def _mount_fidelity() -> None:
 _mount_keys()
 _mount_scale()
 _mount_fidelity()
+_mount_compare()
+_mount_results()
 _mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 

@@ -39,6 +39,7 @@ from cellab.labs.proc import ManagedProcess
 
 from .daemons import Daemon, classify, clean, daemons_for, listening, start_error_line, version_of
 from .profile import CoreProfile, flavour_problems
+from .provenance import CoreProvenance
 from .render import render
 
 MAX_FINDINGS = 50
@@ -76,7 +77,7 @@ def kernel_has_sctp() -> bool:
 
 
 @implements(CORE_CONTRACT)
-class CoreAgent(Agent):
+class CoreAgent(CoreProvenance, Agent):
     role = "core"
 
     def __init__(self, *args: Any, netns: str | None = None, programs: dict[str, str] | None = None,

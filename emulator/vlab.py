@@ -29,6 +29,7 @@ from cellab.paths import find_program
 
 from .hostpause import HostFreezer
 from .params import MAX_UES, CellParams, validate_params
+from .vlab_provenance import VirtualLabProvenance
 
 STATE_ROOT = Path("/run/cellab")
 TUN_NAME = "lte0"
@@ -43,7 +44,7 @@ def ue_addr(i: int) -> str:
     return f"10.200.1.{i + 1}"
 
 
-class VirtualLab(EmbeddedLab):
+class VirtualLab(VirtualLabProvenance, EmbeddedLab):
     """The `virtual` embedded lab: one server namespace, n UE namespaces, the emulated cell between."""
 
     kind = "virtual"

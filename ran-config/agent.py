@@ -34,6 +34,7 @@ from cellab.contracts.enb import (
 )
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError
+from cellab.ran.enb_provenance import EnbProvenance
 from cellab.ran.profile import EnbProfile, parse_profile
 from cellab.ran.render import render_texts
 from cellab.ran.report import PhyLogTail, ReportTail, sr_ground_truth, ue_metrics
@@ -83,7 +84,7 @@ def restart_reasons(old: EnbProfile | None, new: EnbProfile) -> list[str]:
 
 
 @implements(ENB_CONTRACT)
-class EnbAgent(Agent):
+class EnbAgent(EnbProvenance, Agent):
     role = "enb"
 
     def __init__(self, *args: Any, srsenb_bin: str | Path | None = None, netns: str | None = None,

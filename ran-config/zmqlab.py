@@ -54,6 +54,7 @@ from .zmqlab_attenuation import (ATTENUATOR_MAX_DB, RECONNECT_WAIT_S, Attenuatio
                                  ue_attenuations)
 from .zmqlab_attach import SERVER_ADDR, StackAttach
 from .zmqlab_faults import FAULT_DAEMONS, StackFaults
+from .zmqlab_provenance import ZmqLabProvenance
 from .zmqlab_params import (CORE_ENV, CORE_PROFILE, CORE_PROFILES, ENB_PROFILE, MAX_ATTENUATION_DB, RESTART_FIELDS,
                             ZmqLabParams, default_core, srsran_bin_dir, subscribers_csv, ue_addr, validate_params)
 from .zmqlab_run import RunRecords
@@ -71,7 +72,7 @@ REQUEST_TIMEOUT_S = 20.0
 MAX_UES = 4
 
 
-class SrsranZmqLab(RunRecords, StackAttach, StackFaults, UeRadio, EmbeddedLab):
+class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRadio, EmbeddedLab):
     kind = "srsran-zmq"
     params_model = ZmqLabParams
     max_ues = MAX_UES  # several: through cellab-zmq-broker

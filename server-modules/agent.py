@@ -28,13 +28,14 @@ from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.server import modules
 from cellab.server.agent_ops import ModuleOps
+from cellab.server.provenance import ServerProvenance
 from cellab.labs.proc import ManagedProcess, argv_in
 
 LISTEN_TIMEOUT_S = 5.0
 
 
 @implements(SERVER_CONTRACT)
-class ServerAgent(CaptureOps, ModuleOps, Agent):
+class ServerAgent(ServerProvenance, CaptureOps, ModuleOps, Agent):
     role = "server"
 
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):

@@ -17,10 +17,11 @@ from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.labs.proc import ManagedProcess
 from cellab.ue.probe_ops import ProbeOps
+from cellab.ue.ue_provenance import VirtualUEProvenance
 
 
 @implements(UE_CONTRACT)
-class VirtualUEAgent(ProbeOps, Agent):
+class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
     """Role "ue" without a phone. In the virtual lab its radio is the emulated cell (`cell_ctl`, its UE
     index `cell_ue`), which is where `signal` reads RSRP, as a phone's modem would report it."""
 

@@ -1,6 +1,7 @@
 """The operations every agent has: ping, clock, describe, list_artifacts, read_artifact. They only look at
 memory or read one bounded chunk, so they run on the I/O thread itself (inline), even while a serial
-operation runs."""
+operation runs. And `provenance`: what the agent runs (its cellab, the host's kernel, its role's programs by
+hash and version), concurrent, since hashing a binary the first time reads it whole."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cellab.bus import wire
 from cellab.bus.errors import OperationFailed
 from cellab.bus.operation import BoundOperation, operation
+from cellab.software import host_record
 
 
 class ReadArtifactParams(BaseModel):
@@ -64,6 +66,16 @@ class BuiltinOps:
         return {"name": self.name, "role": self.role, "version": self.version,
                 "operations": [{"name": op.name, "concurrent": op.spec.concurrent, "params_schema": op.schema()}
                                for op in sorted(self._ops.values(), key=lambda o: o.name)]}
+
+    @operation(concurrent=True)
+    def provenance(self) -> dict:
+        """This agent's cellab and host (cellab.software.host_record) and its role's software (software_report)."""
+        return {"agent": self.name, "role": self.role, **host_record(), "software": self.software_report()}
+
+    def software_report(self) -> dict[str, Any]:
+        """The programs this agent's role runs, by sha256 and printed version, and what else decides its
+        behaviour (a server's loaded BPF programs, its sysctls): each agent class says its own."""
+        return {}
 
     @operation(_inline=True)
     def list_artifacts(self) -> dict:

@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
-from cellab.campaign.rules import LATE_TTI_THRESHOLDS_MS, STOP_METRICS, Retry, StopRule  # noqa: F401  (re-exported)
+from cellab.campaign.rules import (LATE_TTI_THRESHOLDS_MS, STOP_METRICS, NamedComparison, Retry,  # noqa: F401
+                                   StopRule)  # (re-exported)
 from cellab.contracts.server import CC_MODULES, KERNEL_CCS
 from cellab.contracts.ue import SR_PROBE_MAX_S
 from cellab.errors import CellabError, InputError
@@ -175,6 +176,10 @@ class Campaign(Strict):
     repeat: int = Field(1, ge=1, le=1000, description="runs of every cell (with `until`: at least)")
     until: StopRule | None = Field(None, description="repeat a cell until its interval is narrow (or `max` runs); "
                                    "`repeat: {min, max, metric, ci_fraction}` says the same")
+    comparisons: dict[Name, NamedComparison] = Field(
+        {}, description="named comparisons: name -> {factor, level, baseline, metrics}; each level's runs against "
+                        "the baseline's in every cell of the other factors (ratio of medians, 95 % bootstrap "
+                        "interval, Mann-Whitney U), kept in results.sqlite and shown in the report")
     order: Order = Order()
     factors: dict[Name, list[Any] | dict[Name, dict[str, Any]]] = {}  # names and level names: labels people read
     fixed: dict[str, Any] = {}
@@ -207,6 +212,30 @@ class Campaign(Strict):
         return self
 
     @model_validator(mode="after")
+    def _comparisons_name_levels(self) -> Campaign:
+        for name, comparison in self.comparisons.items():
+            where = f"comparisons.{name}"
+            if comparison.factor not in self.factors:
+                raise ValueError(f"{where}.factor: {comparison.factor!r} is not a factor of the campaign (allowed: "
+                                 f"{', '.join(self.factors) or 'none: the campaign has no factors'})")
+            levels = factor_levels(self.factors[comparison.factor])
+            for side in ("level", "baseline"):
+                if getattr(comparison, side) not in levels:
+                    raise ValueError(f"{where}.{side}: {getattr(comparison, side)!r} is not a level of "
+                                     f"{comparison.factor} (allowed: {', '.join(levels)})")
+            if comparison.level == comparison.baseline:
+                raise ValueError(f"{where}: level and baseline are both {comparison.level!r}")
+        rule = self.until
+        if rule is not None and rule.comparison is not None:
+            if rule.comparison not in self.comparisons:
+                raise ValueError(f"until.comparison: {rule.comparison!r} is not a comparison in `comparisons` "
+                                 f"(allowed: {', '.join(self.comparisons) or 'none: the campaign names none'})")
+            if self.repeat < 2:
+                raise ValueError("until.comparison: needs repeat (min) of 2 or more: a ratio's interval needs "
+                                 "2 runs on each side")
+        return self
+
+    @model_validator(mode="after")
     def _probe_budget_fits(self) -> Campaign:
         budget = self.workload.sr_probes_max
         if budget is None:
@@ -222,6 +251,11 @@ class Campaign(Strict):
                              f"{self.workload.duration_s:g} s workload does not fit timeouts.run_s "
                              f"{self.timeouts.run_s:g}")
         return self
+
+
+def factor_levels(levels: list[Any] | dict[str, Any]) -> list[str]:
+    """A factor's levels as the runs' factors record them, as text: a list's values, a bundle's names."""
+    return [str(v) for v in levels]
 
 
 def run_id(factors: dict[str, Any], repeat: int) -> str:

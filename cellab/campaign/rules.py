@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from cellab.records import Strict
 
@@ -101,10 +101,45 @@ STOP_METRICS = ("throughput_bps", "rtt_mean_ms", "rtt_p95_ms", "rtt_max_ms", "fc
                 "retransmits", "owd_mean_ms", "owd_p95_ms", "jain_fairness", "ue_fairness_jain", "utilization")
 
 
+#: what a named comparison compares when it names no metrics: the report's two (throughput and delay)
+COMPARED_METRICS = ("throughput_bps", "rtt_p95_ms")
+
+
+class NamedComparison(Strict):
+    """One level of a factor against another (its baseline), on one or more metrics: the ratio of their medians
+    over runs, with a 95 % bootstrap interval and a Mann–Whitney U test, in every cell of the other factors
+    (stored in results.sqlite, table comparisons; shown in the report; `until.comparison` may stop on it)."""
+
+    factor: str = Field(description="a factor of the campaign (`factors`)")
+    level: str = Field(description="the level compared, e.g. c2tcp")
+    baseline: str = Field(description="the level it is compared against, e.g. cubic")
+    metrics: list[Literal[STOP_METRICS]] = Field(  # type: ignore[valid-type]
+        list(COMPARED_METRICS), min_length=1, description="the metrics whose ratios are compared")
+
+
 class StopRule(Strict):
     """Sequential repeats: after `repeat` runs of a cell of the matrix, more until the metric's 95 % confidence
-    interval (of its mean, Student t) is at most `ci_fraction` of the mean on each side, or `max` runs."""
+    interval (of its mean, Student t) is at most `ci_fraction` of the mean on each side, or `max` runs. With
+    `comparison` instead of `metric`: the two cells of that comparison (level and baseline, in each cell of the
+    other factors) get one more run each until every metric's ratio has a 95 % bootstrap interval within
+    ±`ci_fraction` of the ratio, or `max` runs; the other cells run `repeat` times."""
 
-    metric: Literal[STOP_METRICS] = Field(description="the metric whose interval decides")  # type: ignore[valid-type]
-    ci_fraction: float = Field(gt=0, le=1, description="half-width of the 95 % interval / |mean|, at most")
+    metric: Literal[STOP_METRICS] | None = Field(  # type: ignore[valid-type]
+        None, description="the metric whose interval decides (or `comparison`)")
+    comparison: str | None = Field(None, description="the name of a comparison in `comparisons` whose ratios' "
+                                                     "intervals decide (instead of `metric`)")
+    ci_fraction: float = Field(gt=0, le=1, description="half-width of the 95 % interval / |mean| (of the ratio, "
+                                                       "with `comparison`), at most")
     max: int = Field(ge=1, le=1000, description="runs of one cell at the most")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> StopRule:
+        if (self.metric is None) == (self.comparison is None):
+            raise ValueError("give one of metric (a metric's interval) or comparison (a named comparison's ratios)")
+        return self
+
+    def describe(self) -> str:
+        """The rule in words: `cellab plan` and the report say it."""
+        target = (f"comparison {self.comparison}'s ratios' 95 % intervals are" if self.comparison
+                  else f"{self.metric}'s 95 % interval is")
+        return f"until {target} within ±{100 * self.ci_fraction:g} %"

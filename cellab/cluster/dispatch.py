@@ -116,6 +116,7 @@ def run_campaign(runner: Runner, slots: int | None = None, cluster: str | None =
     try:
         return run_distributed(runner, slots=slots, cluster=cluster, tls_dir=tls_dir)
     finally:
+        runner.keep_comparisons()
         runner.store.settle()
 
 
@@ -225,9 +226,10 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     run = by_key[future.key]
                     _store(runner, run, *_outcome(future, run), counts)
                     progress.advance(bar)
-                    more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want this cell again
-                    if more is not None:
-                        pending.add(submit(more))
+                    more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
+                    for extra in more:
+                        pending.add(submit(extra))
+                    if more:
                         progress.update(bar, total=len(store.planned()))
                 lost_since = None if client.status == "running" else (lost_since or time.monotonic())
                 if lost_since is not None:

@@ -119,6 +119,11 @@ class EmbeddedLab(abc.ABC):
         `ground_truth`: {sr_period_ms, sr_offset_ms, sr_config_index, source}; None when it knows nothing."""
         return None
 
+    def provenance(self) -> dict[str, Any]:
+        """The lab's own software for a run's manifest, by sha256 and printed version (cellab.software): virtual,
+        the cell's binary as its process runs it; srsran-zmq, srsue and the ZMQ broker; {} when it runs none."""
+        return {}
+
     def fault(self) -> str | None:
         """What broke in the lab since the run's configure (a crashed eNB, a UE that left), if anything: when a
         run fails, the runner names it beside the error the workload saw."""

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from cellab.labs import instances, netns
 from cellab.labs.base import EmbeddedLab, Host, Topology
+from cellab.software import which_record
 
 SERVER_ADDR = "10.90.1.1"
 ROUTER_SERVER_SIDE = "10.90.1.2"
@@ -41,6 +42,10 @@ class WiredLab(EmbeddedLab):
         self.ns_server = f"{prefix}-srv"
         self.ns_router = f"{prefix}-rtr"
         self.ns_ue = f"{prefix}-ue0"
+
+    def provenance(self) -> dict[str, Any]:
+        """The bottleneck is the kernel's tbf (the kernel is in every manifest), set by iproute2's tc."""
+        return {"programs": {"tc": which_record("tc", ("-V",))}}
 
     def up(self) -> Topology:
         netns.require_root("the wired lab")

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from cellab.results.labels import scheme_label
+
 SCHEME_FACTORS = ("scheme", "cc", "receiver")  # a bundle factor `scheme` names it outright
 UNREADABLE = "unreadable"
 
@@ -88,15 +90,6 @@ class Run:
     @property
     def shown_status(self) -> str:
         return UNREADABLE if self.unreadable else self.status
-
-
-def scheme_label(cc: Any, receiver: Any) -> str:
-    """`cubic`, or `cubic+exll-rx` with receiver-side control; no receiver (or "none") is just the cc."""
-    label = str(cc) if cc not in (None, "") else "default"
-    if receiver in (None, "", "none"):
-        return label
-    receiver = str(receiver)
-    return f"{label}+{receiver if receiver.endswith('-rx') else receiver + '-rx'}"
 
 
 def setting(name: str, factors: dict[str, Any], fixed: dict[str, Any]) -> Any:

@@ -28,9 +28,11 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from cellab.report import plots
+from cellab.report.cells import cell_sections
 from cellab.results.metrics import scalar_metrics
 from cellab.report.faults import fault_section
 from cellab.report.figures import FigureSet
+from cellab.report.headline import headline, sr_probes_asked as _sr_probes_asked
 from cellab.report.model import (SCHEME_FACTORS, Run, Section, Table, ValueOrder, clean_metrics, samples,
                                  scheme_label, setting)
 from cellab.report.sections import (MAX_INLINE_TIMELINES, cdf_section, network_section, scatter_panels, sr_confusion,
@@ -86,11 +88,6 @@ def sr_question(campaign: dict[str, Any]) -> bool:
     return _sr_probes_asked(campaign) or "sr_period_ms" in varied_factors(campaign.get("factors") or {})
 
 
-def _sr_probes_asked(campaign: dict[str, Any]) -> bool:
-    workload = campaign.get("workload")
-    return isinstance(workload, dict) and bool(workload.get("sr_probes"))
-
-
 def _sr_summary(done: list[Run], campaign: dict[str, Any]) -> dict[str, Any] | None:
     fixed = campaign.get("fixed") or {}
     matrix = sr_confusion(sr_probed(done, _sr_probes_asked(campaign)), fixed)
@@ -120,7 +117,8 @@ figure { display: inline-block; margin: 0.5em 1em 1em 0; vertical-align: top; }
 img { max-width: 100%; } figcaption { font-size: 0.85em; color: #555; } .missing { color: #a00; }
 </style></head><body>
 <h1>{{ name }}</h1>
-<p>Lab: <b>{{ lab }}</b> · runs: {{ counts }} · folder: <code>{{ folder }}</code></p>
+{% for line in headline %}<p class="headline"><b>{{ line }}</b></p>
+{% endfor %}<p>Lab: <b>{{ lab }}</b> · runs: {{ counts }} · folder: <code>{{ folder }}</code></p>
 {% if description %}<p>{{ description }}</p>{% endif %}
 <nav>{% for s in sections %}<a href="#{{ s.id }}">{{ s.title }}</a>{% endfor %}</nav>
 {% if not has_plots %}<p>No plots: no finished run has the metrics they need yet.</p>{% endif %}
@@ -198,22 +196,25 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
         answers = [s for s in lead if s is not None]  # the campaign's question first, then its conditions
-        sections = [s for s in [*answers[:1], conditions, *answers[1:], *plotted, *tail] if s is not None]
+        cells = cell_sections(folder.root, campaign, done)  # named comparisons; with `until`, each cell's repeats
+        sections = [s for s in [*answers[:1], conditions, *answers[1:], *cells, *plotted, *tail] if s is not None]
         figures.render(workers)
 
+        answer = headline(runs, campaign, entries, sr_asked=_sr_probes_asked(campaign))
         counts = Counter(r.shown_status for r in runs)
         env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
         page = env.from_string(_TEMPLATE).render(
             name=campaign.get("name", folder.root.name), lab=campaign.get("lab", "virtual"),
             description=campaign.get("description", ""), folder=str(folder.root),
             counts=", ".join(f"{k} {v}" for k, v in sorted(counts.items())), sections=sections,
-            has_plots=any(s.figures for s in sections))
+            has_plots=any(s.figures for s in sections), headline=answer.lines)
         summary = [{"run_id": r.run_id, "status": r.status, "scheme": r.scheme, "factors": r.factors,
                     "metrics": scalar_metrics(r.metrics), **({"unreadable": r.unreadable} if r.unreadable else {})}
                    for r in runs]
         stats = {"baseline": "each varied factor's first level in the campaign", "unit": "runs",
                  "ratio": "median(level) / median(baseline)", "interval": "95 % bootstrap, percentile, fixed seed",
-                 "p_value": "two-sided Mann-Whitney U", "comparisons": entries, "sr_accuracy": _sr_summary(done, campaign)}
+                 "p_value": "two-sided Mann-Whitney U", "comparisons": entries, "sr_accuracy": _sr_summary(done, campaign),
+                 "headline": answer.as_dict()}
         _write_figures(plot_dir, figures.files)
         plot_dir.write("summary.json", json.dumps(summary, indent=2, default=str))
         plot_dir.write("comparisons.json", json.dumps(stats, indent=2, default=str))

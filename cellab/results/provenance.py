@@ -1,94 +1,54 @@
-"""What a run depended on, for its manifest: enough to run it again and to know what changed.
+"""What a run depended on, for its manifest and the store: enough to run it again and to know what changed.
 
-cellab's commit (and whether the checkout had changes), Python, the kernel and iperf3; the built programs the
-run used (`build/bin/*`) and each server module's BPF object, by hash; the lab's own software (srsRAN and EPC
-binaries, by hash and version where the lab says); every file the run's parameters and schedules name
-(traces, schedule files, drive logs, calibrations), by hash; and the server namespace's TCP sysctls.
-Hashes are cached by (path, size, mtime), so a campaign pays for each file once.
+    provenance = {
+      "controller": the controller's host (cellab version and commit, Python, kernel) and the built programs
+                    found here (build/bin/*), by sha256,
+      "agents":     each agent's own answer to the bus's `provenance` operation, asked at the end of the run: its
+                    cellab and host, and its role's software (server: the BPF programs loaded, read back from the
+                    kernel by tag, the loader and sender by hash, its namespace's TCP sysctls; eNB: srsenb by the
+                    binary its process runs and the version it prints; core: each daemon's running binary and the
+                    version they print; UE: the probe build, on a phone also its copy's hash there),
+      "lab":        the embedded lab's own software (virtual: the cell's running binary; srsran-zmq: srsue, the
+                    broker, the core's version),
+      "files":      every file the run's parameters and schedules name (traces, schedule files, drive logs,
+                    calibrations), by sha256 (None: missing when the run ran),
+      "module_objects": {module: sha256 of its loaded programs' tags} for the modules the run's server agent
+                    holds (from the agents' answers: what was loaded, not what the controller's build tree has),
+      "server_sysctls": the server agent's namespace's TCP sysctls,
+    }
+
+`flatten` turns it into (dotted key, value) pairs: what the store's `run_software` table holds
+(cellab.results.software_store) and what `cellab rerun` compares.
 """
 
 from __future__ import annotations
 
-import hashlib
-import platform
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
-import cellab
 from cellab.paths import find_program
+from cellab.software import file_hash, host_record
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
 PROGRAMS = ("cellab-cell", "cellab-probe", "cellab-send", "cellab-modules", "cellab-flowstat", "cellab-zmq-broker")
-TCP_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max",
-               "net.core.wmem_max", "net.ipv4.tcp_ecn", "net.ipv4.tcp_no_metrics_save", "net.core.default_qdisc")
-_hashes: dict[tuple[str, int, int], str] = {}
-
-
-def file_hash(path: str | Path) -> str | None:
-    """sha256 of a file (None when it cannot be read)."""
-    path = Path(path)
-    try:
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-        if key not in _hashes:
-            digest = hashlib.sha256()
-            with open(path, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-            _hashes[key] = digest.hexdigest()
-        return _hashes[key]
-    except OSError:
-        return None
-
-
-def _git(*args: str) -> str | None:
-    if not (REPO / ".git").exists() or not shutil.which("git"):
-        return None
-    done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-_software: dict[str, Any] | None = None
+AGENT_TIMEOUT_S = 20.0  # the first answer hashes each binary whole (an srsenb: tens of MB)
+#: provenance keys (the last part of a dotted key) that name where or when, not what: left out of comparisons
+VOLATILE_KEYS = frozenset({"host", "path", "pid", "agent", "replaced_on_disk", "error"})
 
 
 def software_versions() -> dict[str, Any]:
-    """cellab (version, commit, local changes), Python, the kernel, iperf3: once per process."""
-    global _software
-    if _software is None:
-        versions: dict[str, Any] = {"cellab": cellab.__version__, "python": platform.python_version(),
-                                    "kernel": platform.release()}
-        commit = _git("rev-parse", "HEAD")
-        if commit:
-            versions["cellab_commit"] = commit
-            versions["cellab_local_changes"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
-        if shutil.which("iperf3"):
-            out = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False).stdout
-            versions["iperf3"] = out.splitlines()[0] if out else "unknown"
-        _software = versions
-    return dict(_software)
+    """The controller's cellab (version, commit, local changes), Python, the kernel: the manifest's `software`."""
+    record = host_record()
+    return {k: record[k] for k in ("cellab", "python", "kernel", "cellab_commit", "cellab_local_changes")
+            if k in record}
 
 
 def programs() -> dict[str, str]:
-    """The built programs, by hash (a rebuilt program changes its hash)."""
+    """The built programs on the controller's host, by hash (a rebuilt program changes its hash)."""
     out = {}
     for name in PROGRAMS:
         try:
             digest = file_hash(find_program(name))
         except Exception:  # noqa: BLE001 - a program this install lacks is simply not listed
             continue
-        if digest:
-            out[name] = digest
-    return out
-
-
-def module_objects(names: set[str]) -> dict[str, str]:
-    """Each registered server module's BPF object (its skeleton embeds it), by hash."""
-    out = {}
-    for name in sorted(names):
-        digest = file_hash(BUILD / "server-modules" / f"{name}.skel.h")
         if digest:
             out[name] = digest
     return out
@@ -107,27 +67,91 @@ def named_files(params: dict[str, Any], schedules: dict[str, Any]) -> dict[str, 
     return {p: file_hash(p) for p in paths}
 
 
-def sysctls(netns: str | None) -> dict[str, str]:
-    """The TCP sysctls the server's flows see (its network namespace's own)."""
-    argv = ["sysctl", "-e", *TCP_SYSCTLS]  # -e: a key this namespace lacks is left out, not an error
-    if netns:
-        argv = ["ip", "netns", "exec", netns, *argv]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
-    found = (line.partition(" = ") for line in done.stdout.splitlines())
-    return {key: " ".join(value.split()) for key, sep, value in found if sep and key in TCP_SYSCTLS}
+def agent_reports(session: Any) -> dict[str, Any]:
+    """Each agent's answer to `provenance` ({"error": why} for one that cannot say: an older agent, a lost one;
+    a provenance question never fails a run)."""
+    from cellab.bus import AgentLost, AgentTimeout, OperationError
+
+    out: dict[str, Any] = {}
+    for name in sorted(session.agents):
+        try:
+            out[name] = session.controller.request(name, "provenance", {}, timeout_s=AGENT_TIMEOUT_S)
+        except (AgentLost, AgentTimeout, OperationError) as exc:
+            out[name] = {"role": session.agents[name], "error": str(exc)[:300]}
+    return out
 
 
 def run_provenance(session: Any, params: dict[str, Any], schedules: dict[str, Any]) -> dict[str, Any]:
-    """The manifest's `provenance`: programs, modules, the lab's own software, named files, sysctls."""
-    from cellab.labs.base import EmbeddedLab
-
+    """The manifest's `provenance` (see the module's docstring)."""
     lab_own = getattr(session.lab, "provenance", None)
-    server = session.topology.server if session.topology else None
-    embedded = isinstance(session.lab, EmbeddedLab)  # an inventory's server is another host: its agent knows
+    agents = agent_reports(session) if getattr(session, "controller", None) is not None else {}
+    servers = [a.get("software") or {} for a in agents.values() if a.get("role") == "server"]
+    modules = {name: held.get("sha256") for s in servers for name, held in (s.get("modules") or {}).items()}
     return {
-        "programs": programs(),
-        "module_objects": module_objects(set(session.loaded_modules)),
-        "lab_software": lab_own() if callable(lab_own) else {},
+        "controller": {**host_record(), "programs": programs()},
+        "agents": agents,
+        "lab": lab_own() if callable(lab_own) else {},
         "files": named_files(params, schedules),
-        "server_sysctls": sysctls(server.netns if server is not None and server.netns else None) if embedded else {},
+        "module_objects": modules,
+        "server_sysctls": servers[0].get("sysctls", {}) if servers else {},
     }
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted key -> text of every leaf ({"agents": {"srv": {"cellab": "0.9"}}} -> {"agents.srv.cellab": "0.9"});
+    None stays "None" (a missing file or program is part of what ran)."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key in sorted(value):
+            out |= flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(value, list):
+        return {prefix: ", ".join(map(str, value))} if prefix else {}
+    return {prefix: str(value)} if prefix else {}
+
+
+def by_role(agents: dict[str, Any]) -> dict[str, Any]:
+    """The agents' answers keyed by role (server, enb, core, ue, ue2, ...; several of a role numbered in name
+    order): two runs on two lab instances name their agents after their instance, their roles stay."""
+    out: dict[str, Any] = {}
+    for name in sorted(agents):
+        role = str((agents[name] or {}).get("role") or name)
+        key, n = role, 1
+        while key in out:
+            n += 1
+            key = f"{role}{n}"
+        out[key] = agents[name]
+    return out
+
+
+def comparable(provenance: dict[str, Any]) -> dict[str, str]:
+    """flatten, agents by role, without the keys that name where or when (host names, paths, pids:
+    VOLATILE_KEYS) and without `programs` (the controller's build in manifests written before `controller`)."""
+    shown = {k: v for k, v in provenance.items() if k != "programs"}
+    shown["agents"] = by_role(provenance.get("agents") or {})
+    flat = flatten(shown)
+    return {k: v for k, v in flat.items() if k.rpartition(".")[2] not in VOLATILE_KEYS}
+
+
+def software_differences(original: dict[str, Any], again: dict[str, Any]) -> list[dict[str, str | None]]:
+    """What differs between two runs' provenance, hashes first (a changed binary, module or file matters before
+    a changed version string or sysctl): [{key, original, rerun}] (None: absent on that side)."""
+    a, b = comparable(original or {}), comparable(again or {})
+    keys = sorted((a.keys() | b.keys()), key=lambda k: (not _is_hash(k, a.get(k), b.get(k)), k))
+    return [{"key": k, "original": a.get(k), "rerun": b.get(k)} for k in keys if a.get(k) != b.get(k)]
+
+
+def _is_hash(key: str, *values: str | None) -> bool:
+    last = key.rpartition(".")[2]
+    return last in ("sha256", "tag") or ".files." in f".{key}" or key.startswith("module_objects.") or \
+        any(v is not None and len(v) in (16, 64) and all(c in "0123456789abcdef" for c in v) for v in values)
+
+
+def changed_files(provenance: dict[str, Any]) -> list[dict[str, str | None]]:
+    """The files a run depended on whose content is not what it was then: [{path, then, now}] (now None: gone)."""
+    out = []
+    for path, then in sorted((provenance.get("files") or {}).items()):
+        now = file_hash(path)
+        if now != then:
+            out.append({"path": path, "then": then, "now": now})
+    return out

@@ -6,10 +6,20 @@
         results.sqlite  runs(run_id, idx, repeat, factors, status, error, attempts, started_at, finished_at, metrics,
                              placement: where it ran, {host, lab, instance, worker, slot})
                         ue_runs(run_id, ue, slot, metrics): one row per run and UE of a finished run
+                        run_software(run_id, key, value): each run's provenance (cellab.results.software_store)
+                        comparisons(kind, name, factor, level, baseline, stratum, metric, n_level, n_base,
+                                    median_level, median_base, ratio, low, high, p_value, note, interval, test):
+                                    one row per comparison and metric (cellab.results.comparisons)
+        repeats.json    with a stopping rule (`until`): per cell, how many runs it took and why it stopped
         runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts; ues/<ue>/ each UE's, with its metrics.json
 
 A run row goes pending → running → ok | failed | aborted. A row left `running` by a killed controller
 is redone on --resume; ok and failed rows are finished and never repeated.
+
+The database's `PRAGMA user_version` is its schema version (STORE_SCHEMA_VERSION): 0, a store written before
+versions were recorded, has runs and ue_runs; 2 adds comparisons. An older store opens as it is (readers find no
+comparisons) and is brought up to date the first time the store writes to it; a newer one is refused, naming
+the file (cellab.results.store_check.check_db), and nothing in it is changed.
 """
 
 from __future__ import annotations
@@ -25,7 +35,8 @@ from collections.abc import Iterator
 
 from cellab.errors import CellabError
 from cellab.records import PlannedRun, write_atomic, write_json
-from cellab.results.store_check import check_folder, db_json, read_manifest, read_plan
+from cellab.results.store_check import (STORE_SCHEMA_VERSION, check_folder, check_schema_version, db_json,
+                                        read_manifest, read_plan)
 
 FINISHED = ("ok", "failed", "invalid")  # invalid: the lab lost real time; its numbers are of the host, not the model
 STATUSES = ("pending", "running", "ok", "failed", "aborted", "invalid")
@@ -50,6 +61,27 @@ CREATE TABLE IF NOT EXISTS ue_runs (
     slot INTEGER NOT NULL,
     metrics TEXT,
     PRIMARY KEY (run_id, ue)
+);
+CREATE TABLE IF NOT EXISTS comparisons (
+    kind TEXT NOT NULL CHECK (kind IN ('factor', 'named')),
+    name TEXT NOT NULL,
+    factor TEXT NOT NULL,
+    level TEXT NOT NULL,
+    baseline TEXT NOT NULL,
+    stratum TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    n_level INTEGER NOT NULL,
+    n_base INTEGER NOT NULL,
+    median_level REAL,
+    median_base REAL,
+    ratio REAL,
+    low REAL,
+    high REAL,
+    p_value REAL,
+    note TEXT NOT NULL,
+    interval TEXT NOT NULL,
+    test TEXT NOT NULL,
+    PRIMARY KEY (kind, name, stratum, metric)
 );
 """
 
@@ -81,6 +113,7 @@ class ResultStore:
         (the report, a watcher) or a crash never finds a results.sqlite without its table."""
         with closing(sqlite3.connect(":memory:")) as db:
             db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
             with db:
                 db.executemany(
                     "INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, ?, ?, ?, 'pending')",
@@ -104,6 +137,11 @@ class ResultStore:
         db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
         db.execute("PRAGMA synchronous=FULL")
         if not self._schema_checked:  # once per store object: a controller storing runs fast pays it once
+            try:
+                check_schema_version(self.db_path, db)  # a newer cellab's store: refused before anything changes
+            except BaseException:
+                db.close()
+                raise
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
@@ -112,6 +150,7 @@ class ResultStore:
             (table_sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()
             if "'invalid'" not in table_sql:  # written before runs could be invalid: the CHECK is part of the table
                 _widen_status_check(db)
+            db.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")  # every table above is there now
             self._schema_checked = True
         return _Tx(db)
 
@@ -224,6 +263,9 @@ class ResultStore:
         self.finish(run, record.status, metrics=record.metrics, error=record.error, ue_metrics=record.ue_metrics,
                     new_attempts=max(record.attempts, 1) - (1 if started else 0), placement=record.placement,
                     started_at=record.started_at or None, finished_at=record.finished_at or None)
+        from cellab.results import software_store  # the run's software, from its manifest: run_software rows
+
+        software_store.save(self.db_path, run.run_id, self.run_dir(run.run_id) / "manifest.json")
 
     def append_runs(self, runs: list[PlannedRun]) -> None:
         """More planned runs (a stopping rule asked for them): the plan file rewritten whole, their rows added."""

@@ -29,6 +29,9 @@ SQLITE_MAGIC = b"SQLite format 3\0"
 RUN_COLUMNS = {"run_id", "idx", "repeat", "factors", "status", "error", "attempts", "started_at", "finished_at",
                "metrics"}
 PLAN_MAX_BYTES = 256 << 20  # 100,000 runs of a few hundred bytes each
+#: results.sqlite's `PRAGMA user_version` this cellab writes and reads up to (cellab.results.store says what each
+#: version holds): 0 before versions were recorded, 2 with the comparisons table
+STORE_SCHEMA_VERSION = 2
 
 
 class _Folder(Protocol):
@@ -65,6 +68,7 @@ def check_db(path: Path) -> None:
                          ["results.sqlite written by cellab run"])
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+            check_schema_version(path, db)
             problems = [row[0] for row in db.execute("PRAGMA quick_check")]
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     except sqlite3.Error as exc:
@@ -74,6 +78,22 @@ def check_db(path: Path) -> None:
     if not RUN_COLUMNS <= columns:
         missing = sorted(RUN_COLUMNS - columns)
         raise InputError(path, "runs", f"table runs lacks columns {', '.join(missing)}", sorted(RUN_COLUMNS))
+
+
+def store_schema_version(db: sqlite3.Connection) -> int:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def check_schema_version(path: Path, db: sqlite3.Connection) -> None:
+    """A store from a newer cellab (a schema this one does not know) is refused, naming the file; nothing in it
+    is changed. An older one is fine: it is read as it is and brought up to date when the store writes to it."""
+    version = store_schema_version(db)
+    if version > STORE_SCHEMA_VERSION:
+        raise InputError(path, "user_version", f"store schema {version} was written by a newer cellab; this one "
+                                               f"reads schema {STORE_SCHEMA_VERSION} and older: open it with that "
+                                               "cellab (the folder was left as it is)",
+                         [f"0..{STORE_SCHEMA_VERSION}"])
 
 
 def _head(path: Path) -> bytes:

@@ -10,6 +10,7 @@ continues where it stopped.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cellab.campaign.load import load_campaign, on_lab, plan
 from cellab.campaign.model import LAB_FACTOR, Campaign
 from cellab.records import PlannedRun
+from cellab.errors import CellabError
+from cellab.results.comparisons import store_comparisons
 from cellab.results.stopping import after_run
 from cellab.results.store import ResultStore
 from cellab.run.session import LabSession
@@ -71,7 +74,15 @@ class Runner:
         try:
             return self._run_here()
         finally:
+            self.keep_comparisons()
             self.store.settle()
+
+    def keep_comparisons(self) -> None:
+        """The campaign's comparisons into results.sqlite (table comparisons), from the runs stored so far."""
+        try:
+            store_comparisons(self.store, self.campaign.model_dump(mode="json", include={"factors", "comparisons"}))
+        except (CellabError, sqlite3.Error) as exc:  # the runs are stored; the report computes them again
+            self.console.print(f"[yellow]comparisons not stored[/]: {exc}", highlight=False)
 
     def _run_here(self) -> dict[str, int]:
         todo = list(self.store.pending())
@@ -106,9 +117,9 @@ class Runner:
                 self.store.save_record(run, record)
                 self.stored(run, record, counts)
                 progress.advance(task)
-                more = after_run(self.campaign, self.store, run, self.console.print)  # a stopping rule may want this cell again
-                if more is not None:
-                    runs.append(more)
+                more = after_run(self.campaign, self.store, run, self.console.print)  # a stopping rule may want more
+                if more:
+                    runs.extend(more)
                     progress.update(task, total=len(self.store.planned()))
         return counts
 

@@ -69,7 +69,7 @@ def test_sequential_order_is_factor_order(tmp_path):
         ("repeat: 0", "repeat", "greater than or equal to 1"),
         ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
         ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
-        ("colour: blue", "colour", "unknown key 'colour' (allowed: description, factors, faults, fixed"),
+        ("colour: blue", "colour", "unknown key 'colour' (allowed: comparisons, description, factors, faults"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 0}", "workload.sr_probes_max", "greater than or equal"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 5}", "workload.sr_probes_max", "5 is below"),
         ("workload: {tool: probe, sr_probes_max: 5}", "workload.sr_probes_max", "needs workload.sr_probes"),

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at S
 
 PYPROJECT = PROJECT_ROOT / "pyproject.toml"
 IMPORT_NAMES = {"numpy": "numpy", "scipy": "scipy", "matplotlib": "matplotlib", "distributed": "distributed",
-                "cryptography": "cryptography"}
+                "cryptography": "cryptography", "pandas": "pandas", "pyarrow": "pyarrow"}
 
 
 def controller_only() -> list[str]:

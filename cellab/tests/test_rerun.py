@@ -31,9 +31,18 @@ def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefi
     spread = max(throughputs) - min(throughputs)
     manifest = json.loads((folder / "runs" / run_id / "manifest.json").read_text())
     provenance = manifest["provenance"]
-    assert len(provenance["programs"]["cellab-cell"]) == 64 and provenance["module_objects"] == {}
+    assert len(provenance["controller"]["programs"]["cellab-cell"]) == 64 and provenance["module_objects"] == {}
     assert provenance["server_sysctls"]["net.ipv4.tcp_congestion_control"]
     assert manifest["software"]["cellab"] and "kernel" in manifest["software"]
+    # the cell's binary as its process ran it: the build's hash, read through /proc/PID/exe
+    running = provenance["lab"]["running"]["cellab-cell"]
+    assert running["sha256"] == provenance["controller"]["programs"]["cellab-cell"], provenance["lab"]
+    assert running["replaced_on_disk"] is False
+    roles = sorted(a["role"] for a in provenance["agents"].values())
+    assert roles == ["attenuator", "server", "ue"], provenance["agents"]
+    ue = next(a for a in provenance["agents"].values() if a["role"] == "ue")
+    assert ue["software"]["programs"]["cellab-probe"]["sha256"] == provenance["controller"]["programs"]["cellab-probe"]
+    assert ue["cellab"] and ue["kernel"]
 
     again = run_cellab("rerun", str(folder / "runs" / run_id), "--out", str(tmp_path / "again"),
                        "--prefix", netns_prefix)
@@ -41,10 +50,11 @@ def test_rerun_repeats_a_virtual_run_within_its_spread(require_root, netns_prefi
     new = only_folder(tmp_path / "again")
     summary = json.loads((new / "rerun.json").read_text())
     assert summary["status"] == "ok" and summary["manifest_differences"] == [], summary
+    assert summary["software_differences"] == [] and "software: the same" in again.stdout, summary
     row = summary["metrics"]["throughput_bps"]
     assert abs(row["rerun"] - row["original"]) <= max(2 * spread, 0.05 * row["original"]), (row, throughputs)
     new_manifest = json.loads((new / "runs" / run_id / "manifest.json").read_text())
-    assert new_manifest["provenance"]["programs"] == provenance["programs"]
+    assert new_manifest["provenance"]["controller"]["programs"] == provenance["controller"]["programs"]
     assert "throughput_bps" in again.stdout and "ratio" in again.stdout
 
 

@@ -47,19 +47,20 @@ def test_a_noisy_cell_gets_more_runs_and_a_steady_one_stops(tmp_path):
     steady = [r for r in first if r.factors["cc"] == "reno"]
     noisy = [r for r in first if r.factors["cc"] == "cubic"]
     _finish(store, steady[0], 10.0e6)
-    assert after_run(campaign, store, steady[0]) is None  # its cell has a run still to come
+    assert after_run(campaign, store, steady[0]) == []  # its cell has a run still to come
     _finish(store, steady[1], 10.1e6)
-    third = after_run(campaign, store, steady[1])  # two values: t(0.975, 1) = 12.7 makes it ±6.4 %, not 5 %
-    assert third is not None and third.repeat == 2 and third.factors == {"cc": "reno"}
+    [third] = after_run(campaign, store, steady[1])  # two values: t(0.975, 1) = 12.7 makes it ±6.4 %, not 5 %
+    assert third.repeat == 2 and third.factors == {"cc": "reno"}
     assert store.planned()[-1].run_id == third.run_id  # the plan grew: --resume would run it
     _finish(store, third, 10.05e6)
-    assert after_run(campaign, store, third) is None  # three values: ±1.2 %
+    assert after_run(campaign, store, third) == []  # three values: ±1.2 %
     for run, value in zip(noisy, [5e6, 9e6], strict=True):
         _finish(store, run, value)
     more = after_run(campaign, store, noisy[1])
-    while more is not None:
-        _finish(store, more, 7e6 + (more.repeat % 2) * 3e6)
-        more = after_run(campaign, store, more)
+    while more:
+        [extra] = more
+        _finish(store, extra, 7e6 + (extra.repeat % 2) * 3e6)
+        more = after_run(campaign, store, extra)
     cells = {c["factors"]["cc"]: c for c in json.loads((store.root / "repeats.json").read_text()).values()}
     assert cells["reno"]["stopped"] and cells["reno"]["runs"] == 3 and "after 3 ok runs" in cells["reno"]["why"]
     assert cells["cubic"]["stopped"] and cells["cubic"]["runs"] == 6 and "max 6 runs reached" in cells["cubic"]["why"]
@@ -101,3 +102,45 @@ def test_a_campaign_stops_on_its_own(require_root, netns_prefix, tmp_path):
         assert 2 <= cell["runs"] <= 5 and ("interval" in cell["why"] or "max" in cell["why"]), cell
     again = run_cellab("run", "--resume", str(folder), "--no-report")
     assert again.returncode == 0 and "runs ok: 0" in again.stdout, again.stdout + again.stderr
+
+
+NAMED_RULE = """
+    name: named
+    lab: wired
+    repeat: 2
+    until: {comparison: reno-vs-cubic, ci_fraction: 0.05, max: 4}
+    comparisons:
+      reno-vs-cubic: {factor: cc, level: reno, baseline: cubic}
+    factors: {cc: [cubic, reno, bbr]}
+    fixed: {rate_mbit: 10}
+    workload: {tool: iperf3, duration_s: 1}
+    timeouts: {run_s: 60, request_s: 15}
+"""
+
+
+def test_a_rule_on_a_named_comparison_stops_on_its_own_and_the_report_says_why(require_root, netns_prefix, tmp_path):
+    import sqlite3
+
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent(NAMED_RULE))
+    shown = run_cellab("plan", str(path))
+    assert "until comparison reno-vs-cubic's ratios' 95 % intervals are within ±5 %" in " ".join(shown.stdout.split())
+    done = run_cellab("run", str(path), "--out", str(tmp_path / "out"), "--prefix", netns_prefix)
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = only_folder(tmp_path / "out")
+    cells = {c["factors"]["cc"]: c for c in json.loads((folder / "repeats.json").read_text()).values()}
+    assert set(cells) == {"cubic", "reno", "bbr"} and all(c["stopped"] for c in cells.values()), cells
+    assert cells["reno"]["runs"] == cells["cubic"]["runs"] and 2 <= cells["reno"]["runs"] <= 4  # decided together
+    assert cells["reno"]["why"] == cells["cubic"]["why"] and cells["reno"]["comparison"] == "reno-vs-cubic"
+    assert ("every ratio's 95 % interval within ±5 %" in cells["reno"]["why"]
+            or "max 4 runs reached" in cells["reno"]["why"]), cells["reno"]
+    assert "throughput_bps ×" in cells["reno"]["why"] and "rtt_p95_ms ×" in cells["reno"]["why"]
+    assert cells["bbr"]["runs"] == 2 and "not in comparison" in cells["bbr"]["why"]
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        named = db.execute("SELECT metric, n_level, n_base, ratio, low, high FROM comparisons WHERE kind = 'named'")
+        rows = {m: rest for m, *rest in named}
+    assert set(rows) == {"throughput_bps", "rtt_p95_ms"}
+    assert all(n == cells["reno"]["ok"] and low <= ratio <= high for n, _, ratio, low, high in rows.values()), rows
+    page = (folder / "report.html").read_text()
+    assert "Repeats: how many runs each cell took" in page and "Named comparisons" in page
+    assert cells["reno"]["why"].replace("'", "&#39;") in page

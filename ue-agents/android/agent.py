@@ -34,6 +34,7 @@ from cellab.contracts.ue import (
 from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.ue.probe_runner import fetch_argv
+from cellab.ue.ue_provenance import AndroidProvenance
 
 from .adbclient import Adb, PhoneError, PhoneGone
 from .phone import DEVICE_DIR, PROBE_DEVICE_PATH, Phone, PhoneInfo
@@ -80,7 +81,7 @@ class CcParams(_Params):
 
 
 @implements(UE_CONTRACT)
-class AndroidUEAgent(Agent):
+class AndroidUEAgent(AndroidProvenance, Agent):
     role = "ue"
 
     def __init__(self, *args: Any, serial: str | None = None, adb_port: int | None = None, adb: str = "adb",

@@ -1,0 +1,118 @@
+"""The report's per-cell sections: the comparisons the campaign names (each in every cell of the other factors),
+and, with a stopping rule (`until`), how many runs each cell took and why it stopped.
+
+The named comparisons are computed with the store's function (cellab.results.comparisons) over the runs the report
+uses, so the table shows the numbers results.sqlite keeps; the repeats come from the folder's repeats.json (the
+stopping rule writes it as it decides, cellab.results.stopping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cellab.errors import CellabError
+from cellab.inputs import read_json
+from cellab.report.model import Run, Section, Table
+from cellab.report.stats import Ratio, fmt_number, fmt_p, fmt_ratio
+from cellab.results.comparisons import named_comparison
+from cellab.results.stopping import REPEATS_FILE
+
+METRIC_UNITS = {"throughput_bps": ("Mbit/s", 1e-6, 2), "rtt_p95_ms": ("ms", 1.0, 1), "rtt_mean_ms": ("ms", 1.0, 1),
+                "fct_mean_s": ("s", 1.0, 3)}
+
+
+def _ratio(row: dict[str, Any]) -> Ratio:
+    return Ratio(n_base=row["n_base"], n_level=row["n_level"], median_base=row["median_base"],
+                 median_level=row["median_level"], ratio=row["ratio"], low=row["low"], high=row["high"],
+                 p_value=row["p_value"], note=row["note"])
+
+
+def _median(value: float | None, metric: str) -> str:
+    unit, scale, digits = METRIC_UNITS.get(metric, ("", 1.0, 3))
+    return "–" if value is None else f"{fmt_number(value * scale, digits)}{' ' + unit if unit else ''}"
+
+
+def stratum_text(stratum: dict[str, Any] | str) -> str:
+    """{"channel": "mobile"} (or its JSON, as a comparisons row holds it) -> channel=mobile."""
+    if isinstance(stratum, str):
+        stratum = json.loads(stratum)
+    return ", ".join(f"{k}={v}" for k, v in stratum.items()) or "all runs"
+
+
+def named_section(campaign: dict[str, Any], runs: list[Run]) -> Section | None:
+    """One table per comparison the campaign names: per cell of the other factors and metric, the ratio with its
+    interval and test."""
+    named = campaign.get("comparisons")
+    if not isinstance(named, dict) or not named:
+        return None
+    section = Section("named-comparisons", "Named comparisons",
+                      notes=["The comparisons the campaign names (`comparisons:`), in every cell of the other factors: "
+                             "ratio of medians over ok runs (level ÷ baseline) with its 95 % bootstrap interval "
+                             "(percentile, fixed seed) and a two-sided Mann–Whitney U p. results.sqlite keeps the "
+                             "same rows (table comparisons, kind 'named')."])
+    factors = campaign.get("factors") or {}
+    for name, spec in named.items():
+        if not isinstance(spec, dict) or not {"factor", "level", "baseline"} <= set(spec):
+            section.notes.append(f"{name}: not a comparison (factor, level, baseline): left out")
+            continue
+        rows = []
+        for row in named_comparison(str(name), spec, factors, runs):
+            ratio = _ratio(row)
+            rows.append([(stratum_text(row["stratum"]), "left"), (row["metric"], "left"),
+                         f"{row['n_level']} / {row['n_base']}",
+                         f"{_median(row['median_level'], row['metric'])} / {_median(row['median_base'], row['metric'])}",
+                         (fmt_ratio(ratio), "left nowrap"), fmt_p(ratio.p_value)])
+        section.tables.append(Table(["cell", "metric", "runs (level / baseline)", "median (level / baseline)",
+                                     "ratio [95 % CI]", "p"], rows,
+                                    caption=f"{name}: {spec['factor']} {spec['level']} vs {spec['baseline']}"))
+    return section
+
+
+def repeats_section(root: Path, campaign: dict[str, Any]) -> Section | None:
+    """With a stopping rule: per cell, its runs, its ok runs, whether it stopped and why (repeats.json)."""
+    rule = campaign.get("until")
+    if not isinstance(rule, dict) and not isinstance(campaign.get("repeat"), dict):
+        return None
+    section = Section("repeats", "Repeats: how many runs each cell took, and why it stopped")
+    section.notes.append(f"Stopping rule: {_rule_text(campaign)}.")
+    path = Path(root) / REPEATS_FILE
+    if not os.path.lexists(path):
+        section.notes.append("No cell has been decided yet (no repeats.json): the campaign stopped before a cell's "
+                             "runs were all in.")
+        return section
+    try:
+        cells = read_json(path)
+        if not isinstance(cells, dict) or not all(isinstance(c, dict) for c in cells.values()):
+            raise CellabError(f"{path}: not a mapping of cells")
+    except CellabError as exc:
+        section.notes.append(f"repeats.json cannot be read ({exc}): left out.")
+        return section
+    rows = []
+    for cell in cells.values():
+        factors = cell.get("factors") if isinstance(cell.get("factors"), dict) else {}
+        stopped = cell.get("stopped") is True
+        rows.append([(stratum_text(factors), "left"), str(cell.get("runs", "")), str(cell.get("ok", "")),
+                     ("stopped" if stopped else "waiting", "left" if stopped else "left status-running"),
+                     (str(cell.get("why", "")), "left")])
+    section.tables.append(Table(["cell", "runs", "ok", "state", "why"], rows))
+    return section
+
+
+def _rule_text(campaign: dict[str, Any]) -> str:
+    rule = campaign.get("until") if isinstance(campaign.get("until"), dict) else dict(campaign.get("repeat") or {})
+    fraction = rule.get("ci_fraction")
+    width = f"±{100 * fraction:g} %" if isinstance(fraction, int | float) else "?"
+    target = (f"comparison {rule['comparison']}: every ratio's 95 % bootstrap interval within {width} of the ratio"
+              if rule.get("comparison") else f"{rule.get('metric')}: the 95 % interval of its mean within {width}")
+    minimum = campaign.get("repeat") if isinstance(campaign.get("repeat"), int) else rule.get("min", 1)
+    return f"{target}, after at least {minimum} and at most {rule.get('max')} runs per cell"
+
+
+def cell_sections(root: Path, campaign: dict[str, Any], runs: list[Run]) -> list[Section]:
+    return [s for s in (named_section(campaign, runs), repeats_section(root, campaign)) if s is not None]
+
+
+__all__ = ["cell_sections", "named_section", "repeats_section", "stratum_text"]
