@@ -10,6 +10,7 @@ record and its run folder's files, written here as they arrive.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +24,7 @@ from cellab.cluster.worker import (
     bench_resource,
     tag_resource,
 )
+from cellab.cluster.result import BadResult, check_result
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.records import PlannedRun
@@ -266,11 +268,32 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
 
 
 def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int]) -> None:
-    runner.store.import_files(run, files)
-    runner.store.save_record(run, record, started=False)
+    """One run's checked record and files into the store. A store that cannot take them (a disk full, a file that
+    is a folder's name too) fails that run, naming why; the campaign goes on. Only when even the failed record
+    cannot be written does the campaign stop, saying so (not as a lost scheduler: storing is not Dask's)."""
+    try:
+        runner.store.import_files(run, files)
+        runner.store.save_record(run, record, started=False)
+    except (CellabError, OSError, sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+        why = f"the controller could not store its result ({type(exc).__name__}: {exc})"
+        record = RunRecord(run.run_id, "failed", max(record.attempts, 1), why, placement=record.placement)
+        try:
+            runner.store.import_files(run, {})
+            runner.store.save_record(run, record, started=False)
+        except (CellabError, OSError, sqlite3.Error, ValueError) as again:
+            raise CellabError(f"run {run.run_id}: {why}; storing it as failed did not work either "
+                              f"({type(again).__name__}: {again}); the runs stored before it are kept; "
+                              f"`cellab run --resume {runner.store.root}` continues the campaign") from None
     runner.stored(run, record, counts)
     if record.status != "ok":
-        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
+        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {_plain(record.error)}")
+
+
+def _plain(text: str | None) -> str:
+    """A worker's text shown on the console without rich markup in it being taken as markup."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
@@ -306,4 +329,8 @@ def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]
         if type(exc).__name__ in ("CommClosedError", "CancelledError", "FutureCancelledError"):
             raise
         return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}
-    return RunRecord(**result["record"]), result["files"]
+    try:
+        record, files = check_result(result, run)
+    except BadResult as exc:
+        return RunRecord(run.run_id, "failed", 1, f"the worker's result was refused: {exc}"), {}
+    return record, {"/".join(parts): data for parts, data in files.items()}
