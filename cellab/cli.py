@@ -126,6 +126,8 @@ def run(
     cluster: str | None = typer.Option(None, help="a Dask scheduler (tls://HOST:PORT) whose `cellab worker`s run the "
                                        "runs"),
     tls: Path | None = typer.Option(None, help="with --cluster: the folder `cellab tls` made (ca.pem, node.pem/key)"),
+    insecure: bool = typer.Option(False, help="with --cluster tcp://...: accept a cluster without TLS (no "
+                                  "encryption, no authentication; cluster.json and the report say so)"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
     from cellab.cluster.dispatch import check_slots, run_campaign
@@ -134,8 +136,12 @@ def run(
     check_slots(slots)
     if slots is not None and cluster is not None:
         raise CellabError("--slots and --cluster: give one (a cluster's workers say how many slots they offer)")
-    if tls is not None and cluster is None:
-        raise CellabError("--tls goes with --cluster")
+    if (tls is not None or insecure) and cluster is None:
+        raise CellabError("--tls and --insecure go with --cluster")
+    if cluster is not None:  # before anything is written: a refused address leaves no campaign folder
+        from cellab.cluster.address import check_security
+
+        check_security(cluster, tls, insecure, "cellab run", "--cluster")
     if (campaign_file is None) == (resume is None):
         raise CellabError("give a campaign file or --resume DIR (one of them)")
     if resume is not None:
@@ -146,7 +152,7 @@ def run(
         runner = Runner.new(campaign_file, out, lab=lab, prefix=prefix)
     console.print(f"results: {runner.store.root}")
     try:
-        counts = run_campaign(runner, slots=slots, cluster=cluster, tls_dir=tls)
+        counts = run_campaign(runner, slots=slots, cluster=cluster, tls_dir=tls, insecure=insecure)
     finally:
         if report:
             from cellab.report.page import write_report  # scipy and matplotlib: seconds, only for a report

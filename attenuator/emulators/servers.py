@@ -14,6 +14,7 @@ import os
 import random
 import select
 import socket
+import stat
 import threading
 import time
 import tty
@@ -75,6 +76,33 @@ class _Thread:
             self._thread = None
 
 
+PTY_PREFIX = "/dev/pts/"
+
+
+def check_pty_link(link: Path) -> None:
+    """`link` may become the pty's link: its folder exists, and the name is free or already a link to a pty (an
+    earlier emulator's); a regular file, a folder or a link elsewhere is the user's and is never replaced."""
+    from cellab.errors import InputError
+
+    allowed = ["a new name in an existing folder", "an earlier emulator's link to /dev/pts/N"]
+    parent = link.parent
+    if not parent.is_dir():
+        raise InputError("cellab atten emulate", "--pty-link", f"{link}: the folder {parent} "
+                         f"{'is not a folder' if parent.exists() else 'does not exist'}", allowed)
+    try:
+        mode = os.lstat(link).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError("cellab atten emulate", "--pty-link", f"{link}: {exc.strerror}", allowed) from None
+    if stat.S_ISLNK(mode) and os.readlink(link).startswith(PTY_PREFIX):
+        return
+    kind = "a folder" if stat.S_ISDIR(mode) else "a symbolic link to " + os.readlink(link) if stat.S_ISLNK(mode) \
+        else "a file" if stat.S_ISREG(mode) else "a special file"
+    raise InputError("cellab atten emulate", "--pty-link", f"{link} exists and is {kind}; it is never replaced "
+                     "or deleted", allowed)
+
+
 class PtyServer(_Thread):
     """The device on a pseudo-terminal; `path` is what a serial driver opens.
 
@@ -90,14 +118,25 @@ class PtyServer(_Thread):
         self._master = self._slave = -1
 
     def start(self) -> PtyServer:
+        if self.link is not None:
+            check_pty_link(self.link)  # before the pty: a refused name leaves nothing open
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no CR/LF translation: bytes pass as on a real UART
         self.path = os.ttyname(self._slave)
         if self.link is not None:
-            tmp = self.link.with_name(self.link.name + ".tmp")
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(self.path)
-            os.replace(tmp, self.link)
+            # a new link under a random name beside it (symlink() never follows or replaces), renamed over a
+            # missing name or an earlier emulator's pty link only (checked above)
+            tmp = self.link.with_name(f".{self.link.name}.{os.getpid()}.{random.getrandbits(48):012x}")
+            try:
+                tmp.symlink_to(self.path)
+                check_pty_link(self.link)
+                os.replace(tmp, self.link)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                for fd in (self._master, self._slave):
+                    os.close(fd)
+                self._master = self._slave = -1
+                raise
         self._start(self._serve, f"pty-{self.path}")
         return self
 

@@ -141,6 +141,11 @@ def _load(path: Path, field: str) -> tuple[bytes, bytes | None]:
     return parse_certificate(read_text(path, KEY_MAX_BYTES, field), path, field)
 
 
+def holds_secret_key(path: Path) -> bool:
+    """The key file holds a secret key (whatever its name): it is no file to hand to another host."""
+    return bool(_load(path, "public-key")[1])
+
+
 def check_key_file(path: Path, source: str | Path, field: str, *, secret: bool) -> None:
     """A key file an inventory names: a CURVE certificate (with its secret key when `secret`), else an
     InputError naming the inventory, the field and the key file."""

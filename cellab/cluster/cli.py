@@ -17,13 +17,10 @@ from cellab.errors import CellabError, InputError
 CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S = "CELLAB_CONNECT_TIMEOUT_S", 15.0  # env: tests need not wait 15 s
 
 
-def _check_scheduler(address: str) -> str:
-    host_port = address.split("://", 1)[-1]
-    host, _, port = host_port.rpartition(":")
-    if "://" in address and not address.startswith(("tls://", "tcp://")) or not host or not port.isdigit() \
-            or not 1 <= int(port) <= 65535:
-        raise InputError("cellab worker", "--scheduler", f"{address!r} is not a scheduler address",
-                         ["tls://HOST:PORT", "tcp://HOST:PORT"])
+def _check_scheduler(address: str, tls: Path | None = None, insecure: bool = False) -> str:
+    from cellab.cluster.address import check_security
+
+    check_security(address, tls, insecure, "cellab worker", "--scheduler")
     return address
 
 
@@ -51,21 +48,20 @@ def worker_cmd(
     slots: int | None = typer.Option(None, help="offer N embedded-lab instances of this host (virtual, wired, ...)"),
     name: str | None = typer.Option(None, help="the worker's name in the store's placement (default: host name)"),
     tls: Path | None = typer.Option(None, help="the folder `cellab tls` made (required for tls:// schedulers)"),
+    insecure: bool = typer.Option(False, help="accept a tcp:// scheduler (no encryption, no authentication)"),
 ) -> None:
     """Serve a campaign's runs from a Dask scheduler: a bench (--lab) or this host's lab slots (--slots)."""
     from distributed import Worker
 
     from cellab.cluster.worker import WORKER_LAB_ENV, WORKER_SLOTS_ENV, close_pool
 
-    _check_scheduler(scheduler)
+    _check_scheduler(scheduler, tls, insecure)
     resources, count, lab_path = worker_resources(lab, slots)
     security = None
     if tls is not None:
         from cellab.cluster.tls import worker_security
 
         security = worker_security(tls)
-    elif scheduler.startswith("tls://"):
-        raise InputError("cellab worker", "--tls", f"{scheduler} needs certificates", ["--tls DIR (cellab tls DIR)"])
     os.environ[WORKER_SLOTS_ENV] = str(count)
     if lab_path:
         os.environ[WORKER_LAB_ENV] = lab_path

@@ -10,6 +10,7 @@ record and its run folder's files, written here as they arrive.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -23,9 +24,11 @@ from cellab.cluster.worker import (
     bench_resource,
     tag_resource,
 )
+from cellab.cluster.address import check_security, probe
+from cellab.cluster.result import BadResult, check_result
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
-from cellab.records import PlannedRun
+from cellab.records import PlannedRun, write_json
 from cellab.results.stopping import after_run
 from cellab.run.step import RunRecord, ue_count
 
@@ -108,22 +111,24 @@ def _check_servable(runs: list[PlannedRun], needs: dict[str, dict[str, int]], wo
 
 
 def run_campaign(runner: Runner, slots: int | None = None, cluster: str | None = None,
-                 tls_dir: Path | None = None) -> dict[str, int]:
+                 tls_dir: Path | None = None, insecure: bool = False) -> dict[str, int]:
     """Every pending run of the runner's campaign: in process without `slots` and `cluster`, else on Dask workers
     (`slots`: a local cluster of that many lab instances; `cluster`: a running Dask scheduler's address)."""
     if slots is None and cluster is None:
         return runner.run()
     try:
-        return run_distributed(runner, slots=slots, cluster=cluster, tls_dir=tls_dir)
+        return run_distributed(runner, slots=slots, cluster=cluster, tls_dir=tls_dir, insecure=insecure)
     finally:
         runner.keep_comparisons()
         runner.store.settle()
 
 
 def run_distributed(runner: Runner, slots: int | None = None, cluster: str | None = None,
-                    tls_dir: Path | None = None, client: Any = None, task: Any = None) -> dict[str, int]:
+                    tls_dir: Path | None = None, client: Any = None, task: Any = None,
+                    insecure: bool = False) -> dict[str, int]:
     """`client`, `task`: an existing Dask client and a stand-in for the run task (the scale benchmark's
-    fleet of sleeping workers)."""
+    fleet of sleeping workers). `insecure`: a tcp:// cluster accepted (`--insecure`); the campaign folder's
+    cluster.json and every run's placement say so."""
     if client is not None:
         counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
         todo = list(runner.store.pending())
@@ -137,7 +142,9 @@ def run_distributed(runner: Runner, slots: int | None = None, cluster: str | Non
     todo = list(runner.store.pending())
     if not todo:
         return counts
-    local = None
+    local, transport = None, None
+    if cluster is not None:
+        check_security(cluster, tls_dir, insecure, "cellab run", "--cluster")
     try:
         if slots is not None:
             os.environ[WORKER_SLOTS_ENV] = str(slots)  # the local worker's slot count (inherited)
@@ -145,28 +152,31 @@ def run_distributed(runner: Runner, slots: int | None = None, cluster: str | Non
                                  resources={VLAB_RESOURCE: slots}, silence_logs=40)
             client = Client(local)
         else:
-            client = _connect(cluster, tls_dir)
+            client = _connect(cluster, tls_dir, insecure)
+            transport = "tls" if cluster.startswith("tls://") else "tcp without TLS (--insecure)"
+            write_json(runner.store.root / "cluster.json", {"address": cluster, "transport": transport,
+                                                              "insecure": transport != "tls"})
     except (OSError, TimeoutError) as exc:
         raise CellabError(f"Dask scheduler {cluster or 'local'}: {type(exc).__name__}: {exc}") from None
     try:
         with client:
-            return _dispatch(runner, client, todo, counts, wait_s=0 if local else WORKER_WAIT_S)
+            return _dispatch(runner, client, todo, counts, wait_s=0 if local else WORKER_WAIT_S,
+                             transport=transport)
     finally:
         if local is not None:
             local.close()
         os.environ.pop(WORKER_SLOTS_ENV, None)
 
 
-def _connect(address: str, tls_dir: Path | None) -> Any:
+def _connect(address: str, tls_dir: Path | None, insecure: bool = False) -> Any:
+    """A client of the scheduler at `address`, its security options checked first (cellab.cluster.address) and the
+    scheduler probed within the connect timeout: one that accepts and never answers is an error, not a hang."""
     from distributed import Client
 
-    if not isinstance(address, str) or "://" not in address and ":" not in address:
-        raise InputError("cellab run", "--cluster", f"{address!r} is not a scheduler address",
-                         ["tls://HOST:PORT", "tcp://HOST:PORT"])
-    security = _security(tls_dir)
-    if address.startswith("tls://") and security is None:
-        raise InputError("cellab run", "--tls", f"{address} needs certificates", ["--tls DIR (cellab tls DIR)"])
-    return Client(address, security=security, timeout=env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S, 0.1))
+    check_security(address, tls_dir, insecure, "cellab run", "--cluster")
+    timeout_s = env_seconds(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S, 0.1)
+    probe(address, tls_dir, timeout_s)
+    return Client(address, security=_security(tls_dir), timeout=timeout_s)
 
 
 def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, Any]:
@@ -184,7 +194,7 @@ def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, An
 
 
 def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float,
-              task: Any = None) -> dict[str, int]:
+              task: Any = None, transport: str | None = None) -> dict[str, int]:
     from distributed import wait
     from distributed.client import FutureCancelledError
 
@@ -224,7 +234,10 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     done = set()
                 for future in done:
                     run = by_key[future.key]
-                    _store(runner, run, *_outcome(future, run), counts)
+                    record, files = _outcome(future, run)
+                    if transport:  # where it ran includes how its result travelled
+                        record.placement = {**record.placement, "transport": transport}
+                    _store(runner, run, record, files, counts)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
                     for extra in more:
@@ -266,11 +279,32 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
 
 
 def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int]) -> None:
-    runner.store.import_files(run, files)
-    runner.store.save_record(run, record, started=False)
+    """One run's checked record and files into the store. A store that cannot take them (a disk full, a file that
+    is a folder's name too) fails that run, naming why; the campaign goes on. Only when even the failed record
+    cannot be written does the campaign stop, saying so (not as a lost scheduler: storing is not Dask's)."""
+    try:
+        runner.store.import_files(run, files)
+        runner.store.save_record(run, record, started=False)
+    except (CellabError, OSError, sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+        why = f"the controller could not store its result ({type(exc).__name__}: {exc})"
+        record = RunRecord(run.run_id, "failed", max(record.attempts, 1), why, placement=record.placement)
+        try:
+            runner.store.import_files(run, {})
+            runner.store.save_record(run, record, started=False)
+        except (CellabError, OSError, sqlite3.Error, ValueError) as again:
+            raise CellabError(f"run {run.run_id}: {why}; storing it as failed did not work either "
+                              f"({type(again).__name__}: {again}); the runs stored before it are kept; "
+                              f"`cellab run --resume {runner.store.root}` continues the campaign") from None
     runner.stored(run, record, counts)
     if record.status != "ok":
-        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {record.error}")
+        runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {_plain(record.error)}")
+
+
+def _plain(text: str | None) -> str:
+    """A worker's text shown on the console without rich markup in it being taken as markup."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
@@ -306,4 +340,8 @@ def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]
         if type(exc).__name__ in ("CommClosedError", "CancelledError", "FutureCancelledError"):
             raise
         return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}
-    return RunRecord(**result["record"]), result["files"]
+    try:
+        record, files = check_result(result, run)
+    except BadResult as exc:
+        return RunRecord(run.run_id, "failed", 1, f"the worker's result was refused: {exc}"), {}
+    return record, {"/".join(parts): data for parts, data in files.items()}

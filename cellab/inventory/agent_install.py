@@ -236,7 +236,7 @@ def _service_user(access: Access, role: str, kind: str, user: str | None, netns:
 def check_keys(key: Path, controller_keys: list[Path], user: str) -> None:
     """The secret key: a CURVE secret key file that only its owner can read (0600 or 0400), owned by the
     service's user; each controller key: a CURVE public key file (never the controller's secret)."""
-    from cellab.bus.keys import SECRET_SUFFIX, check_key_file
+    from cellab.bus.keys import SECRET_SUFFIX, check_key_file, holds_secret_key
 
     check_key_file(key, SOURCE, "--key", secret=True)
     try:
@@ -253,6 +253,10 @@ def check_keys(key: Path, controller_keys: list[Path], user: str) -> None:
             raise InputError(SOURCE, "--controller-key", f"{path} is a secret key: give the controller's public "
                              "key (controller.key); the controller's secret never leaves its host")
         check_key_file(path, SOURCE, "--controller-key", secret=False)
+        if holds_secret_key(path):  # the contents decide, not the name: a secret renamed *.key is still one
+            raise InputError(SOURCE, "--controller-key", f"{path} holds a secret key (a secret-key line): give "
+                             "the controller's public key file (controller.key, made by `cellab keys`); the "
+                             "controller's secret never leaves its host")
 
 
 def find_cellab(given: Path | None) -> str:
@@ -279,14 +283,28 @@ def parse_env(values: list[str]) -> dict[str, str]:
 
 
 def write_unit(unit: Unit, root: Path) -> Path:
-    folder = root / UNIT_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / unit.name
-    tmp = path.with_name(f".{unit.name}.tmp")
-    tmp.write_text(unit.text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    """The unit under root/etc/systemd/system, never through a link: each folder below --root is made or opened
+    without following links, the text goes to a new file of a random name (O_CREAT|O_EXCL|O_NOFOLLOW) renamed
+    over the unit's name, and a link or folder at that name is refused (cellab.safepath.SafeDir)."""
+    from cellab.safepath import SafeDir
+
+    try:
+        with SafeDir.open(root, create=True) as top:
+            folder = top
+            opened = []
+            try:
+                for part in UNIT_DIR.parts:
+                    folder = folder.subdir(part)
+                    opened.append(folder)
+                return folder.write(unit.name, unit.text, mode=0o644)
+            finally:
+                for each in reversed(opened):
+                    each.close()
+    except CellabError as exc:  # a link, a file where a folder belongs, a folder that cannot be opened
+        raise InputError(SOURCE, "--root", f"{exc}; nothing written") from None
+    except OSError as exc:
+        raise InputError(SOURCE, "--root", f"cannot write {root / UNIT_DIR / unit.name}: {exc.strerror or exc}; "
+                         "nothing written") from None
 
 
 def _absolute(path: Path) -> Path:

@@ -120,6 +120,7 @@ img { max-width: 100%; } figcaption { font-size: 0.85em; color: #555; } .missing
 {% for line in headline %}<p class="headline"><b>{{ line }}</b></p>
 {% endfor %}<p>Lab: <b>{{ lab }}</b> · runs: {{ counts }} · folder: <code>{{ folder }}</code></p>
 {% if description %}<p>{{ description }}</p>{% endif %}
+{% if insecure %}<p class="warn"><b>Insecure cluster:</b> {{ insecure }}</p>{% endif %}
 <nav>{% for s in sections %}<a href="#{{ s.id }}">{{ s.title }}</a>{% endfor %}</nav>
 {% if not has_plots %}<p>No plots: no finished run has the metrics they need yet.</p>{% endif %}
 {% macro table(t) %}<table>{% if t.caption %}<caption>{{ t.caption }}</caption>{% endif %}
@@ -169,6 +170,19 @@ def _write_figures(plot_dir: SafeDir, files: dict[str, bytes]) -> None:
         plot_dir.write(name, data, durable=False)  # a figure is rebuilt from the folder at any time
 
 
+def _insecure(root: Path) -> str:
+    """What to say when the runs travelled over a cluster without TLS (`cellab run --cluster tcp://... --insecure`
+    writes cluster.json); empty otherwise or when the file is unreadable."""
+    try:
+        info = json.loads((root / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(info, dict) or info.get("insecure") is not True:
+        return ""
+    return (f"the runs' tasks and results travelled over {str(info.get('address'))[:200]} without TLS "
+            "(--insecure): no encryption, no authentication of the workers")
+
+
 def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
     """Build report.html and report/ from a result folder; workers: processes drawing figures (default: one
     per CPU, CELLAB_REPORT_WORKERS)."""
@@ -205,7 +219,7 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
         page = env.from_string(_TEMPLATE).render(
             name=campaign.get("name", folder.root.name), lab=campaign.get("lab", "virtual"),
-            description=campaign.get("description", ""), folder=str(folder.root),
+            description=campaign.get("description", ""), folder=str(folder.root), insecure=_insecure(folder.root),
             counts=", ".join(f"{k} {v}" for k, v in sorted(counts.items())), sections=sections,
             has_plots=any(s.figures for s in sections), headline=answer.lines)
         summary = [{"run_id": r.run_id, "status": r.status, "scheme": r.scheme, "factors": r.factors,

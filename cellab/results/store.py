@@ -34,6 +34,7 @@ from typing import Any
 from collections.abc import Iterator
 
 from cellab.errors import CellabError
+from cellab.inputs import name_problem
 from cellab.records import PlannedRun, write_atomic, write_json
 from cellab.results.store_check import (STORE_SCHEMA_VERSION, check_folder, check_schema_version, db_json,
                                         read_manifest, read_plan)
@@ -239,6 +240,11 @@ class ResultStore:
         new_attempts: attempts to add (a record from a worker arrives without a `start`); one transaction."""
         if status not in STATUSES[2:]:
             raise ValueError(f"finish status {status!r}")
+        for name in ue_metrics or {}:  # each UE's metrics go to ues/<name>/: a name is one folder name, no more
+            problem = name_problem(name)
+            if problem:
+                raise CellabError(f"run {run.run_id}: the UE name {str(name)[:60]!r} {problem}; nothing of the run "
+                                  "is stored outside its folder (allowed: letters, digits, '_', '.', '-')")
         if metrics is not None:
             write_json(self.run_dir(run.run_id) / "metrics.json", metrics)
         for name, values in (ue_metrics or {}).items():

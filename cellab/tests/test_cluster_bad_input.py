@@ -41,8 +41,8 @@ def test_a_slot_count_out_of_range_is_refused(campaign, tmp_path, slots):
 
 def test_an_unreachable_scheduler_is_named(campaign, tmp_path):
     port = free_port()  # nobody listens there
-    done = run_cellab("run", str(campaign), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "o"),
-                      "--no-report", timeout_s=120, env=SHORT_CONNECT)
+    done = run_cellab("run", str(campaign), "--cluster", f"tcp://127.0.0.1:{port}", "--insecure", "--out",
+                      str(tmp_path / "o"), "--no-report", timeout_s=120, env=SHORT_CONNECT)
     said = _said(done)
     assert done.returncode == 2 and f"127.0.0.1:{port}" in said, said
 
@@ -57,18 +57,18 @@ def test_a_worker_with_a_bad_scheduler_address_is_refused(address):
 def test_a_worker_whose_lab_file_is_invalid_names_it(tmp_path):
     lab = tmp_path / "lab.yaml"
     lab.write_text("name: x\ncontroller: {bind: 'not an endpoint'}\n")
-    done = run_cellab("worker", "--scheduler", "tcp://127.0.0.1:1", "--lab", str(lab), timeout_s=60)
+    done = run_cellab("worker", "--scheduler", "tcp://127.0.0.1:1", "--insecure", "--lab", str(lab), timeout_s=60)
     said = _said(done)
     assert done.returncode == 2 and "lab.yaml" in said and "controller" in said, said
 
 
 def test_a_worker_needs_lab_or_slots_not_both():
-    said = _said(done := run_cellab("worker", "--scheduler", "tcp://127.0.0.1:1", timeout_s=60))
+    said = _said(done := run_cellab("worker", "--scheduler", "tcp://127.0.0.1:1", "--insecure", timeout_s=60))
     assert done.returncode == 2 and "--lab/--slots" in said, said
 
 
 def test_a_worker_whose_scheduler_never_answers_says_so(tmp_path):
-    done = run_cellab("worker", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--slots", "1", timeout_s=90,
+    done = run_cellab("worker", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--insecure", "--slots", "1", timeout_s=90,
                       env=SHORT_CONNECT)
     said = _said(done)
     assert done.returncode == 2 and "did not answer within 2 s" in said, said

@@ -60,7 +60,7 @@ def benches(require_root, tmp_path, netns_prefix):
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
         for (path, _), worker in zip(made, ("wa", "wb"), strict=True):
-            procs.append(_spawn([str(VENV_BIN / "cellab"), "worker", "--scheduler", address, "--lab", str(path),
+            procs.append(_spawn([str(VENV_BIN / "cellab"), "worker", "--scheduler", address, "--insecure", "--lab", str(path),
                                  "--name", worker], tmp_path / f"{worker}.log"))
         from distributed import Client
 
@@ -99,7 +99,7 @@ def test_lab_factor_runs_on_both_benches_tags_pick_one_and_a_held_bench_is_refus
           cc: [cubic, reno]
     """) + WORKLOAD)
     campaign = subprocess.Popen([str(VENV_BIN / "cellab"), "run", str(both), "--out", str(tmp_path / "out1"),
-                                 "--cluster", address, "--no-report"], stdout=subprocess.PIPE,
+                                 "--cluster", address, "--insecure", "--no-report"], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while not (instances.BENCH_ROOT / "bench-a.lock").exists() or not _held("bench-a"):
@@ -124,7 +124,7 @@ def test_lab_factor_runs_on_both_benches_tags_pick_one_and_a_held_bench_is_refus
     tagged = tmp_path / "tagged.yaml"
     tagged.write_text("name: tagged\nlab: bench\nrequires: [beta]\nrepeat: 2\nfactors: {cc: [cubic]}\n" + WORKLOAD)
     done = subprocess.run([str(VENV_BIN / "cellab"), "run", str(tagged), "--out", str(tmp_path / "out2"),
-                           "--cluster", address, "--no-report"], capture_output=True, text=True, timeout=300)
+                           "--cluster", address, "--insecure", "--no-report"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = _rows(tmp_path / "out2")
     assert [r["placement"]["worker"] for r in rows] == ["wb", "wb"], rows
