@@ -262,6 +262,7 @@ def agent(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    print(instance.start_line(), file=sys.stderr, flush=True)  # the controller logs the same when it connects
     instance.serve_forever()
 
 
