@@ -256,7 +256,7 @@ class AttenuatorOps:
     @operation
     def stop_schedule(self, params: StopParams) -> AttenuatorStatus:
         slot = self._slot(params.attenuator)
-        self._stop_slot(slot)
+        self._stop_slot(slot, hold=params.hold)
         return self._status(slot)
 
     @operation(concurrent=True)
@@ -306,9 +306,9 @@ class AttenuatorOps:
             calibration_error=slot.calibration_error,
         )
 
-    def _stop_slot(self, slot: _Slot) -> None:
+    def _stop_slot(self, slot: _Slot, hold: bool = False) -> None:
         if slot.player is not None and slot.player.running:
-            slot.player.stop()
+            slot.player.stop(hold=hold)
             slot.player.wait(10)
         slot.stop_calibration.set()
         if slot.calibration_thread is not None:

@@ -126,13 +126,16 @@ class Player:
         self.on_done = on_done
         self.skip_stale = skip_stale
         self._stop = threading.Event()
+        self._hold_on_stop = False
         self._thread: threading.Thread | None = None
         self.result: PlayResult | None = None
         self.applied = 0
         self._spin_s = SPIN_S
 
     # ----- control -----
-    def stop(self) -> None:
+    def stop(self, hold: bool = False) -> None:
+        """Stop playing: the box goes to its safe state, or keeps the last value played with `hold`."""
+        self._hold_on_stop = hold
         self._stop.set()
 
     def start(self) -> Player:
@@ -237,7 +240,8 @@ class Player:
             result.error = f"{type(exc).__name__}: {exc}"
         result.applied = self.applied
         result.end_drift_ms = round(late_ms, 3)
-        if result.status != "completed" or self.safe_on_finish:
+        held = result.status == "stopped" and self._hold_on_stop
+        if (result.status != "completed" and not held) or self.safe_on_finish:
             result.safe_state = self.attenuator.safe_state()
         log.event({"event": "end", **result.model_dump(exclude={"log_path"})})
         log.close()

@@ -117,7 +117,9 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
 def run(
     campaign_file: Path | None = typer.Argument(None, help="campaign YAML (not with --resume)"),
     lab: str | None = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
-    resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder"),
+    resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder (refused while another "
+                                       "live `cellab run` holds it, naming its pid and host)"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run the failed runs again too"),
     out: Path = typer.Option(RUNS_OUT, help="where campaign folders are created"),
     prefix: str | None = typer.Option(None, help="namespace prefix of the embedded lab (default: a free one)"),
     report: bool = typer.Option(True, help="write the HTML report at the end"),
@@ -144,10 +146,12 @@ def run(
         check_security(cluster, tls, insecure, "cellab run", "--cluster")
     if (campaign_file is None) == (resume is None):
         raise CellabError("give a campaign file or --resume DIR (one of them)")
+    if retry_failed and resume is None:
+        raise CellabError("--retry-failed goes with --resume DIR (a new campaign has no failed runs)")
     if resume is not None:
         if lab is not None:
             raise CellabError("--lab cannot change the lab of a campaign being resumed")
-        runner = Runner.resume(resume, prefix=prefix)
+        runner = Runner.resume(resume, retry_failed=retry_failed, prefix=prefix)
     else:
         runner = Runner.new(campaign_file, out, lab=lab, prefix=prefix)
     console.print(f"results: {runner.store.root}")
@@ -159,6 +163,7 @@ def run(
 
             path = write_report(runner.store.root)
             console.print(f"report: {path}")
+        runner.hold.release()  # the folder is free once its report is written
     aborted = f", aborted: {counts['aborted']} (`--resume` runs them)" if counts.get("aborted") else ""
     invalid = (f", invalid: {counts['invalid']} (the lab lost real time; kept out of the statistics)"
                if counts.get("invalid") else "")
@@ -263,6 +268,7 @@ def agent(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    print(instance.start_line(), file=sys.stderr, flush=True)  # the controller logs the same when it connects
     instance.serve_forever()
 
 

@@ -31,7 +31,7 @@ import zmq
 import cellab
 from cellab.bus import wire
 from cellab.bus.builtin_ops import BuiltinOps, RawReply, ReadArtifactParams
-from cellab.bus.keys import default_keys_dir, load_public_key, load_secret_key
+from cellab.bus.keys import agent_line, default_keys_dir, fingerprint, load_public_key, load_secret_key
 from cellab.bus.link import Link
 from cellab.bus.names import check_endpoint, check_name
 from cellab.bus.operation import collect_operations
@@ -147,6 +147,15 @@ class Agent(BuiltinOps, Serving):
         return poller
 
     # ----- public API --------------------------------------------------------------------------
+    @property
+    def key_fingerprint(self) -> str:
+        """This agent's public key as the controller's log names it (`cellab keys` prints the same)."""
+        return fingerprint(self._keys[0]) if self._keys else "none (insecure)"
+
+    def start_line(self) -> str:
+        """What the agent says when it starts; the controller logs the same line when it connects."""
+        return agent_line(self.name, self.role, self.controller_endpoint, self.key_fingerprint)
+
     def safe_state(self) -> None:
         """Put this agent's devices in a safe state. Override in rooms; must be idempotent."""
 
@@ -194,7 +203,8 @@ class Agent(BuiltinOps, Serving):
         try:
             self._keeper.start()
             log.info("agent started", extra={"event": "agent_start", "agent": self.name, "role": self.role,
-                                             "endpoint": self.controller_endpoint})
+                                             "endpoint": self.controller_endpoint,
+                                             "fingerprint": self.key_fingerprint})
             self._send_hello()
             busy = False  # a message came in the last turn: the next one may follow at once
             while not self._stop.is_set():

@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    print(agent.start_line(), file=sys.stderr, flush=True)  # the controller logs the same when it connects
     agent.serve_forever()
     return 0
 

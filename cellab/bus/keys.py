@@ -30,6 +30,11 @@ def fingerprint(public_key: bytes) -> str:
     return hashlib.sha256(public_key).hexdigest()[:16]
 
 
+def agent_line(name: str, role: str, controller: str, key_fingerprint: str) -> str:
+    """An agent's start line: it prints this when it starts, the controller logs it when the agent connects."""
+    return f"agent {name}: role {role}, controller {controller}, key {key_fingerprint}"
+
+
 def _cert_text(kind: str, public_key: bytes, secret_key: bytes | None) -> str:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
     lines = [

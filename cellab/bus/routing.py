@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from cellab.bus import wire
 from cellab.bus.errors import AgentLost, AgentTimeout, BusError, OperationError
 from cellab.bus.liveness import AgentState, drain_pipe, poke
+from cellab.bus.keys import agent_line, fingerprint
 from cellab.bus.names import check_name, is_name, short
 from cellab.bus.throttle import Throttle
 from cellab.errors import InputError
@@ -316,6 +317,14 @@ class Routing:
                     role = header.get("role")
                     if type(role) is str:
                         state.role = role[:_TEXT_KEPT]
+                    if kind == wire.HELLO:  # the agent's own start line, as the controller sees it
+                        try:
+                            key = first.get("User-Id")  # the z85 client key (CURVE), none on a plain socket
+                        except zmq.ZMQError:
+                            key = None
+                        said = agent_line(name, state.role or "?", self.endpoint,
+                                          fingerprint(str(key).encode()) if key else "none (insecure)")
+                        log.info("%s", said, extra={"event": "agent_hello", "agent": name, "role": state.role})
                     version = header.get("agent_version")
                     if kind == wire.HELLO and type(version) is str:
                         state.version = version[:_TEXT_KEPT]

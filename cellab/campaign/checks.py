@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cellab.contracts.server import ListModulesResult, ModuleInfo, check_param
 from cellab.errors import CellabError, InputError, InputErrors
+from cellab.inputs import DATA_MAX_BYTES, read_text
 from cellab.paths import find_program
 
 if TYPE_CHECKING:
@@ -51,8 +52,16 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
             _read(errors, source, field, _trace, value)
         if name == "attenuation_db" and attenuator is not None:
             _check_attenuation(errors, source, field, value, attenuator)
+    level = campaign.between_runs.attenuation
+    if isinstance(level, float) and attenuator is not None:
+        _check_attenuation(errors, source, "between_runs.attenuation", level, attenuator)
+    elif isinstance(level, float):
+        errors.append(InputError(source, "between_runs.attenuation", f"a level ({level:g} dB) needs an attenuator; "
+                                 f"lab {campaign.lab} has none in front of its UEs", ["safe", "hold"]))
     _check_module_params(errors, source, [(f, v) for f, n, v in assignments if n == "module_params"])
     lab_ues = LabUEs.of(campaign.lab, attenuator)
+    if lab_ues is not None:
+        lab_ues = replace(lab_ues, schedule_channels=_schedule_channels(campaign))
     for field, name, value in assignments:
         if name == "ues" and lab_ues is not None:
             errors += lab_ues.problems(source, field, value)
@@ -61,6 +70,11 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
         for field, name, value in assignments:
             if (name == "attenuation_db" and value is not None) or (name == "schedule" and value != "static"):
                 errors += lab_ues.run_level_problems(source, field, used)
+    if lab_ues is not None:
+        used = lab_ues.used([value for _, name, value in assignments if name == "ues"])
+        for field, name, value in assignments:
+            if name == "schedule" and value != "static" and isinstance(value, str):
+                errors += lab_ues.run_schedule_problems(source, field, value, used)
     for name, spec in campaign.schedules.items():
         if spec.channel is not None and attenuator is not None and spec.channel > attenuator.config.channels:
             errors.append(InputError(source, f"schedules.{name}.channel", f"{attenuator.name} has "
@@ -71,6 +85,25 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
             if spec.calibration != "auto":
                 _read(errors, source, f"schedules.{name}.calibration", _calibration, spec.calibration)
     return errors
+
+
+def _schedule_channels(campaign: Campaign) -> dict[str, list[int] | None]:
+    """The channels each schedule's file moves (a drive log: None, the channel its UE is on or `channel`)."""
+    from cellab.contracts.attenuator import planning
+
+    out: dict[str, list[int] | None] = {}
+    for name, spec in campaign.schedules.items():
+        if spec.file is None:
+            out[name] = [spec.channel] if spec.channel is not None else None
+            continue
+        try:  # the file was checked already (load._check_schedules); one unreadable now is not this check's
+            text = read_text(Path(spec.file), DATA_MAX_BYTES)
+            points = planning().schedule_points(text, spec.file.lower().endswith(".csv"), spec.file)
+        except (InputError, OSError):
+            out[name] = None
+            continue
+        out[name] = sorted({p.channel for p in points})
+    return out
 
 
 def _check_module_params(errors: list[InputError], source: str | Path, assigned: list[tuple[str, Any]]) -> None:
@@ -157,6 +190,8 @@ class LabUEs:
     names: tuple[str, ...] | None  # an inventory's UE names (a named UE is that device); None: labels
     boxes: tuple[Any, ...]  # the AttenuatorConfig in front of UE i (None: none)
     driven: str | None  # the box runs drive (LabAttenuator.name): a UE behind another one is not set
+    channels: tuple[int | None, ...] = ()  # the channel of the driven box in front of UE i (None: none)
+    schedule_channels: Any = None  # schedule name -> the channels its file moves (None: a drive log's, any)
 
     @classmethod
     def of(cls, lab: str, attenuator: LabAttenuator | None) -> LabUEs | None:
@@ -170,7 +205,8 @@ class LabUEs:
             box = attenuator.config if attenuator is not None else own
             if own is not None and attenuator is not None and own.max_db < attenuator.config.max_db:
                 box = own  # srsran-zmq: a UE's static value must let it attach; its schedules go further
-            return cls(lab, count, None, (box,) * count, box.name if box is not None else None)
+            return cls(lab, count, None, (box,) * count, box.name if box is not None else None,
+                       tuple(range(1, count + 1)) if box is not None else (None,) * count)
         if not lab.endswith((".yaml", ".yml")):
             return None  # a bench a cluster picks: known when a worker takes the run
         from cellab.inventory.model import load_inventory
@@ -178,7 +214,8 @@ class LabUEs:
         inventory = load_inventory(lab)
         found = [inventory.ue_attenuator(i) for i in range(len(inventory.devices.ues))]
         return cls(lab, len(found), tuple(u.name for u in inventory.devices.ues),
-                   tuple(f[0] if f is not None else None for f in found), driven)
+                   tuple(f[0] if f is not None else None for f in found), driven,
+                   tuple(f[1] if f is not None and f[0].name == driven else None for f in found))
 
     def problems(self, source: str | Path, field: str, value: Any) -> list[InputError]:
         """More UEs than the lab has, a UE name the inventory lacks, attenuation beyond the UE's own box (or
@@ -203,7 +240,9 @@ class LabUEs:
             if db is not None:
                 errors += self._attenuation(source, f"{field}[{i}].attenuation_db", name or f"#{i}", index, db)
             if ue.get("schedule") not in (None, "static"):  # played on the UE's channel of the driven box, or not
-                errors += self._attenuation(source, f"{field}[{i}].schedule", name or f"#{i}", index, None)
+                where_ue = f"{field}[{i}].schedule"
+                found = self._attenuation(source, where_ue, name or f"#{i}", index, None)
+                errors += found or self._own_schedule(source, where_ue, name or f"#{i}", index, ue["schedule"])
         return errors
 
     def used(self, ues_values: list[Any]) -> list[int]:
@@ -232,6 +271,28 @@ class LabUEs:
         return [InputError(source, field, f"applies to every UE of a run, but UE {', '.join(skipped)} is behind "
                            f"attenuator {', '.join(boxes)}; runs drive {self.driven} (the box in front of the "
                            "inventory's first attenuated UE): give the run only UEs behind it")]
+
+    def _own_schedule(self, source: str | Path, field: str, name: str, index: int, schedule: str) -> list[InputError]:
+        """A UE's own schedule moves that UE's channel and no other: its file must name exactly that channel."""
+        moves = (self.schedule_channels or {}).get(schedule)
+        channel = self.channels[index] if index < len(self.channels) else None
+        if moves is None or channel is None or moves == [channel]:
+            return []
+        return [InputError(source, field, f"schedule {schedule!r} moves channel {_listed(moves)} (its file's "
+                           f"channels), but UE {name} is on channel {channel}: a UE's schedule moves its own "
+                           "channel only", [f"channels: [{channel}]"])]
+
+    def run_schedule_problems(self, source: str | Path, field: str, schedule: str, used: list[int]) -> list[InputError]:
+        """A run's schedule moves the channels its file names, and only those: each must be a channel of a UE
+        the campaign uses (a channel of no UE would move nothing the runs measure, or another UE's box)."""
+        moves = (self.schedule_channels or {}).get(schedule)
+        ue_channels = {self.channels[i]: i for i in used if i < len(self.channels) and self.channels[i] is not None}
+        if moves is None or not ue_channels or set(moves) <= set(ue_channels):
+            return []
+        ues = ", ".join(f"{self.names[i] if self.names else f'#{i}'} on channel {c}"
+                        for c, i in sorted(ue_channels.items()))
+        return [InputError(source, field, f"schedule {schedule!r} moves channel {_listed(moves)} (its file's "
+                           f"channels), but the campaign's UEs are {ues}", sorted(ue_channels))]
 
     def _attenuation(self, source: str | Path, field: str, name: str, index: int, db: Any) -> list[InputError]:
         box = self.boxes[index] if index < len(self.boxes) else None
@@ -263,6 +324,10 @@ def _own_range(lab: str, params_model: Any) -> _Range | None:
     low = next((getattr(m, "ge", None) for m in info.metadata if getattr(m, "ge", None) is not None), 0.0)
     high = next((getattr(m, "le", None) for m in info.metadata if getattr(m, "le", None) is not None), float("inf"))
     return _Range(f"lab {lab}'s own per-UE attenuation", float(low), float(high))
+
+
+def _listed(channels: list[int]) -> str:
+    return ", ".join(str(c) for c in channels)
 
 
 def _number(value: Any) -> float | None:

@@ -43,7 +43,8 @@ class UESpec(Strict):
     cc: Literal[CONGESTION_CONTROLS] | None = None  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] | None = None  # type: ignore[valid-type]
     schedule: Label | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$",  # the pattern for the schema
-                                   description="attenuation schedule on this UE's channel (static or a name in `schedules`)")
+                                   description="attenuation schedule on this UE's channel (static or a name in `schedules`; "
+                                               "its file must name that channel)")
     attenuation_db: float | None = Field(None, allow_inf_nan=False, description="attenuation on this UE's channel")
 
 
@@ -57,7 +58,8 @@ class TransportParams(Strict):
     cc: Literal[CONGESTION_CONTROLS] = "cubic"  # type: ignore[valid-type]
     receiver: Literal[RECEIVER_CONTROLS] = "none"  # type: ignore[valid-type]
     schedule: Label = Field("static",
-                            description="attenuation schedule played during the workload: static or a name in `schedules`")
+                            description="attenuation schedule played during the workload: static or a name in `schedules`; "
+                                        "it moves only the channels its file names")
     faults: Label = Field(NO_FAULT,
                           description="faults injected during the workload: none or a plan's name in `faults` "
                                       "(a factor compares them: none and each plan in one matrix)")
@@ -107,6 +109,16 @@ class ScheduleSpec(Strict):
         if (self.file is None) == (self.drive_log is None):
             raise ValueError("give exactly one of file or drive_log")
         return self
+
+
+class BetweenRuns(Strict):
+    """What the attenuator does between two runs of the campaign."""
+
+    attenuation: Literal["safe", "hold"] | Annotated[float, Field(allow_inf_nan=False)] = Field(
+        "safe",
+        description="after a run that played a schedule: safe (the box's safe state, its safe_db or max_db), hold "
+                    "(the last value played stays until the next run sets its own), or a level in dB every UE channel "
+                    "of the run goes to; a failed run, a fault and the campaign's end always leave the safe state")
 
 
 class Order(Strict):
@@ -181,6 +193,7 @@ class Campaign(Strict):
                         "the baseline's in every cell of the other factors (ratio of medians, 95 % bootstrap "
                         "interval, Mann-Whitney U), kept in results.sqlite and shown in the report")
     order: Order = Order()
+    between_runs: BetweenRuns = BetweenRuns()
     factors: dict[Name, list[Any] | dict[Name, dict[str, Any]]] = {}  # names and level names: labels people read
     fixed: dict[str, Any] = {}
     schedules: dict[Label, ScheduleSpec] = {}

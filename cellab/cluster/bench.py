@@ -46,7 +46,7 @@ def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
 def _one(campaign: Path, out: Path, slots: int | None) -> dict[str, float]:
     from cellab.cluster.dispatch import run_campaign
     from cellab.run.runner import Runner
-    from cellab.run.step import host_busy_pct, host_cpu_times
+    from cellab.run.telemetry import host_busy_pct, host_cpu_times
 
     runner = Runner.new(campaign, out, console=Console(stderr=True, quiet=True))
     before = host_cpu_times()

@@ -164,7 +164,7 @@ class PlayStarted(ContractModel):
 
 
 class StopParams(Target):
-    pass
+    hold: bool = Field(False, description="keep the last value played (else the box goes to its safe state)")
 
 
 class Applied(ContractModel):
@@ -223,8 +223,8 @@ class AttenuatorClient(RoleClient):
     def play_schedule(self, params: PlayParams, timeout_s: float | None = None) -> PlayStarted:
         return self.call(PLAY_SCHEDULE, params, timeout_s)
 
-    def stop_schedule(self, attenuator: str | None = None, timeout_s: float | None = None) -> None:
-        self.call(STOP_SCHEDULE, StopParams(attenuator=attenuator), timeout_s)
+    def stop_schedule(self, attenuator: str | None = None, timeout_s: float | None = None, hold: bool = False) -> None:
+        self.call(STOP_SCHEDULE, StopParams(attenuator=attenuator, hold=hold), timeout_s)
 
     def self_check(self, params: AttenuatorSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
         return self.call(SELF_CHECK, params, timeout_s)

@@ -209,7 +209,24 @@ def render_unit(command: AgentCommand, cellab: str, user: str, env: dict[str, st
 
 
 # ------------------------------------------------------------------ checks
-def _service_user(access: Access, role: str, kind: str, user: str | None, netns: str | None, root: Path) -> str:
+def _service_user(access: Access, role: str, kind: str, user: str | None, netns: str | None, root: Path,
+                  dry_run: bool = False) -> str:
+    """The user the unit runs as; one this host lacks is refused, but only warned of with --dry-run (the unit is
+    printed before the user is made)."""
+    try:
+        return _checked_user(access, role, user, netns, root)
+    except _NoAccount as exc:
+        if not dry_run:
+            raise InputError(SOURCE, "--user", str(exc)) from None
+        typer.echo(f"warning: {exc} (before enabling this unit)", err=True)
+        return user or access.default_user
+
+
+class _NoAccount(Exception):
+    pass
+
+
+def _checked_user(access: Access, role: str, user: str | None, netns: str | None, root: Path) -> str:
     chosen = user or access.default_user
     if not NAME_RE.fullmatch(chosen) and chosen != "root":
         raise InputError(SOURCE, "--user", f"{chosen!r} is not a user name")
@@ -222,13 +239,13 @@ def _service_user(access: Access, role: str, kind: str, user: str | None, netns:
             pwd.getpwnam(chosen)
         except KeyError:
             groups = f" --groups {','.join(access.groups)}" if access.groups else ""
-            raise InputError(SOURCE, "--user", f"user {chosen!r} does not exist on this host: create it with "
+            raise _NoAccount(f"user {chosen!r} does not exist on this host: create it with "
                              f"`useradd --system --create-home{groups} {chosen}`, or give --user") from None
         for group in access.groups:
             try:
                 grp.getgrnam(group)
             except KeyError:
-                raise InputError(SOURCE, "--user", f"group {group!r} does not exist on this host "
+                raise _NoAccount(f"group {group!r} does not exist on this host "
                                  f"({access.why}): install the package that makes it, or `groupadd {group}`") from None
     return chosen
 
@@ -357,7 +374,7 @@ def install_command(
     if enable and (dry_run or _absolute(root) != Path("/")):
         raise InputError(SOURCE, "--enable", "enables the unit on this host: not with --dry-run or --root")
     root = _absolute(root)
-    chosen = _service_user(access, role, kind, user, netns, root)
+    chosen = _service_user(access, role, kind, user, netns, root, dry_run)
     if access.capabilities and chosen != "root":
         typer.echo(f"warning: {name} runs as {chosen} with {', '.join(access.capabilities)}: kernel congestion "
                    "controls, tc and the capture work; the BPF modules (c2tcp, scubic, exll, ...) do not (their "

@@ -29,12 +29,15 @@ class LabAttenuator:
         return self.config.name
 
 
-def lab_attenuator(lab: str, ues: int = 1) -> LabAttenuator | None:
-    """The attenuator of an embedded lab kind or a lab inventory file (None when the lab has none)."""
+def lab_attenuator(lab: str, ues: int | None = None) -> LabAttenuator | None:
+    """The attenuator of an embedded lab kind or a lab inventory file (None when the lab has none); an embedded
+    lab's with a channel per UE of `ues` (None: as many as the lab may run, what validation checks against)."""
     from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 
     if lab in EMBEDDED_LABS and getattr(embedded_lab_class(lab), "cell_attenuator", False):
         from cellab.contracts.attenuator import planning
+
+        ues = ues if ues is not None else int(getattr(embedded_lab_class(lab), "max_ues", 1))
 
         # The serial device path is the session's; limits and step are what validation needs.
         max_db = embedded_lab_class(lab).attenuator_max_db

@@ -92,6 +92,7 @@ class ResultStore:
         self.root = Path(root)
         self.db_path = self.root / "results.sqlite"
         self._schema_checked = False
+        self.retry_failed = False  # `cellab run --resume DIR --retry-failed`: failed runs are pending again
 
     # --- creation and opening -------------------------------------------------------------
     @classmethod
@@ -212,8 +213,10 @@ class ResultStore:
         return row[0]
 
     def pending(self) -> Iterator[PlannedRun]:
-        """Planned runs not finished yet, in plan order (a `running` leftover of a crash is redone)."""
-        finished = {r["run_id"] for r in self.rows() if r["status"] in FINISHED}
+        """Planned runs not finished yet, in plan order (a `running` leftover of a crash is redone; a failed one too
+        with `retry_failed`)."""
+        done = tuple(s for s in FINISHED if not (self.retry_failed and s == "failed"))
+        finished = {r["run_id"] for r in self.rows() if r["status"] in done}
         return (r for r in self.planned() if r.run_id not in finished)
 
     # --- state changes ----------------------------------------------------------------------

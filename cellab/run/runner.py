@@ -25,6 +25,7 @@ from cellab.records import PlannedRun
 from cellab.errors import CellabError
 from cellab.results.comparisons import store_comparisons
 from cellab.results.stopping import after_run
+from cellab.results.holder import hold
 from cellab.results.store import ResultStore
 from cellab.run.session import LabSession
 from cellab.run.step import RunRecord, check_module_params, execute_run, ue_count
@@ -38,6 +39,7 @@ class Runner:
         self.console = console or Console(stderr=True)
         self.prefix = prefix
         self.on_run_done = on_run_done
+        self.hold = hold(store.root)  # a second run or resume of this folder is refused naming this process
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
@@ -53,8 +55,9 @@ class Runner:
         return cls(campaign, store, **kwargs)
 
     @classmethod
-    def resume(cls, result_dir: Path, **kwargs: Any) -> Runner:
+    def resume(cls, result_dir: Path, retry_failed: bool = False, **kwargs: Any) -> Runner:
         store = ResultStore.open(result_dir)
+        store.retry_failed = retry_failed
         campaign = load_campaign(store.campaign_path())
         return cls(campaign, store, **kwargs)
 

@@ -9,6 +9,7 @@ through its planning service (cellab/contracts/attenuator.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from cellab.bus import Controller
 from cellab.campaign.model import Campaign, ScheduleSpec
 from cellab.contracts.attenuator import AttenuatorClient, planning
 from cellab.contracts.ue import UEClient
-from cellab.errors import InputError
+from cellab.errors import CellabError, InputError
 from cellab.inputs import read_text
 from cellab.inventory.lab_attenuator import LabAttenuator
 from cellab.records import write_atomic
@@ -37,6 +38,7 @@ class Schedules:
         self.attenuator = attenuator
         self.ue = UEClient(ctl, ue_agent, 10.0)  # reports RSRP for the calibration sweep
         self._play_params: dict[str, dict[str, Any]] = {}
+        self.held_db: dict[int, float] = {}  # channel -> the level it keeps between runs (between_runs)
 
     def play_params(self, name: str) -> dict[str, Any]:
         """`play_schedule` parameters for the schedule of this name. A file is read and checked again for
@@ -56,18 +58,68 @@ class Schedules:
                                        "attenuator": self.attenuator.name}
         return self._play_params[name]
 
-    def merged_play_params(self, by_channel: dict[int, str]) -> dict[str, Any]:
-        """Several UEs' schedules at once: each schedule's points moved to its UE's channel, played as one."""
-        points = []
-        for channel, name in sorted(by_channel.items()):
+    def merged_play_params(self, wanted: list[tuple[int, str, str, bool]]) -> dict[str, Any] | None:
+        """The run's schedules played as one: for each (channel, schedule, UE, first) the schedule's points on that
+        UE's channel, and no others (a schedule acts on its file's channels only). A drive log replayed with no
+        `channel` of its own is moved to the channel of the UE it is for (`first`: its own, or the run's first UE's).
+        None when no point is left (no UE on a channel a schedule moves: validate refuses that campaign)."""
+        points, names, missed, whole = [], set(), [], None
+        for channel, name, ue, first in wanted:
             params = self.play_params(name)
             is_csv = "schedule_csv" in params
             text = params["schedule_csv"] if is_csv else params["schedule_yaml"]
-            for point in planning().schedule_points(text, is_csv, f"schedules.{name}"):
-                points.append(point.model_copy(update={"channel": channel, "source": f"{name}: {point.source}"}))
+            spec = self.campaign.schedules[name]
+            movable = spec.drive_log is not None and spec.channel is None
+            if movable and not first:
+                continue
+            every = planning().schedule_points(text, is_csv, f"schedules.{name}")
+            found = [p for p in every if movable or p.channel == channel]
+            if len(found) == len(every) and (not movable or {p.channel for p in every} == {channel}):
+                whole = params  # the file as it is (its trailing hold too): nothing left out, nothing moved
+            if not found:
+                missed.append(f"schedule {name!r} (UE {ue} on channel {channel})")
+                continue
+            names.add(name)
+            points += [p.model_copy(update={"channel": channel, "source": f"{name}: {p.source}"}) for p in found]
+        if not points:
+            if missed:
+                raise CellabError(f"{'; '.join(missed)}: the schedule's file moves none of the run's UEs' channels")
+            return None
+        if len(names) == 1 and whole is not None and len(points) == len(every):
+            return whole
         points.sort(key=lambda p: (p.t_s, p.channel))
-        label = "+".join(sorted(set(by_channel.values())))[:80]
+        label = "+".join(sorted(names))[:80]
         return {"schedule_csv": planning().points_csv(points), "name": label, "attenuator": self.attenuator.name}
+
+    def held_channels(self, wanted: list[tuple[int, str]]) -> dict[int, float]:
+        """With `between_runs.attenuation` hold or a level: channel -> the level it keeps from the last run, for the
+        channels of (channel, schedule) a schedule of this run moves (the run's static value is not set there; a
+        lab that restarts its radio per run, the virtual cell, gets the level again)."""
+        if self.campaign.between_runs.attenuation == "safe":
+            return {}
+        held = set()
+        for channel, name in wanted:
+            spec = self.campaign.schedules[name]
+            if spec.file is None:
+                held.add(channel)
+                continue
+            text = read_text(Path(spec.file), SCHEDULE_MAX_BYTES)
+            points = planning().schedule_points(text, spec.file.lower().endswith(".csv"), f"schedules.{name}")
+            held |= {channel} & {p.channel for p in points}
+        return {channel: self.held_db[channel] for channel in held if channel in self.held_db}
+
+    def after_run(self, attenuator: AttenuatorClient, channels: set[int], log: Path | None) -> None:
+        """A finished run's channels: a level set on them (`between_runs.attenuation: <dB>`), or with `hold` the
+        last value its schedule played on each (from the player's log) remembered for the next run."""
+        level = self.campaign.between_runs.attenuation
+        if isinstance(level, float):
+            for channel in sorted(channels):
+                self.held_db[channel] = attenuator.set(self.attenuator.name, channel, level).applied_db
+        elif level == "hold" and log is not None and log.exists():
+            for line in log.read_text().splitlines():
+                row = json.loads(line)
+                if row.get("channel") in channels and isinstance(row.get("db"), int | float):
+                    self.held_db[row["channel"]] = float(row.get("readback_db") or row["db"])
 
     def _replay(self, name: str, spec: ScheduleSpec) -> str:
         assert spec.drive_log is not None

@@ -41,6 +41,7 @@ from cellab.results.metrics import (
 from cellab.results.provenance import run_provenance, software_versions
 from cellab.run.schedules import Schedules
 from cellab.run.session import LabSession
+from cellab.run.telemetry import host_busy_pct, host_cpu_times
 from cellab.run.workloads import WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
 
 
@@ -186,7 +187,8 @@ def run_ues(session: LabSession, campaign: Campaign, run: PlannedRun) -> list[Ru
             flows=spec.get("flows") or campaign.workload.flows,
             schedule=spec.get("schedule") or run.params.get("schedule", "static"),
             attenuation_db=spec.get("attenuation_db"),
-            channel=channels[index] if index < len(channels) else None))
+            channel=channels[index] if index < len(channels) else None,
+            own_schedule=spec.get("schedule") not in (None, "static")))
     return out
 
 
@@ -201,7 +203,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     session.lab.configure({k: v for k, v in run.params.items() if k != LAB_FACTOR})
     offsets = {name: ctl.measure_clock_offset(name).model_dump() for name in session.agents}
     role_offsets = {role: offsets[name]["offset_s"] for role, name in session.roles.items() if name in offsets}
-    attenuation = _set_attenuation(session, campaign, run, ues)
+    attenuation = _set_attenuation(session, campaign, run, ues, _schedules(session, campaign, results_root)
+                                   .held_channels([(u.channel, u.schedule) for u in ues if u.schedule != "static"
+                                                   and u.channel is not None]) if session.attenuator else set())
     server = _server(session, timeouts.request_s)
     tag = f"{run.run_id}-a{attempt}"
     _apply_modules(session, campaign, run, ues)
@@ -229,8 +233,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         played = player.finish() if player else []  # every fault ended, also when the workload failed
         closed_at = time.time()
         session.telemetry.close_window(closed_at)  # later samples belong to no run
-        if playing:
-            clean_up(workload_failed, _attenuator(session, timeouts.request_s).stop_schedule)
+        if playing:  # a failed run leaves the safe state; a finished one the campaign's between_runs choice
+            hold = not workload_failed and campaign.between_runs.attenuation != "safe"
+            clean_up(workload_failed, lambda: _attenuator(session, timeouts.request_s).stop_schedule(hold=hold))
         if capture:
             clean_up(workload_failed, server.capture_stop)
         # a sample of the workload's last moments may still be on its way (srsenb reports seconds late)
@@ -240,6 +245,10 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     if playing:
         shared["attenuation-log"] = ctl.fetch_artifact(session.roles["attenuator"], playing,
                                                        run_dir / "attenuation.jsonl")
+    if session.attenuator is not None:  # between_runs: what the run's channels keep until the next run's schedule
+        _schedules(session, campaign, results_root).after_run(
+            _attenuator(session, timeouts.request_s), {ue.channel for ue in ues if ue.channel is not None},
+            shared.get("attenuation-log"))
     if capture:
         shared["pcap"] = ctl.fetch_artifact(server.agent, f"{tag}-server.pcap", run_dir / "server.pcap")
     timing = session.lab.timing_faults()
@@ -424,8 +433,10 @@ def _check_timing(campaign: Campaign, timing: dict[str, Any]) -> None:
         raise LabTimingError(f"{why}; the run measured the host, not the lab")
 
 
-def _set_attenuation(session: LabSession, campaign: Campaign, run: PlannedRun, ues: list[RunUE]) -> dict[int, float]:
-    """The run's attenuation_db (one value, or one per UE; a UE's own entry wins) on the UEs' channels."""
+def _set_attenuation(session: LabSession, campaign: Campaign, run: PlannedRun, ues: list[RunUE],
+                     held: dict[int, float]) -> dict[int, float]:
+    """The run's attenuation_db (one value, or one per UE; a UE's own entry wins) on the UEs' channels; a channel
+    `held` gets its level instead (between_runs: the level it had stays until the run's schedule moves it)."""
     applied: dict[int, float] = {}
     values = run.params.get("attenuation_db")
     if session.attenuator is None:
@@ -435,10 +446,19 @@ def _set_attenuation(session: LabSession, campaign: Campaign, run: PlannedRun, u
     for ue in ues:
         value = ue.attenuation_db if ue.attenuation_db is not None else (
             values[ue.slot] if ue.slot < len(values) else None)
-        if value is None or ue.channel is None:
+        value = held.get(ue.channel, value) if ue.channel is not None else None
+        if value is None:
             continue
         applied[ue.channel] = attenuator.set(session.attenuator.name, ue.channel, value).applied_db
     return applied
+
+
+def _schedules(session: LabSession, campaign: Campaign, results_root: Path) -> Schedules:
+    key = str(results_root)
+    if key not in session.schedules:
+        session.schedules[key] = Schedules(campaign, results_root, session.controller, session.roles["attenuator"],
+                                           session.attenuator, session.roles["ue"])
+    return session.schedules[key]
 
 
 def _start_schedule(session: LabSession, campaign: Campaign, ues: list[RunUE], results_root: Path) -> str | None:
@@ -450,31 +470,17 @@ def _start_schedule(session: LabSession, campaign: Campaign, ues: list[RunUE], r
         return None
     if session.attenuator is None:  # validation refuses this; a lab whose inventory changed since could not
         raise CellabError(f"schedule {wanted[0].schedule!r}: this lab has no attenuator agent")
-    key = str(results_root)
-    if key not in session.schedules:
-        session.schedules[key] = Schedules(campaign, results_root, session.controller, session.roles["attenuator"],
-                                           session.attenuator, session.roles["ue"])
-    schedules = session.schedules[key]
-    if len(wanted) == 1 and wanted[0].slot == 0:
-        params = schedules.play_params(wanted[0].schedule)
-    else:
-        params = schedules.merged_play_params({ue.channel: ue.schedule for ue in wanted if ue.channel is not None})
+    schedules = _schedules(session, campaign, results_root)
+    # each schedule moves its file's channels only: a UE plays the points on its own channel (a drive log with
+    # no `channel` is made for its UE's: the run's first UE, or the UE whose own schedule it is)
+    first = {}
+    for ue in wanted:
+        first.setdefault(ue.schedule, ue)
+    params = schedules.merged_play_params([(ue.channel, ue.schedule, ue.name, ue.own_schedule or first[ue.schedule] is ue)
+                                           for ue in wanted if ue.channel is not None])
+    if params is None:
+        return None
     return _attenuator(session, campaign.timeouts.request_s).play_schedule(PlayParams(**params)).log_file
-
-
-def host_cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of every core of this host, from /proc/stat."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError, IndexError):
-        return 0, 0
-    return sum(fields) - fields[3] - fields[4], sum(fields)
-
-
-def host_busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
-    """The host's CPU use between two readings, % of all its cores (None when unreadable)."""
-    total = after[1] - before[1]
-    return round(100.0 * (after[0] - before[0]) / total, 1) if total > 0 else None
 
 
 def ue_count(ues: Any) -> int:

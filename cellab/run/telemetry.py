@@ -137,3 +137,18 @@ class _CellSubscriber(threading.Thread):
     def stop(self) -> None:
         self._stopping.set()
         self.join(timeout=2)
+
+
+def host_cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of every core of this host, from /proc/stat."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def host_busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The host's CPU use between two readings, % of all its cores (None when unreadable)."""
+    total = after[1] - before[1]
+    return round(100.0 * (after[0] - before[0]) / total, 1) if total > 0 else None

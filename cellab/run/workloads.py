@@ -51,6 +51,7 @@ class RunUE:
     schedule: str
     attenuation_db: float | None
     channel: int | None  # the attenuator channel in front of it
+    own_schedule: bool = False  # its `ues` entry names its schedule (else the run's, played on the file's channels)
 
 
 @dataclass

@@ -92,8 +92,8 @@ CAMPAIGN_CASES = {
                                "schedules: {d: {drive_log: ok.csv, calibration: flat.json}}\n",
                                ["c.yaml", "schedules.d.calibration", "flat.json", "b_db_per_db"]),
     "schedule-channel": ("name: c\nlab: virtual\nfixed: {schedule: d}\n"
-                         "schedules: {d: {drive_log: ok.csv, calibration: good.json, channel: 9}}\n",
-                         ["c.yaml", "schedules.d.channel", "1 channels"]),
+                         "schedules: {d: {drive_log: ok.csv, calibration: good.json, channel: 30}}\n",
+                         ["c.yaml", "schedules.d.channel", "16 channels"]),
     "schedule-bomb": ("name: c\nlab: virtual\nfixed: {schedule: s}\nschedules: {s: {file: bomb.yaml}}\n",
                       ["c.yaml", "schedules.s.file", "bomb.yaml", "aliases"]),
 }

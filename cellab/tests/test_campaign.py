@@ -69,7 +69,7 @@ def test_sequential_order_is_factor_order(tmp_path):
         ("repeat: 0", "repeat", "greater than or equal to 1"),
         ("order: {mode: shuffled}", "order.mode", "allowed: sequential, randomized"),
         ("workload: {duration_s: -1}", "workload.duration_s", "greater than 0"),
-        ("colour: blue", "colour", "unknown key 'colour' (allowed: comparisons, description, factors, faults"),
+        ("colour: blue", "colour", "unknown key 'colour' (allowed: between_runs, comparisons, description, factors, faults"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 0}", "workload.sr_probes_max", "greater than or equal"),
         ("workload: {tool: probe, sr_probes: 10, sr_probes_max: 5}", "workload.sr_probes_max", "5 is below"),
         ("workload: {tool: probe, sr_probes_max: 5}", "workload.sr_probes_max", "needs workload.sr_probes"),
@@ -229,8 +229,10 @@ def test_example_campaigns_validate(name):
      "lab wired has no attenuator in front of its UE"),
     ("virtual", "segments: [{kind: hold, db: 10, duration_s: 1}, {kind: hold, db: 99, duration_s: 1}]",
      "schedules.walk.file", "segment 2 (hold).db: 99.0 dB at t=1.0 s is outside the safety limits [0.0, 95.0] dB"),
-    ("virtual", "channels: [2]\nsegments: [{kind: hold, db: 10, duration_s: 1}]", "schedules.walk.file",
-     "no channel 2 on this attenuator (allowed: 1)"),
+    ("virtual", "channels: [2]\nsegments: [{kind: hold, db: 10, duration_s: 1}]", "fixed.schedule",  # issue 40
+     "schedule 'walk' moves channel 2 (its file's channels), but the campaign's UEs are #0 on channel 1"),
+    ("virtual", "channels: [17]\nsegments: [{kind: hold, db: 10, duration_s: 1}]", "schedules.walk.file",
+     "no channel 17 on this attenuator"),
 ])
 def test_schedule_files_are_checked_against_the_labs_attenuator(tmp_path, lab, schedule, field, fragment):
     (tmp_path / "walk.yaml").write_text(schedule + "\n")

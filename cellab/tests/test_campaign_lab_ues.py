@@ -110,7 +110,7 @@ def test_a_runs_own_attenuation_on_an_inventory_with_two_boxes(tmp_path, lab, fi
     data["devices"]["attenuators"].append(dict(data["devices"]["attenuators"][0], name="box2"))
     data["devices"]["ues"][1]["attenuator"] = {"attenuator": "box2", "channel": 1}
     Path(lab).write_text(yaml.safe_dump(data))
-    (tmp_path / "walk.yaml").write_text("segments: [{kind: hold, db: 20, duration_s: 1}]\n")
+    (tmp_path / "walk.yaml").write_text("channels: [3]\nsegments: [{kind: hold, db: 20, duration_s: 1}]\n")
     path = _campaign(tmp_path, lab, 2)
     text = yaml.safe_load(path.read_text())
     text["fixed"].update(fixed)

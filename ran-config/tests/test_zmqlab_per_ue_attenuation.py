@@ -165,7 +165,7 @@ def test_a_schedule_on_one_ue_moves_its_signal_and_leaves_the_others(bundle, tmp
     15 dB lower in the middle and back at the end, with no restart; UE `near` keeps its signal throughout. The
     second run plays it again without restarting the radio."""
     (tmp_path / "walk.yaml").write_text(
-        "channels: [1]\nupdate_interval_s: 0.5\nsegments:\n"  # played on the UE's own channel (2)
+        "channels: [2]\nupdate_interval_s: 0.5\nsegments:\n"  # UE far is on channel 2: the file moves only it
         "  - {kind: hold, db: 0, duration_s: 3}\n  - {kind: hold, db: 15, duration_s: 6}\n"
         "  - {kind: hold, db: 0, duration_s: 30}\n")
     folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
