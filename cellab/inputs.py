@@ -450,3 +450,13 @@ def check_ip(value: str, version: int | None = None, what: str = "address") -> s
     if version and addr.version != version:
         raise ValueError(f"{what} {value!r} is not {kind} address")
     return str(addr)
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool; an int too large for a float is no number here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

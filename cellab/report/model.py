@@ -7,12 +7,12 @@ so that one damaged value neither breaks the report nor hides the run.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from cellab.inputs import is_number
 from cellab.results.labels import scheme_label
 
 SCHEME_FACTORS = ("scheme", "cc", "receiver")  # a bundle factor `scheme` names it outright
@@ -26,16 +26,6 @@ NUMBERS = frozenset({  # docs/metrics.md's scalars that are numbers
 LABELS = frozenset({"sr_true_ms", "sr_estimate_ms"})  # numbers or text: shown as labels
 TEXTS = frozenset({"sr_regime", "rtt_source", "congestion_control"})
 SERIES = frozenset({"rtt_series_ms", "throughput_series_bps", "ack_gap_ms"})
-
-
-def is_number(value: Any) -> bool:
-    """A finite int or float (not a bool; an int too large for a float is no number here)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _short(value: Any) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import sqlite3
 from collections.abc import Iterable, Mapping
 from contextlib import closing
@@ -27,6 +26,7 @@ from typing import Any
 
 from cellab.campaign.rules import COMPARED_METRICS
 from cellab.errors import InputError
+from cellab.inputs import is_number
 from cellab.results.ratios import INTERVAL_METHOD, TEST_METHOD, Ratio, ratio_of_medians
 
 COLUMNS = ("kind", "name", "factor", "level", "baseline", "stratum", "metric", "n_level", "n_base", "median_level",
@@ -39,15 +39,6 @@ class Sample:
 
     factors: dict[str, Any]
     metrics: dict[str, Any]
-
-
-def is_number(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def values_of(runs: Iterable[Any], metric: str) -> list[float]:
