@@ -9,6 +9,7 @@ record and its run folder's files, written here as they arrive.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -235,8 +236,9 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                 for future in done:
                     run = by_key[future.key]
                     record, files = _outcome(future, run)
-                    if transport:  # where it ran includes how its result travelled
+                    if transport:  # where it ran includes how its result travelled, in the store and the manifest
                         record.placement = {**record.placement, "transport": transport}
+                        files = _manifest_placement(files, record.placement)
                     _store(runner, run, record, files, counts)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
@@ -298,6 +300,19 @@ def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, 
     runner.stored(run, record, counts)
     if record.status != "ok":
         runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {_plain(record.error)}")
+
+
+def _manifest_placement(files: dict[str, bytes], placement: dict[str, Any]) -> dict[str, bytes]:
+    """The run folder's manifest with the placement the controller stores (a manifest that is not a JSON object is
+    left as it is: the store's checks refuse it on their own)."""
+    try:
+        manifest = json.loads(files["manifest.json"])
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return files
+    if not isinstance(manifest, dict):
+        return files
+    manifest["placement"] = placement
+    return {**files, "manifest.json": (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()}
 
 
 def _plain(text: str | None) -> str:

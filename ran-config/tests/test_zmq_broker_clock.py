@@ -75,6 +75,9 @@ def _uplink(s, n_samples: int) -> None:
 def test_the_broker_records_each_ttis_passing_per_direction_and_flushes_on_stop_and_sigterm(stack, tmp_path):
     s, proc = stack
     _downlink(s, 150)  # before the recording: TTI 0 complete, TTI 1 half
+    # the broker counts a block's samples just after sending it to the UEs: give its downlink thread that moment
+    # (clean-clone CI once started the clock in between, and the first TTI was 0: consistent, but not this test's)
+    time.sleep(0.5)
     started = _command(proc, f"clock_start run-1 {tmp_path}")
     assert started == {"clock": "started", "run_id": "run-1", "dl_first_tti": 1, "ul_first_tti": 0}
     t_before = time.time_ns()
