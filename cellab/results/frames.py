@@ -16,7 +16,6 @@ A metric named like a factor or a fixed column is `metric:<name>`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sqlite3
@@ -33,6 +32,8 @@ import pandas as pd
 from cellab.errors import InputError
 from cellab.inputs import JSON_MAX_BYTES, read_json
 from cellab.results.labels import scheme_label
+from cellab.results.software_store import DIGEST_KEY as SOFTWARE_DIGEST
+from cellab.results.software_store import rows_of as software_rows
 from cellab.results.store_check import Folder, db_json, read_folder, read_manifest
 
 RUN_COLUMNS = ("run_id", "idx", "repeat", "status", "valid", "error", "unreadable", "attempts", "started_at",
@@ -296,15 +297,14 @@ def _setting(name: str, run: Any, fixed: dict[str, Any]) -> Any:
 
 
 def _software(manifest: Path) -> dict[str, Any]:
-    """A run's software in a few columns: cellab's version, commit and local changes, the kernel, and one digest
-    of everything the manifest says it ran (two runs with the same digest ran the same software)."""
+    """A run's software in a few columns: cellab's version, commit and local changes, the kernel, and the store's
+    digest of its provenance (cellab.results.software_store: where and when left out, so two runs with the same
+    digest ran the same software), computed from the manifest so that stores older than that table have it too."""
     if not manifest.is_file():
         return {}
     data = read_manifest(manifest)
     software = _mapping(data.get("software"))
-    provenance = _mapping(data.get("provenance"))
-    digest = hashlib.sha256(json.dumps({"software": software, "provenance": provenance}, sort_keys=True,
-                                       default=str).encode()).hexdigest()
+    digest = software_rows(_mapping(data.get("provenance")))[SOFTWARE_DIGEST]
     return {"cellab_version": _str(software.get("cellab")), "cellab_commit": _str(software.get("cellab_commit")),
             "cellab_local_changes": software.get("cellab_local_changes")
             if isinstance(software.get("cellab_local_changes"), bool) else None,

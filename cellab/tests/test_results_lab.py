@@ -17,6 +17,7 @@ import pytest
 
 from cellab.report.stats import ratio_of_medians
 from cellab.results.frames import load
+from cellab.results.software_store import summary as software_summary
 
 CAMPAIGN = """
 name: frames-shootout
@@ -56,6 +57,8 @@ def test_a_virtual_lab_shootout_loads_exports_and_ends_with_its_headline(require
     scalars = {name for m in stored.values() for name, v in m.items() if not isinstance(v, list | dict)}
     assert scalars <= set(runs.columns) and {"scheme", "placement_lab", "software_digest", "started_at"} <= set(runs.columns)
     assert set(runs.placement_lab) == {"virtual"} and runs.software_digest.notna().all()
+    # one definition of "the same software": the table's digest is the store's run_software digest
+    assert runs.set_index("run_id").software_digest.to_dict() == software_summary(folder / "results.sqlite")
     for run_id, metrics in stored.items():
         assert runs.set_index("run_id").loc[run_id, "throughput_bps"] == metrics["throughput_bps"]
         for series, data in metrics["timeline"].items():
