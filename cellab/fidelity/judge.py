@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-
 from cellab.errors import CellabError
-from cellab.report.stats import MIN_RUNS, bootstrap_interval, median_difference, median_ratio
+from cellab.results.ratios import MIN_RUNS, bootstrap_interval, median_difference, median_ratio
 
 REAL_LAB, VIRTUAL_LAB = "srsran-zmq", "virtual"
 

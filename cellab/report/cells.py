@@ -16,8 +16,9 @@ from typing import Any
 from cellab.errors import CellabError
 from cellab.inputs import read_json
 from cellab.report.model import Run, Section, Table
-from cellab.report.stats import Ratio, fmt_number, fmt_p, fmt_ratio
+from cellab.report.stats import fmt_number, fmt_p, fmt_ratio
 from cellab.results.comparisons import named_comparison
+from cellab.results.ratios import Ratio
 from cellab.results.stopping import REPEATS_FILE
 
 METRIC_UNITS = {"throughput_bps": ("Mbit/s", 1e-6, 2), "rtt_p95_ms": ("ms", 1.0, 1), "rtt_mean_ms": ("ms", 1.0, 1),

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from cellab.results.ratios import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, MIN_RUNS,  # noqa: F401
-                                   Ratio, bootstrap_interval, median_difference, median_ratio, ratio_of_medians)
+from cellab.results.ratios import CONFIDENCE, Ratio
 
 NO_ESTIMATE = "none"
 
@@ -139,5 +138,5 @@ def fmt_accuracy(a: Accuracy) -> str:
     return f"{a.correct} of {a.total} ({100 * a.share:.0f} %) [{100 * a.low:.0f} %, {100 * a.high:.0f} %]"
 
 
-__all__ = ["Accuracy", "Confusion", "Ratio", "confusion_from_pairs", "fmt_accuracy", "fmt_number", "fmt_p",
-           "fmt_ratio", "ks_2samp", "numeric_first", "ratio_of_medians", "sr_label", "wilson"]
+__all__ = ["Accuracy", "Confusion", "confusion_from_pairs", "fmt_accuracy", "fmt_number", "fmt_p", "fmt_ratio",
+           "ks_2samp", "numeric_first", "sr_label", "wilson"]

@@ -14,7 +14,8 @@ from typing import Any
 
 from cellab.report import plots
 from cellab.report.model import Run, Section, Table, ValueOrder, is_number
-from cellab.report.stats import MIN_RUNS, Ratio, fmt_number, fmt_p, fmt_ratio, ratio_of_medians, sr_label
+from cellab.report.stats import fmt_number, fmt_p, fmt_ratio, sr_label
+from cellab.results.ratios import MIN_RUNS, Ratio, ratio_of_medians
 from cellab.results.store_check import UERow
 
 COMPARED = (  # (metric, what, unit, scale to the unit)

@@ -17,9 +17,9 @@ from scipy import stats
 
 from cellab.errors import CellabError, InputError
 from cellab.report import page as report
-from cellab.report.stats import ratio_of_medians
 from cellab.results.export import export
 from cellab.results.frames import load, unit_of
+from cellab.results.ratios import ratio_of_medians
 from cellab.safepath import UnsafePathError
 from cellab.tests.test_report import full_metrics, make_folder
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cellab.report.stats import ratio_of_medians
 from cellab.results.frames import load
+from cellab.results.ratios import ratio_of_medians
 from cellab.results.software_store import summary as software_summary
 
 CAMPAIGN = """
