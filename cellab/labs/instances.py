@@ -112,10 +112,15 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
+def open_lock(path: Path) -> IO[str]:
+    """A lock file opened for flock: created 0600, never through a link (OSError ELOOP on one), not inherited."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, "r+")
+
+
 def _open_lock(prefix: str, root: Path | None = None) -> IO[str]:
     (root or INSTANCE_ROOT).mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_path(prefix, root), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    return os.fdopen(fd, "r+")
+    return open_lock(_lock_path(prefix, root))
 
 
 def holder(prefix: str, root: Path | None = None) -> Holder | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from cellab.errors import CellabError
+from cellab.labs.instances import open_lock
 
 HOLDER_FILE = "holder.lock"
 
@@ -34,7 +35,11 @@ class FolderHold:
 def hold(root: Path) -> FolderHold:
     """Hold the campaign folder for this process; FolderHeld naming the live holder when another one has it."""
     path = Path(root) / HOLDER_FILE
-    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - kept open while held
+    try:
+        handle = open_lock(path)  # kept open while held
+    except OSError as exc:  # a link planted at its name is not followed
+        raise CellabError(f"{path}: cannot hold the campaign folder ({exc.strerror or exc}); remove what is "
+                          "there (it is the folder's own lock file)") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

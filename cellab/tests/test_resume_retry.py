@@ -65,3 +65,21 @@ def test_a_resume_of_a_folder_a_live_run_holds_is_refused_naming_it(tmp_path):
     assert f"is held by a live `cellab run` (pid {holder.pid} on host {socket.gethostname()}" in said, said
     assert took < 20, took  # refused at once, not after waiting for a lab
     Runner.resume(root).hold.release()  # the holder gone, the folder is free again
+
+
+def test_a_link_planted_at_the_holder_file_is_refused_and_not_followed(tmp_path):
+    from cellab.errors import CellabError
+    from cellab.results.holder import HOLDER_FILE, hold
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a user's file\n")
+    folder = tmp_path / "campaign"
+    folder.mkdir()
+    (folder / HOLDER_FILE).symlink_to(victim)
+    try:
+        hold(folder)
+    except CellabError as exc:
+        assert HOLDER_FILE in str(exc)
+    else:
+        raise AssertionError("a link at the holder file was followed")
+    assert victim.read_text() == "a user's file\n"  # before: opened "a+" through the link and truncated
