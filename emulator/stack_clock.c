@@ -6,6 +6,7 @@
 #include "cell.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,8 @@ void clock_out_open(struct cell *c)
 {
     if (!c->p.clock_out_path)
         return;
-    c->clock_out = fopen(c->p.clock_out_path, "wb");
+    int fd = open(c->p.clock_out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644); /* no link */
+    c->clock_out = fd < 0 ? NULL : fdopen(fd, "wb");
     if (!c->clock_out)
         die("--clock-out %s: %s", c->p.clock_out_path, strerror(errno));
     setvbuf(c->clock_out, NULL, _IOFBF, 1 << 16);

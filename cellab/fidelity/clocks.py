@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from cellab.errors import CellabError
 from cellab.labs.clock import CLOCK_FILES, RECORD_BYTES, StackClock
 from cellab.results.store import ResultStore
+from cellab.safepath import write_file
 
 if TYPE_CHECKING:
     from cellab.fidelity.cases import CampaignResult, Plan
@@ -61,7 +62,8 @@ def cut_clock(src: Path, from_wall_s: float, dst: Path) -> Path:
     end = data.index(b"\n")
     header = json.loads(data[:end]) | {"first_tti": clock.first_tti + skip}
     dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.write_bytes(json.dumps(header).encode() + b"\n" + data[end + 1 + skip * RECORD_BYTES:])
+    write_file(dst.parent, dst.name, json.dumps(header).encode() + b"\n" + data[end + 1 + skip * RECORD_BYTES:],
+               durable=False)  # by rename, never through a link
     return dst
 
 

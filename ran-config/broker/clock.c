@@ -123,7 +123,7 @@ static int start_locked(struct stack_clock *c, const char *dir)
                      "\"run_id\": \"%s\", \"first_tti\": %llu}\n", c->direction,
                      (unsigned long long)(spt * 1000), (unsigned long long)spt, run_id,
                      (unsigned long long)(c->samples / spt));
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644); /* never through a link */
     if (fd < 0)
         return errno;
     if (write(fd, header, (size_t)n) != n) {
