@@ -11,14 +11,15 @@ fault at its time into the workload, for its duration, through whoever owns the 
 | `enb_restart` | the eNB | the lab's `inject_fault` (virtual: the cell's `set_enb`; srsran-zmq: srsenb killed, restarted at the end) |
 | `ue_pause` | the UE's host | the lab's `inject_fault` (virtual: its processes frozen by the cgroup v2 freezer and its packets dropped, for as long as the workload: its agent runs on and says its UE is paused) |
 
-Each lab kind says which it can inject (`EmbeddedLab.fault_kinds`); validation refuses the others, naming the
-lab and the fault. Recovery is measured on the run's timeline from the lab's own events (the virtual cell's
+Each lab kind says which it can inject (`EmbeddedLab.fault_kinds`; a lab inventory: those it has a device for,
+cellab.inventory.faults, each through the agent the inventory names); validation refuses the others, naming the
+lab and the fault (an inventory: the device it lacks). Recovery is measured on the run's timeline from the lab's own events (the virtual cell's
 RRC events and its TTI log), not from the plan: `recovery_metrics`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -32,7 +33,8 @@ FAULT_KINDS = ("radio_outage", "s1_cut", "sgi_cut", "core_daemon", "enb_restart"
 UE_FAULT_KINDS = ("radio_outage", "ue_pause")
 # what recovery_metrics measures for the UE of a row (the rest is the fault's own: its window and source)
 PER_UE_FIGURES = ("rlf_s", "out_of_sync_s", "reattach_s", "reattach_by", "reattach_after_end_s", "pre_fault_bps",
-                  "throughput_back_s", "recovery_s", "disruption_s", "lost_bytes", "longest_stall_s")
+                  "throughput_back_s", "recovery_s", "disruption_s", "lost_bytes", "longest_stall_s",
+                  "user_plane_restored_s")
 # the EPC's daemons by the core agent's names (Open5GS: sgwc, sgwu, smf, pcrf too; NextEPC: sgw), and srsepc whole
 CORE_DAEMONS = ("mme", "sgw", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf", "srsepc")
 NO_FAULT = "none"
@@ -43,9 +45,13 @@ NO_FAULT = "none"
 class FaultSpec(Strict):
     """One fault of a plan: at `at_s` into the workload, for `duration_s`."""
 
-    kind: Literal[FAULT_KINDS] = Field(description="what fails")  # type: ignore[valid-type]
+    kind: Literal[FAULT_KINDS] = Field(  # type: ignore[valid-type]
+        description="what fails; on a lab inventory each through the agent of its device (radio_outage: the "
+                    "attenuator agent; enb_restart: the eNB agent; core_daemon: the core agent; ue_pause: the UE "
+                    "agent's radio off, a phone's airplane mode), refused at validate naming the device it lacks")
     at_s: float = Field(ge=0, allow_inf_nan=False, description="start, seconds into the workload")
-    duration_s: float = Field(gt=0, allow_inf_nan=False, description="how long the fault lasts (s)")
+    duration_s: float = Field(gt=0, allow_inf_nan=False, description="how long the fault lasts (s): minutes are "
+                              "fine, a UE out is no agent lost (its agent keeps its heartbeats and says so)")
     ue: int = Field(0, ge=0, le=15, description="radio_outage, ue_pause: the run's UE (0: its first)")
     daemon: Literal[CORE_DAEMONS] | None = Field(  # type: ignore[valid-type]
         None, description="core_daemon: which daemon is killed and restarted (the lab and the run's core decide which: "
@@ -83,10 +89,12 @@ class FaultStep(BaseModel):
 
 def check_fault_plans(plans: dict[str, list[FaultSpec]], used: Iterable[tuple[str, str]], duration_s: float,
                       lab: str, supported: frozenset[str] | None, source: str | Path,
-                      daemons: frozenset[str] | None = None) -> list[InputError]:
+                      daemons: frozenset[str] | None = None,
+                      refuse: Callable[[FaultSpec], tuple[str, str] | None] | None = None) -> list[InputError]:
     """Errors of the fault plans: times within the workload, no two faults overlapping on one box, every kind
     one the lab can inject (supported None: not known before a worker takes the run), every core_daemon one of
-    the lab's `daemons` (None: any). `used`: (field, plan name) of every `faults` value the campaign sets."""
+    the lab's `daemons` (None: any), none the lab's `refuse` check refuses ((field, why): an inventory naming the
+    device it lacks). `used`: (field, plan name) of every `faults` value the campaign sets."""
     errors: list[InputError] = []
     allowed = [NO_FAULT, *plans]
     if NO_FAULT in plans:
@@ -110,6 +118,9 @@ def check_fault_plans(plans: dict[str, list[FaultSpec]], used: Iterable[tuple[st
             if supported is None:
                 errors.append(InputError(source, f"{where}.kind", f"lab {lab}: the faults a bench can inject are not "
                                          "known before a worker takes the run; name the bench's inventory"))
+            elif refuse is not None and (refused := refuse(fault)) is not None:
+                errors.append(InputError(source, f"{where}.{refused[0]}", f"lab {lab} cannot inject this "
+                                         f"{fault.kind}: {refused[1]}"))
             elif fault.kind not in supported:
                 errors.append(InputError(source, f"{where}.kind", f"lab {lab} cannot inject {fault.kind}",
                                          sorted(supported) or ["(none: this lab injects no faults)"]))
