@@ -6,6 +6,7 @@
 | `enb_restart` | the eNB | the eNB agent: `safe_state` (srsenb stopped), then `configure` with the run's profile (started) |
 | `core_daemon` | the core | the core agent: `kill` (SIGKILL, a crash), then `start` of that daemon |
 | `ue_pause` | a UE | its UE agent's `set_radio`: a phone's airplane mode through adb; a virtual UE's host held by its cell |
+| `sgi_cut` | the server | the server agent's `set_link`: nothing it sends from the address the UEs reach it at leaves |
 
 A fault the inventory has no device for is refused at `validate`, naming what it lacks (`refusal`). What the run
 saw comes from the agents' own telemetry (`agent_events`), not from the plan."""
@@ -24,8 +25,6 @@ FLAVOUR_DAEMONS = {"srsepc": ("srsepc",), "open5gs": ("mme", "sgwc", "sgwu", "sm
 AGENT_DAEMON = {"srsepc": "epc"}  # the fault's daemon name -> the core agent's, where they differ
 NOT_ON_INVENTORIES = {
     "s1_cut": "the S1 path between eNB and core is no device an inventory names (a switch or cable, not an agent)",
-    "sgi_cut": "the SGi path between core and server is no device an inventory names (a switch or cable, not an "
-               "agent)",
 }
 
 
@@ -39,6 +38,8 @@ def fault_kinds(inventory: Inventory) -> frozenset[str]:
         kinds.add("enb_restart")
     if devices.core:
         kinds.add("core_daemon")
+    if devices.servers:
+        kinds.add("sgi_cut")
     return frozenset(kinds)
 
 
@@ -58,6 +59,14 @@ def refusal(inventory: Inventory, fault: Any) -> tuple[str, str] | None:
         if fault.daemon not in allowed:
             return "daemon", (f"core {core.name} is {core.flavour}: its agent kills {', '.join(allowed)}, not "
                               f"{fault.daemon}")
+    if fault.kind == "sgi_cut":
+        server = devices.servers[0]
+        agent = next(a for a in inventory.agents if a.name == server.agent)
+        host = next(h for h in inventory.hosts if h.name == agent.host)
+        if host.address == server.address:
+            return "kind", (f"devices.servers[0] ({server.name}) is reached by the UEs at {server.address}, the "
+                            f"address the bus reaches its agent {agent.name} at: the cut would cut the agent too "
+                            "(give the UEs' side its own address, hosts[].addresses)")
     if fault.kind in ("radio_outage", "ue_pause"):
         if fault.ue >= len(devices.ues):
             return "ue", f"the inventory has {len(devices.ues)} UE(s) (devices.ues), no UE {fault.ue}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from cellab.contracts.core import CoreClient, StartParams
 from cellab.contracts.enb import EnbClient, RadioOverrides
+from cellab.contracts.server import ServerClient
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
 from cellab.inventory.faults import agent_daemon, fault_kinds
@@ -40,7 +41,8 @@ class InventoryFaults:
         """Start (`step.active`) or end one fault (a cellab.faults.spec.FaultStep; `step.ue`: the inventory's UE).
         enb_restart: srsenb stopped (`safe_state`: no transmission), then started with the run's profile and radio
         parameters (`configure`; the UEs' return is measured, not waited for). core_daemon: SIGKILLed (`kill`),
-        then `start`ed. ue_pause: the UE agent's `set_radio` off, then on."""
+        then `start`ed. ue_pause: the UE agent's `set_radio` off, then on. sgi_cut: the server agent's `set_link` at the
+        address the UEs reach it at, cut then restored."""
         kind, active = step.kind, bool(step.active)
         if kind == "enb_restart" and self.enb is not None:
             if active:
@@ -56,6 +58,10 @@ class InventoryFaults:
                 raise CellabError(f"core agent {self.core.agent}: {daemon} did not come back: "
                                   + "; ".join(status.problems or ["not running"]))
             return {"daemon": daemon, "ok": status.ok}
+        if kind == "sgi_cut" and self.inventory.devices.servers:
+            server = self.inventory.devices.servers[0]
+            return ServerClient(self.controller, server.agent, self.request_s).set_link(
+                server.address, up=not active).model_dump()
         if kind == "ue_pause" and step.ue < len(self.inventory.devices.ues):
             ue = self.inventory.devices.ues[step.ue]
             return UEClient(self.controller, ue.agent, self.request_s).set_radio(on=not active).model_dump()

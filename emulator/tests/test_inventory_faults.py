@@ -5,7 +5,8 @@ the cell's Mini-Circuits serial emulator, driven by the attenuator agent; the eN
 stand-in srsenb. One 31 s download to each phone with, through the agents the inventory names:
 - a 20 s RF outage on phone A's attenuator channel (max_db): the phone loses the cell (its radio link fails, its
   Android agent says it is out) and comes back after the channel does;
-- phone B's radio off for 10 s (airplane mode through adb), its agent answering throughout;
+- phone B's radio off for 6 s (airplane mode through adb), its agent answering throughout;
+- the server's link to the UEs cut for 3 s (the server agent: nothing it sends from the UEs' address leaves);
 - an eNB restart (srsenb stopped and started again by the eNB agent): the eNB's per-UE reports stop and resume.
 Each fault gets its recovery row from the agents' telemetry and the phones' own flows. A fault the inventory has
 no device for is refused at validate, naming what it lacks. Root: namespaces, the cell."""
@@ -31,14 +32,15 @@ from cellab.testkit.helpers import (free_port, only_folder, result_rows, run_cel
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SRSENB = ROOT / "ran-config" / "tests" / "fake_srsenb.py"
 OUTAGE_AT_S, OUTAGE_S = 2.0, 20.0
-RADIO_OFF_AT_S, RADIO_OFF_S = 4.0, 8.0
+RADIO_OFF_AT_S, RADIO_OFF_S = 3.0, 6.0
+SGI_AT_S, SGI_S = 16.0, 3.0  # phone B's row (its radio back long before)
 ENB_AT_S, ENB_S = 24.0, 4.0  # after the outage: the eNB reports phone A again only once it is back
 
 pytestmark = pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb client (make setup)")
 
 
 def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path, serials: list[str],
-                    enb: bool = True) -> Path:
+                    enb: bool = True, server_address: str = "10.200.0.1") -> Path:
     roles = {"server1": "server", "ue1": "ue", "ue2": "ue", "atten1": "attenuator"} | ({"enb1": "enb"} if enb else {})
     for name in ["controller", *roles]:
         generate_keypair(tmp / "keys", name)
@@ -48,7 +50,7 @@ def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path, serial
         "ues": [{"name": f"phone-{x}", "kind": "android", "serial": serial, "agent": f"ue{i + 1}",
                  "attenuator": {"attenuator": "box", "channel": i + 1}}
                 for i, (x, serial) in enumerate(zip("ab", serials, strict=True))],
-        "servers": [{"name": "edge", "agent": "server1", "address": "10.200.0.1"}],
+        "servers": [{"name": "edge", "agent": "server1", "address": server_address}],
     }
     if enb:
         devices["enb"] = [{"name": "enb", "agent": "enb1", "rf": "zmq",
@@ -67,15 +69,18 @@ def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path, serial
 
 
 def test_a_fault_the_inventory_has_no_device_for_is_refused_at_validate_naming_it(tmp_path):
-    write_inventory(tmp_path, 7700, 7701, tmp_path / "atten.pty", ["vphone-a", "vphone-b"], enb=False)
+    # no eNB, no core, and the server reached by the UEs at the address the bus reaches its agent at
+    write_inventory(tmp_path, 7700, 7701, tmp_path / "atten.pty", ["vphone-a", "vphone-b"], enb=False,
+                    server_address="127.0.0.1")
     (tmp_path / "c.yaml").write_text(textwrap.dedent("""
         name: refused
         lab: lab.yaml
-        factors: {faults: [core, enb, sgi, radio]}
+        factors: {faults: [core, enb, sgi, s1, radio]}
         faults:
           core: [{kind: core_daemon, daemon: mme, at_s: 1, duration_s: 1}]
           enb: [{kind: enb_restart, at_s: 1, duration_s: 1}]
           sgi: [{kind: sgi_cut, at_s: 1, duration_s: 1}]
+          s1: [{kind: s1_cut, at_s: 1, duration_s: 1}]
           radio: [{kind: radio_outage, ue: 2, at_s: 1, duration_s: 1}]
         workload: {duration_s: 5}
     """))
@@ -85,7 +90,9 @@ def test_a_fault_the_inventory_has_no_device_for_is_refused_at_validate_naming_i
     lab = f"lab {tmp_path / 'lab.yaml'} cannot inject this"
     assert f"faults.core[0].kind: {lab} core_daemon: the inventory names no core (devices.core)" in said, said
     assert f"faults.enb[0].kind: {lab} enb_restart: the inventory names no eNB (devices.enb)" in said, said
-    assert f"faults.sgi[0].kind: {lab} sgi_cut: the SGi path" in said, said
+    assert f"faults.sgi[0].kind: {lab} sgi_cut: devices.servers[0] (edge) is reached by the UEs at 127.0.0.1, " \
+           "the address the bus reaches its agent server1 at" in said, said
+    assert f"faults.s1[0].kind: {lab} s1_cut: the S1 path between eNB and core is no device" in said, said
     assert f"faults.radio[0].ue: {lab} radio_outage: the inventory has 2 UE(s)" in said, said
 
 
@@ -124,6 +131,7 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
               three:
                 - {{kind: radio_outage, ue: 0, at_s: {OUTAGE_AT_S}, duration_s: {OUTAGE_S}}}
                 - {{kind: ue_pause, ue: 1, at_s: {RADIO_OFF_AT_S}, duration_s: {RADIO_OFF_S}}}
+                - {{kind: sgi_cut, ue: 1, at_s: {SGI_AT_S}, duration_s: {SGI_S}}}
                 - {{kind: enb_restart, at_s: {ENB_AT_S}, duration_s: {ENB_S}}}
             fixed: {{attenuation_db: 20}}
             workload: {{tool: probe, duration_s: 31}}
@@ -147,7 +155,7 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
     assert ue2_alive and "ue2 lost" not in said
     run_dir = folder / "runs" / run_id
     faults = json.loads((run_dir / "faults.json").read_text())
-    outage, radio_off, restart = faults["recovery"]
+    outage, radio_off, sgi, restart = faults["recovery"]
     print(json.dumps(faults["recovery"], indent=1))  # the measured times, for the record
 
     # the RF outage on phone A's channel: the attenuator agent's replies bound it; the phone's own state (its
@@ -160,6 +168,11 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
     assert radio_off["ue"] == 1 and abs(radio_off["end_s"] - radio_off["start_s"] - RADIO_OFF_S) < 1.0
     assert radio_off["start_s"] < radio_off["rlf_s"] < radio_off["start_s"] + 3.0, radio_off
     assert radio_off["end_s"] < radio_off["reattach_s"] < radio_off["end_s"] + 5.0, radio_off
+    # the server's link cut (its agent's set_link): phone B stays attached (no radio link failure), its flow stops
+    # for the cut and its user plane is restored after it
+    assert sgi["ue"] == 1 and abs(sgi["end_s"] - sgi["start_s"] - SGI_S) < 1.0, sgi
+    assert sgi["rlf_s"] is None or sgi["rlf_s"] >= ENB_AT_S, sgi  # (a later one is the eNB restart's)
+    assert sgi["longest_stall_s"] >= SGI_S - 0.5 and sgi["user_plane_restored_s"] >= sgi["end_s"], sgi
     # the eNB restart: the eNB's reports of each UE stopped when srsenb did and came back after its restart
     assert abs(restart["start_s"] - ENB_AT_S) < 1.5, restart
     for row in [restart, *restart["other_ues"]]:
