@@ -14,7 +14,6 @@ no device for is refused at validate, naming what it lacks. Root: namespaces, th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -98,7 +97,7 @@ def test_a_fault_the_inventory_has_no_device_for_is_refused_at_validate_naming_i
 
 @pytest.mark.timeout(600)
 def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the_agents_telemetry(
-        require_root, netns_prefix, tmp_path):
+        require_root, netns_prefix, tmp_path, monkeypatch):
     fake_bin = tmp_path / "fakebin"
     fake_bin.mkdir()
     (fake_bin / "srsenb").write_text(f"#!{sys.executable}\n" + FAKE_SRSENB.read_text())
@@ -108,7 +107,7 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
     lab = load("cellab.labs", "virtual-android", "embedded lab")(prefix=netns_prefix, ues=2, rlf=True)
     procs: dict[str, subprocess.Popen] = {}
     bridge = None
-    os.environ["FAKE_SRSENB_UES"] = "2"  # the stand-in eNB reports both UEs
+    monkeypatch.setenv("FAKE_SRSENB_UES", "2")  # the stand-in eNB reports both UEs
     try:
         topo = lab.up()
         pty = tmp_path / "atten.pty"
@@ -143,11 +142,10 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
         ue2_alive = procs["ue2"].poll() is None
     finally:
         stop_agents(procs)
-        if bridge is not None:
+        if bridge is not None:  # the cell's serial attenuator
             bridge.terminate()
             bridge.wait(5)
         lab.down()
-        os.environ.pop("FAKE_SRSENB_UES", None)
     said = done.stdout + done.stderr
     folder = only_folder(out)
     ((run_id, status, _, _, error),) = result_rows(folder)
