@@ -62,6 +62,7 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
     since = asked["start"]["asked_s"] - 0.5 if "start" in asked else None
     start = end = None
     if fault.kind == "radio_outage" and max_db is not None:
+        max_db = fault.db if fault.db is not None else max_db  # a deep fade: its own level
         for ev in events:
             if ev.get("event") != "attenuation" or ev.get("ue") != fault.ue:
                 continue

@@ -4,7 +4,7 @@ fault at its time into the workload, for its duration, through whoever owns the 
 
 | kind | box | how |
 |---|---|---|
-| `radio_outage` | the UE's attenuator channel | the attenuator agent sets the channel to the attenuator's maximum, then back |
+| `radio_outage` | the UE's attenuator channel | the attenuator agent sets the channel to the attenuator's maximum (or `db`: a deep fade), then back |
 | `s1_cut` | the S1 path (eNB ↔ core) | the lab's typed `inject_fault` (virtual: the cell's `set_s1` op) |
 | `sgi_cut` | the SGi path (core ↔ server) | the lab's `inject_fault` (virtual: the cell's `set_sgi` op) |
 | `core_daemon` | the core (`daemon`: an EPC daemon, or srsepc) | the lab's `inject_fault` (killed, restarted at the end) |
@@ -53,6 +53,9 @@ class FaultSpec(Strict):
     duration_s: float = Field(gt=0, allow_inf_nan=False, description="how long the fault lasts (s): minutes are "
                               "fine, a UE out is no agent lost (its agent keeps its heartbeats and says so)")
     ue: int = Field(0, ge=0, le=15, description="radio_outage, ue_pause: the run's UE (0: its first)")
+    db: float | None = Field(None, ge=0, le=200, allow_inf_nan=False,
+                             description="radio_outage: the UE's attenuation during the fault (dB; default the box's "
+                                         "max_db, an outage; less: a deep fade), within the box's min_db..max_db")
     daemon: Literal[CORE_DAEMONS] | None = Field(  # type: ignore[valid-type]
         None, description="core_daemon: which daemon is killed and restarted (the lab and the run's core decide which: "
                           "srsran-zmq takes srsepc with core srsepc; hss, pcrf, sgwc, sgwu, upf, smf, mme with core "
@@ -64,6 +67,8 @@ class FaultSpec(Strict):
             raise ValueError("daemon: a core_daemon fault names its daemon (" + ", ".join(CORE_DAEMONS) + ")")
         if self.kind != "core_daemon" and self.daemon is not None:
             raise ValueError(f"daemon: only a core_daemon fault names one, not {self.kind}")
+        if self.kind != "radio_outage" and self.db is not None:
+            raise ValueError(f"db: only a radio_outage (or fade) sets an attenuation, not {self.kind}")
         return self
 
     @property

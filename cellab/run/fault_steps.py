@@ -47,7 +47,8 @@ def fault_apply(session: LabSession, campaign: Campaign, faults: list[FaultSpec]
             if session.attenuator is None or ue.channel is None:
                 raise CellabError(f"radio_outage on UE {ue.name}: no attenuator channel in front of it")
             config = session.attenuator.config
-            value = config.max_db if active else attenuation.get(ue.channel, config.min_db)
+            during = fault.db if fault.db is not None else config.max_db  # an outage, or a deep fade
+            value = during if active else attenuation.get(ue.channel, config.min_db)
             return AttenuatorClient(session.controller, session.roles["attenuator"], campaign.timeouts.request_s).set(
                 session.attenuator.name, ue.channel, value).model_dump()
         return session.lab.inject_fault(FaultStep(kind=fault.kind, active=active, ue=ues[fault.ue].lab_index,

@@ -1,7 +1,7 @@
 """A lab inventory's fault events from its agents' telemetry (issue 41), without a lab: a UE agent's `ue_state`
 (out, paused, in) and the eNB's per-UE reports stopping and resuming become the lab events the recovery reads, and
 the recovery rows take their radio link failure and re-attach from them; the UE's own per-millisecond flow gives
-the throughput figures."""
+the throughput figures. A deep fade is a radio outage at its own level."""
 
 from __future__ import annotations
 
@@ -64,3 +64,30 @@ def test_no_telemetry_no_events_and_no_flow(tmp_path):
     path = write_agent_events(tmp_path / "none", {"ue1": 0}, None, tmp_path / "lab_events.jsonl")
     assert read_lab_events(path) == []
     assert flow_bytes(tmp_path / "missing.csv", T0, 0.0) is None
+
+
+def test_a_deep_fade_is_a_radio_outage_at_its_own_level_checked_against_the_box(tmp_path):
+    """`db` on a radio_outage: the channel goes to that level (a deep fade) instead of max_db; validate checks it
+    against the lab's attenuator and refuses it on other faults; the window comes from the cell's attenuation events
+    at that level."""
+    import pytest
+
+    from cellab.campaign.load import load_campaign
+    from cellab.errors import InputErrors
+
+    campaign = ("name: fade\nlab: virtual\nfactors: {faults: [fade]}\nfaults:\n  fade: [{kind: radio_outage, at_s: 1, "
+                "duration_s: 2, db: %s}]\nworkload: {duration_s: 5}\n")
+    (tmp_path / "ok.yaml").write_text(campaign % "45")
+    assert load_campaign(tmp_path / "ok.yaml").faults["fade"][0].db == 45
+    (tmp_path / "deep.yaml").write_text(campaign % "120")
+    with pytest.raises(InputErrors, match=r"faults.fade\[0\].db: 120.0 dB is beyond the attenuator vlab-atten "
+                                          r"\(0..95 dB\)"):
+        load_campaign(tmp_path / "deep.yaml")
+    with pytest.raises(ValueError, match="db: only a radio_outage"):
+        FaultSpec(kind="s1_cut", at_s=1, duration_s=1, db=40)
+    events = [{"event": "attenuation", "ue": 0, "attenuation_db": db, "tti": tti}
+              for tti, db in ((1000, 20.0), (2000, 45.0), (4000, 20.0))]
+    (row,) = recovery_metrics([FaultSpec(kind="radio_outage", at_s=2.0, duration_s=2.0, db=45)],
+                              [{"fault": 0, "action": "start", "asked_s": 1.99, "applied_s": 2.0}], events, None, None,
+                              lambda tti: tti / 1000, 5.0, 95.0)
+    assert row["times_from"] == "cell" and (row["start_s"], row["end_s"]) == (2.0, 4.0)
