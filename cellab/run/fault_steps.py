@@ -51,8 +51,8 @@ def fault_apply(session: LabSession, campaign: Campaign, faults: list[FaultSpec]
             value = during if active else attenuation.get(ue.channel, config.min_db)
             return AttenuatorClient(session.controller, session.roles["attenuator"], campaign.timeouts.request_s).set(
                 session.attenuator.name, ue.channel, value).model_dump()
-        return session.lab.inject_fault(FaultStep(kind=fault.kind, active=active, ue=ues[fault.ue].lab_index,
-                                                  daemon=fault.daemon))
+        ue = ues[fault.ue].lab_index if fault.ue < len(ues) else fault.ue  # the lab's index of the run's UE
+        return session.lab.inject_fault(FaultStep(kind=fault.kind, active=active, ue=ue, daemon=fault.daemon))
     return apply
 
 
