@@ -205,7 +205,7 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         comparison, entries = comparison_section(done, campaign_factors, order)
         lead = [sr, comparison] if sr_question(campaign) else [comparison, sr]
         conditions = conditions_section(campaign, done, [p.params for p in folder.plan], order)
-        plotted = [fault_section(done, runs, order), throughput_delay_section(done, facets, colors, figures),
+        plotted = [fault_section(done, runs, order, figures), throughput_delay_section(done, facets, colors, figures),
                    cdf_section(done, facets, colors, figures), network_section(done, order, figures)]
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
