@@ -374,6 +374,13 @@ def _lab_doctor(lab: Path, fix: bool, connect_timeout_s: float, max_offset_ms: f
         raise typer.Exit(1)
 
 
+def _mount_rehearse() -> None:
+    from cellab.inventory.rehearse_cli import rehearse_app
+
+    app.add_typer(rehearse_app, name="rehearse", help="A lab inventory rehearsed on this host: emulated devices, "
+                                                      "real agents (up NAME | down NAME | list).")
+
+
 def _mount_keys() -> None:
     from cellab.bus.cli import keys_app
 
@@ -405,6 +412,7 @@ def _mount_fidelity() -> None:
 
 
 _mount_keys()
+_mount_rehearse()
 _mount_scale()
 _mount_fidelity()
 _mount_compare()
