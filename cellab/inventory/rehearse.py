@@ -67,13 +67,15 @@ class Rehearsal:
     folder: Path
     radio: str = "virtual"
     prefix: str = ""
+    cell_ctl: str = ""
     inventory: str = ""
     processes: list[procs.Started] = field(default_factory=list)
     start_lines: list[str] = field(default_factory=list)
     up_s: float = 0.0
 
     def save(self) -> None:
-        data = {"name": self.name, "radio": self.radio, "prefix": self.prefix, "inventory": self.inventory,
+        data = {"name": self.name, "radio": self.radio, "prefix": self.prefix, "cell_ctl": self.cell_ctl,
+                "inventory": self.inventory,
                 "processes": [p.as_dict() for p in self.processes], "start_lines": self.start_lines,
                 "up_s": round(self.up_s, 1)}
         write_file(self.folder, STATE, json.dumps(data, indent=2) + "\n")
@@ -82,7 +84,8 @@ class Rehearsal:
     def load(cls, folder: Path) -> Rehearsal:
         try:
             data = json.loads((folder / STATE).read_text())
-            return cls(str(data["name"]), folder, str(data["radio"]), str(data["prefix"]), str(data["inventory"]),
+            return cls(str(data["name"]), folder, str(data["radio"]), str(data["prefix"]), str(data.get("cell_ctl", "")),
+                       str(data["inventory"]),
                        [procs.Started(**p) for p in data["processes"]], list(data.get("start_lines", [])),
                        float(data.get("up_s", 0)))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -122,7 +125,7 @@ def up(spec: RehearsalSpec, say: Callable[[str], None] = print) -> Rehearsal:
 def _bring_up(spec: RehearsalSpec, rehearsal: Rehearsal, say: Callable[[str], None]) -> None:
     folder = rehearsal.folder
     cell = _cell_up(spec.phones + spec.virtual_ues, folder)
-    rehearsal.prefix = cell["prefix"]
+    rehearsal.prefix, rehearsal.cell_ctl = cell["prefix"], cell["ctl"]
     rehearsal.save()  # from here on, `down` finds the cell
     say(f"cell: lab instance {cell['prefix']} (`cellab vlab status`), control {cell['ctl']}")
     layout = Layout(spec.name, spec.phones, spec.virtual_ues, cell["server"], procs.free_ports(2))

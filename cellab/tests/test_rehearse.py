@@ -1,0 +1,148 @@
+"""Issue 40: `cellab rehearse` brings up a lab inventory's whole path on this host (the virtual cell, a virtual
+phone behind the fake adb server, a virtual UE, an emulated box of a real family bridged to the cell, real agents
+over CURVE); `cellab doctor --lab` is go on it without --fix; a campaign on its inventory whose schedule names
+channel 1 walks the phone and leaves the virtual UE where it is (read from the cell itself while the run plays);
+`rehearse down` leaves no process, namespace or record behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cellab.inventory.rehearse import Rehearsal
+from cellab.inventory.rehearse_procs import group
+from cellab.labs import instances
+from cellab.labs.cellctl import CellControl
+from cellab.testkit.helpers import only_folder, result_rows, run_cellab
+
+WIDE = {**os.environ, "COLUMNS": "600"}  # one doctor row per line
+# 1 dB steps: JFW's own step
+WALK = "channels: [1]\nupdate_interval_s: 0.5\nsegments:\n  - {kind: ramp, from_db: 10, to_db: 40, duration_s: 3}\n"
+
+
+def doctor_rows(inventory: str) -> tuple[int, list[list[str]], str]:
+    done = run_cellab("doctor", "--lab", inventory, "--connect-timeout", "30", timeout_s=120, env=WIDE)
+    rows = [cells for line in done.stdout.splitlines()
+            if len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 4 and cells[2] in ("ok", "warn", "fail")]
+    return done.returncode, rows, done.stdout + done.stderr
+
+
+def up(root: Path, name: str, *args: str) -> Rehearsal:
+    done = run_cellab("rehearse", "up", name, "--root", str(root), *args, timeout_s=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Rehearsal.load(root / name)
+
+
+def assert_down(root: Path, rehearsal: Rehearsal) -> None:
+    done = run_cellab("rehearse", "down", rehearsal.name, "--root", str(root), timeout_s=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [p.name for p in rehearsal.processes if group(p)]  # nor any of their children
+    assert not instances.namespaces_of(rehearsal.prefix)
+    assert not instances.is_live(rehearsal.prefix)
+    assert "no rehearsals are up" in run_cellab("rehearse", "list", "--root", str(root)).stdout
+
+
+class CellWatch:
+    """The cell's own attenuation of UE 0 and UE 1, read every 0.1 s while a campaign runs."""
+
+    def __init__(self, endpoint: str):
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(endpoint,), daemon=True)
+
+    def _watch(self, endpoint: str) -> None:
+        cell = CellControl(endpoint, 2000)
+        try:
+            while not self._stop.is_set():
+                self.samples.append(tuple(cell.get_attenuation(ue)["attenuation_db"] for ue in (0, 1)))
+                time.sleep(0.1)
+        finally:
+            cell.close()
+
+    def __enter__(self) -> CellWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def test_a_rehearsal_is_go_runs_a_campaign_that_walks_only_the_phone_and_goes_down_clean(require_root, tmp_path):
+    root = tmp_path / "rehearse"
+    started = time.monotonic()
+    rehearsal = up(root, "walk", "--phones", "1", "--virtual-ues", "1", "--atten-family", "jfw")
+    up_s = time.monotonic() - started
+    try:
+        assert len(rehearsal.start_lines) == 4 and all(" key " in line for line in rehearsal.start_lines)
+        code, rows, said = doctor_rows(rehearsal.inventory)
+        assert code == 0, said
+        assert not [r for r in rows if r[2] == "fail"], said
+        checked = {(r[0], r[1]) for r in rows if r[2] == "ok"}
+        assert {("phone1", "Wi-Fi"), ("phone1", "mobile data"), ("atten1", "box1 channel 1"),
+                ("atten1", "box1 channel 2"), ("ue1", "namespace"), ("server1", "ports")} <= checked, said
+
+        (tmp_path / "walk.yaml").write_text(WALK)
+        campaign = tmp_path / "c.yaml"
+        campaign.write_text(textwrap.dedent(f"""
+            name: walk-phone
+            lab: {rehearsal.inventory}
+            fixed: {{schedule: walk, attenuation_db: 10}}
+            schedules: {{walk: {{file: walk.yaml}}}}
+            workload: {{tool: iperf3, duration_s: 4}}
+            timeouts: {{run_s: 90, request_s: 20}}
+        """))
+        with CellWatch(rehearsal.cell_ctl) as watch:
+            result = run_cellab("run", str(campaign), "--out", str(tmp_path / "out"), "--no-report", timeout_s=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        folder = only_folder(tmp_path / "out")
+        (run_id, status, *_), = result_rows(folder)
+        assert status == "ok"
+        run_dir = folder / "runs" / run_id
+        played = [json.loads(line) for line in (run_dir / "attenuation.jsonl").read_text().splitlines()]
+        points = [p for p in played if "planned_s" in p]
+        assert {p["channel"] for p in points} == {1} and max(p["db"] for p in points) == 40.0, played
+        # the cell itself: while the phone's channel walked, the virtual UE's stayed at the run's 10 dB
+        walking = [(phone, other) for phone, other in watch.samples if 10.0 < phone <= 40.0]
+        assert len({phone for phone, _ in walking}) >= 4, watch.samples
+        assert {other for _, other in walking} == {10.0}, watch.samples
+        signal = [json.loads(line) for line in (run_dir / "telemetry" / "phone1.jsonl").read_text().splitlines()]
+        rsrp = [s["rsrp_dbm"] for s in signal if s.get("topic") == "signal"]
+        assert rsrp and max(rsrp) - min(rsrp) >= 10, rsrp  # the phone saw its walk
+    finally:
+        assert_down(root, rehearsal)
+    print(f"rehearse up took {up_s:.1f} s")
+
+
+@pytest.mark.parametrize("family", ["minicircuits", "adaura", "virtual"])
+def test_every_family_of_box_is_go_without_fix(require_root, tmp_path, family):
+    root = tmp_path / "rehearse"
+    rehearsal = up(root, family, "--phones", "0", "--virtual-ues", "2", "--atten-family", family)
+    try:
+        code, rows, said = doctor_rows(rehearsal.inventory)
+        assert code == 0 and not [r for r in rows if r[2] == "fail"], said
+        assert {("atten1", "box1 channel 1"), ("atten1", "box1 channel 2")} <= {(r[0], r[1]) for r in rows}, said
+    finally:
+        assert_down(root, rehearsal)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--atten-family", "keysight"], "--atten-family: unknown or not rehearsable 'keysight'"),
+    (["--radio", "srsran-zmq"], "srsran-zmq is not rehearsed yet"),
+    (["--phones", "0", "--virtual-ues", "0"], "1..16 UEs in all"),
+])
+def test_a_bad_rehearsal_is_refused_before_anything_starts(tmp_path, args, says):
+    done = run_cellab("rehearse", "up", "x", "--root", str(tmp_path), *args)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_down_of_a_rehearsal_that_is_not_up_names_it(tmp_path):
+    done = run_cellab("rehearse", "down", "nothere", "--root", str(tmp_path))
+    assert done.returncode == 2 and "no rehearsal 'nothere' is up" in done.stderr, done.stderr
