@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -140,7 +141,14 @@ class _Doctor:
         connected = self._wait_for_agents()
         for agent in self.inventory.agents:
             rows += self._agent_rows(agent) if agent.name in connected else self._missing_rows(agent, connected)
-        return rows
+        return clock_sync_once_per_host(rows, self._host_of)
+
+    def _host_of(self, name: str) -> str:
+        """The inventory host a row's agent runs on; the controller's: the host whose address it binds."""
+        if name == "controller":
+            bound = self.inventory.controller.bind.partition("://")[2].rpartition(":")[0].strip("[]")
+            return next((h.name for h in self.inventory.hosts if bound in (h.address, *h.addresses)), name)
+        return next((a.host for a in self.inventory.agents if a.name == name), name)
 
     # --- reachability and keys ------------------------------------------------------------------
     def _wait_for_agents(self) -> set[str]:
@@ -314,6 +322,29 @@ class _Doctor:
             return Row(name, "fix", "fail", str(exc))
         steps = next(iter(lab.health.values()), {}).get("prepared") or []
         return Row(name, "fix", "ok", "prepared: " + ", ".join(steps))
+
+
+def clock_sync_once_per_host(rows: list[Row], host_of: Callable[[str], str]) -> list[Row]:
+    """A host has one clock: its agents' (and the controller's) `clock sync` rows become one, at the first one's
+    place, naming who shares it; the worst status of them is kept."""
+    shared: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.check == "clock sync":
+            shared.setdefault(host_of(row.name), []).append(row)
+    out: list[Row] = []
+    for row in rows:
+        if row.check != "clock sync":
+            out.append(row)
+            continue
+        host = host_of(row.name)
+        group = shared.pop(host, None)
+        if group is None:
+            continue  # said already, at the host's first row
+        worst = max(group, key=lambda r: ("ok", "warn", "fail").index(r.status))
+        names = ", ".join(r.name for r in group)
+        out.append(Row(f"host {host}", row.check, worst.status,
+                       f"{worst.detail} ({names})" if len(group) > 1 else worst.detail))
+    return out
 
 
 def _row(name: str, result: SelfCheckResult) -> list[Row]:

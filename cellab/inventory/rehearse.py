@@ -68,6 +68,7 @@ class Rehearsal:
     radio: str = "virtual"
     prefix: str = ""
     cell_ctl: str = ""
+    adb_port: int = 0  # the fake adb server's: `adb -P PORT` reaches the phones
     inventory: str = ""
     processes: list[procs.Started] = field(default_factory=list)
     start_lines: list[str] = field(default_factory=list)
@@ -75,7 +76,7 @@ class Rehearsal:
 
     def save(self) -> None:
         data = {"name": self.name, "radio": self.radio, "prefix": self.prefix, "cell_ctl": self.cell_ctl,
-                "inventory": self.inventory,
+                "adb_port": self.adb_port, "inventory": self.inventory,
                 "processes": [p.as_dict() for p in self.processes], "start_lines": self.start_lines,
                 "up_s": round(self.up_s, 1)}
         write_file(self.folder, STATE, json.dumps(data, indent=2) + "\n")
@@ -85,7 +86,7 @@ class Rehearsal:
         try:
             data = json.loads((folder / STATE).read_text())
             return cls(str(data["name"]), folder, str(data["radio"]), str(data["prefix"]), str(data.get("cell_ctl", "")),
-                       str(data["inventory"]),
+                       int(data.get("adb_port", 0)), str(data["inventory"]),
                        [procs.Started(**p) for p in data["processes"]], list(data.get("start_lines", [])),
                        float(data.get("up_s", 0)))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -204,7 +205,7 @@ def _phones_up(layout: Layout, cell: dict, rehearsal: Rehearsal) -> list[str]:
     for serial, netns in zip(serials, cell["ues"], strict=False):
         argv += ["--phone", f"{serial}={PHONE_MODEL}", "--netns", netns]
     procs.wait_port(_spawn(rehearsal, "fake-adb", argv), port, START_TIMEOUT_S)
-    layout.adb_port = port
+    layout.adb_port = rehearsal.adb_port = port
     for serial in serials:
         for command in PREPARE:
             done = subprocess.run(["adb", "-P", str(port), "-s", serial, "shell", *command], capture_output=True,

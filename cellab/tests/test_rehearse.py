@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -19,7 +23,7 @@ from cellab.inventory.rehearse import Rehearsal
 from cellab.inventory.rehearse_procs import group
 from cellab.labs import instances
 from cellab.labs.cellctl import CellControl
-from cellab.testkit.helpers import only_folder, result_rows, run_cellab
+from cellab.testkit.helpers import free_port, only_folder, result_rows, run_cellab
 
 WIDE = {**os.environ, "COLUMNS": "600"}  # one doctor row per line
 # 1 dB steps: JFW's own step
@@ -87,6 +91,9 @@ def test_a_rehearsal_is_go_runs_a_campaign_that_walks_only_the_phone_and_goes_do
         checked = {(r[0], r[1]) for r in rows if r[2] == "ok"}
         assert {("phone1", "Wi-Fi"), ("phone1", "mobile data"), ("atten1", "box1 channel 1"),
                 ("atten1", "box1 channel 2"), ("ue1", "namespace"), ("server1", "ports")} <= checked, said
+        # one host, one clock: its sync row once, naming the controller and every agent on it
+        (clock,) = [r for r in rows if r[1] == "clock sync"]
+        assert clock[0] == "host here" and "controller, server1, atten1, phone1, ue1" in clock[3], said
 
         (tmp_path / "walk.yaml").write_text(WALK)
         campaign = tmp_path / "c.yaml"
@@ -115,9 +122,47 @@ def test_a_rehearsal_is_go_runs_a_campaign_that_walks_only_the_phone_and_goes_do
         signal = [json.loads(line) for line in (run_dir / "telemetry" / "phone1.jsonl").read_text().splitlines()]
         rsrp = [s["rsrp_dbm"] for s in signal if s.get("topic") == "signal"]
         assert rsrp and max(rsrp) - min(rsrp) >= 10, rsrp  # the phone saw its walk
+        # Wi-Fi turned on behind the lab's back: named, with the adb command for this adb server (-P)
+        serial = f"vphone-{rehearsal.name}-1"
+        subprocess.run(["adb", "-P", str(rehearsal.adb_port), "-s", serial, "shell", "svc", "wifi", "enable"],
+                       check=True, timeout=30)
+        code, rows, said = doctor_rows(rehearsal.inventory)
+        (wifi,) = [r for r in rows if r[:2] == ["phone1", "Wi-Fi"]]
+        assert code == 1 and wifi[2] == "fail", said
+        assert f"`adb -P {rehearsal.adb_port} -s {serial} shell svc wifi disable`" in wifi[3], said
     finally:
         assert_down(root, rehearsal)
-    print(f"rehearse up took {up_s:.1f} s")
+    print(f"rehearse up took {up_s:.1f} s ({rehearsal.up_s:.1f} s after the CLI started)")
+
+
+def test_the_host_doctor_stops_the_adb_server_it_started_and_leaves_a_running_one(tmp_path):
+    """`cellab doctor` lists phones through adb; an adb server it had to start is stopped again, one that was
+    running (here the fake adb server) is left running."""
+    if shutil.which("adb") is None:
+        pytest.skip("needs Debian's adb client (make setup)")
+    port = free_port()
+    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}  # not 5037: another adb server may be there
+    done = run_cellab("doctor", env=env, timeout_s=180)
+    assert "adb devices" in done.stdout, done.stdout + done.stderr
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    fake = subprocess.Popen([sys.executable, "-m", "cellab", "ue", "android", "fake-adb", "--port", str(port),
+                             "--storage", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and fake.poll() is None
+                time.sleep(0.2)
+        done = run_cellab("doctor", env=env, timeout_s=180)
+        assert "3A4B5C6D" in done.stdout, done.stdout  # one of the fake server's default phones, listed
+        assert fake.poll() is None  # still serving: the doctor did not kill a server it found running
+    finally:
+        fake.terminate()
+        fake.wait(15)
 
 
 @pytest.mark.parametrize("family", ["minicircuits", "adaura", "virtual"])
