@@ -116,7 +116,8 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
 @app.command()
 def run(
     campaign_file: Path | None = typer.Argument(None, help="campaign YAML (not with --resume)"),
-    lab: str | None = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
+    lab: str | None = typer.Option(None, help="an embedded lab: virtual | wired | virtual-android | srsran-zmq; or "
+                                              "a lab inventory LAB.yaml (default: the campaign's lab)"),
     resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder (refused while another "
                                        "live `cellab run` holds it, naming its pid and host)"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run the failed runs again too"),
