@@ -33,6 +33,7 @@ MAX_UES = 16  # the virtual cell's
 START_TIMEOUT_S = 60.0  # an agent's start (Python imports on a busy host), a phone's adb server
 CLI = [sys.executable, "-m", "cellab"]
 PHONE_MODEL = "android14"  # rooted: the phone's cc and tcpdump work
+DEVICES = ("atten-emulator", "fake-adb")  # the processes that are not agents
 PREPARE = (("svc", "wifi", "disable"), ("svc", "data", "enable"), ("svc", "power", "stayon", "true"))
 
 
@@ -256,7 +257,7 @@ def down(name: str, root: Path = REHEARSE_ROOT, say: Callable[[str], None] = pri
     if not (folder / STATE).exists():
         raise CellabError(f"no rehearsal {name!r} is up (no {folder / STATE}; `cellab rehearse list`)")
     rehearsal = Rehearsal.load(folder)
-    agents = [p for p in rehearsal.processes if p.name not in ("atten-emulator", "fake-adb")]
+    agents = [p for p in rehearsal.processes if p.name not in DEVICES]
     stopped = procs.stop(agents) + procs.stop([p for p in rehearsal.processes if p not in agents])
     if rehearsal.prefix:
         done = subprocess.run([*CLI, "vlab", "down", "--prefix", rehearsal.prefix], capture_output=True,
@@ -272,6 +273,29 @@ def down(name: str, root: Path = REHEARSE_ROOT, say: Callable[[str], None] = pri
     say(f"rehearsal {name}: down ({', '.join(stopped) or 'nothing was running'}); its folder {folder} keeps "
         "the inventory, keys and logs")
     return stopped
+
+
+def restart(name: str, process: str, root: Path = REHEARSE_ROOT) -> procs.Started:
+    """Start one of a rehearsal's processes again with its recorded command (an agent killed on purpose, as a
+    lab host's service manager would); one still running is refused, naming it."""
+    folder = folder_of(name, root)
+    if not (folder / STATE).exists():
+        raise CellabError(f"no rehearsal {name!r} is up (no {folder / STATE}; `cellab rehearse list`)")
+    rehearsal = Rehearsal.load(folder)
+    names = [p.name for p in rehearsal.processes]
+    if process not in names:
+        raise InputError(folder / STATE, "processes", f"rehearsal {name} has no process {process!r}", names)
+    index = names.index(process)
+    old = rehearsal.processes[index]
+    if procs.group(old):
+        raise CellabError(f"{process} of rehearsal {name} is running (pid {old.pid}): stop it first")
+    log = Path(old.log)
+    offset = log.stat().st_size if log.exists() else 0
+    rehearsal.processes[index] = started = procs.spawn(process, old.argv, log)
+    rehearsal.save()
+    if process not in DEVICES:  # an agent: up once it said its start line again
+        procs.wait_line(started, f"agent {process}:", START_TIMEOUT_S, offset)
+    return started
 
 
 def list_rehearsals(root: Path = REHEARSE_ROOT) -> list[Rehearsal]:

@@ -46,6 +46,19 @@ def down_cmd(name: str = typer.Argument(..., help="the rehearsal to take down"),
     down(name, _root(root), say=typer.echo)
 
 
+@rehearse_app.command("restart")
+def restart_cmd(name: str = typer.Argument(..., help="the rehearsal"),
+                process: str = typer.Argument(..., help="one of its processes: an agent (server1, atten1, phone1, "
+                                                        "ue1, ...), atten-emulator or fake-adb"),
+                root: Path | None = typer.Option(None, help=ROOT_HELP)) -> None:
+    """Start a process of the rehearsal again with its recorded command (after killing an agent on purpose, as
+    a lab host's service manager would restart it)."""
+    from cellab.inventory.rehearse import restart
+
+    started = restart(name, process, _root(root))
+    typer.echo(f"rehearsal {name}: {process} started again (pid {started.pid}, log {started.log})")
+
+
 @rehearse_app.command("list")
 def list_cmd(root: Path | None = typer.Option(None, help=ROOT_HELP)) -> None:
     """Every rehearsal that is up (or whose processes died: `down` cleans it), with its inventory."""

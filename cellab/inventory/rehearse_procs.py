@@ -94,14 +94,14 @@ def _tail(path: Path, lines: int = 6) -> str:
         return ""
 
 
-def wait_line(proc: Started, needle: str, timeout_s: float) -> str:
-    """The first line of its log holding `needle`; an error naming the process and its log's last lines when
-    it exits first or the wait runs out."""
+def wait_line(proc: Started, needle: str, timeout_s: float, offset: int = 0) -> str:
+    """The first line of its log (from byte `offset`) holding `needle`; an error naming the process and its
+    log's last lines when it exits first or the wait runs out."""
     log = Path(proc.log)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            for line in log.read_text(errors="replace").splitlines():
+            for line in log.read_bytes()[offset:].decode(errors="replace").splitlines():
                 if needle in line:
                     return line
         except OSError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -119,8 +120,8 @@ def test_a_rehearsal_is_go_runs_a_campaign_that_walks_only_the_phone_and_goes_do
         walking = [(phone, other) for phone, other in watch.samples if 10.0 < phone <= 40.0]
         assert len({phone for phone, _ in walking}) >= 4, watch.samples
         assert {other for _, other in walking} == {10.0}, watch.samples
-        signal = [json.loads(line) for line in (run_dir / "telemetry" / "phone1.jsonl").read_text().splitlines()]
-        rsrp = [s["rsrp_dbm"] for s in signal if s.get("topic") == "signal"]
+        samples = [json.loads(line) for line in (run_dir / "telemetry" / "phone1.jsonl").read_text().splitlines()]
+        rsrp = [s["rsrp_dbm"] for s in samples if s.get("topic") == "signal"]
         assert rsrp and max(rsrp) - min(rsrp) >= 10, rsrp  # the phone saw its walk
         # Wi-Fi turned on behind the lab's back: named, with the adb command for this adb server (-P)
         serial = f"vphone-{rehearsal.name}-1"
@@ -166,10 +167,22 @@ def test_the_host_doctor_stops_the_adb_server_it_started_and_leaves_a_running_on
 
 
 @pytest.mark.parametrize("family", ["minicircuits", "adaura", "virtual"])
-def test_every_family_of_box_is_go_without_fix(require_root, tmp_path, family):
+def test_every_family_of_box_is_go_without_fix_and_a_killed_agent_restarts(require_root, tmp_path, family):
     root = tmp_path / "rehearse"
     rehearsal = up(root, family, "--phones", "0", "--virtual-ues", "2", "--atten-family", family)
     try:
+        (atten,) = [p for p in rehearsal.processes if p.name == "atten1"]
+        os.kill(atten.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while group(atten) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        listed = run_cellab("rehearse", "list", "--root", str(root)).stdout
+        assert f"1 of {len(rehearsal.processes)} processes gone (atten1)" in listed, listed
+        done = run_cellab("rehearse", "restart", family, "atten1", "--root", str(root))
+        assert done.returncode == 0 and "atten1 started again" in done.stdout, done.stdout + done.stderr
+        again = run_cellab("rehearse", "restart", family, "atten1", "--root", str(root))
+        assert again.returncode == 2 and "atten1 of rehearsal" in again.stderr and "is running" in again.stderr
+        rehearsal = Rehearsal.load(root / family)  # the restarted agent's new pid, for down's checks
         code, rows, said = doctor_rows(rehearsal.inventory)
         assert code == 0 and not [r for r in rows if r[2] == "fail"], said
         assert {("atten1", "box1 channel 1"), ("atten1", "box1 channel 2")} <= {(r[0], r[1]) for r in rows}, said
