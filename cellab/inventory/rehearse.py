@@ -11,6 +11,7 @@ cell and its namespaces), `cellab atten emulate FAMILY --cell-ctl` (the box), `c
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -59,6 +60,9 @@ class RehearsalSpec:
             raise InputError("cellab rehearse up", "--phones/--virtual-ues", f"{self.phones} phones and "
                              f"{self.virtual_ues} virtual UEs", [f"1..{MAX_UES} UEs in all"])
         box_for(self.atten_family, total)  # an unknown family is refused naming the known ones
+        if self.phones and shutil.which("adb") is None:
+            raise InputError("cellab rehearse up", "--phones", "the phones are reached through Debian's adb client, "
+                             "which is not installed (make setup)", ["0 without adb"])
 
 
 @dataclass

@@ -32,7 +32,8 @@ def up_cmd(
     from cellab.inventory.rehearse import RehearsalSpec, up
 
     rehearsal = up(RehearsalSpec(name, radio, phones, virtual_ues, atten_family, _root(root)), say=typer.echo)
-    typer.echo(f"rehearsal {name}: up in {rehearsal.up_s:.1f} s; inventory {rehearsal.inventory}")
+    typer.echo(f"rehearsal {name}: up in {rehearsal.up_s:.1f} s; inventory {rehearsal.inventory}; each process's "
+               f"output in {rehearsal.folder / 'logs'}")
     typer.echo(f"next: cellab doctor --lab {rehearsal.inventory}")
     typer.echo(f"then: cellab run CAMPAIGN --lab {rehearsal.inventory}; at the end: cellab rehearse down {name}")
 
