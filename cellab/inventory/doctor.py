@@ -77,13 +77,16 @@ class DoctorOptions:
 
 class KeyEvents(logging.Handler):
     """What the controller logs about keys while the doctor waits: connections refused for an unknown CURVE
-    key (`curve_rejected`: the handshake fails before any name is known) and a listed key speaking as another
-    agent's name (`agent_impersonation`)."""
+    key (`curve_rejected`: the handshake fails before any name is known), a listed key speaking as another
+    agent's name (`agent_impersonation`), and each agent's hello as the controller saw it (`agent_hello`: the
+    same line the agent printed at its start, with the key the handshake presented)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.refused: set[str] = set()  # fingerprints
         self.impostors: dict[str, str] = {}  # agent name -> fingerprint of the key it came with
+        self.hellos: dict[str, str] = {}  # agent name -> the controller's line for it
+        self._level = logging.NOTSET
 
     def emit(self, record: logging.LogRecord) -> None:
         event = getattr(record, "event", None)
@@ -91,13 +94,20 @@ class KeyEvents(logging.Handler):
             self.refused.add(str(getattr(record, "fingerprint", "?")))
         elif event == "agent_impersonation":
             self.impostors[str(getattr(record, "agent", "?"))] = str(getattr(record, "fingerprint", "?"))
+        elif event == "agent_hello":
+            self.hellos[str(getattr(record, "agent", "?"))] = record.getMessage()
 
     def __enter__(self) -> KeyEvents:
-        logging.getLogger("cellab.bus.controller").addHandler(self)
+        logger = logging.getLogger("cellab.bus.controller")
+        self._level = logger.level
+        logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))  # the hellos are INFO records
+        logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger("cellab.bus.controller").removeHandler(self)
+        logger = logging.getLogger("cellab.bus.controller")
+        logger.removeHandler(self)
+        logger.setLevel(self._level)
 
 
 def lab_doctor(path: str | Path, options: DoctorOptions = DoctorOptions()) -> list[Row]:
@@ -192,7 +202,9 @@ class _Doctor:
         except BUS_ERRORS as exc:
             return [Row(agent.name, "reachable", "fail", f"connected but does not answer: {exc}")]
         rtt_ms = (time.perf_counter() - started) * 1000
-        rows = [Row(agent.name, "reachable", "ok", f"answered in {rtt_ms:.1f} ms"), self._key_row(agent),
+        hello = self.keys.hellos.get(agent.name)
+        said = f"answered in {rtt_ms:.1f} ms" + (f"; the controller saw: {hello}" if hello else "")
+        rows = [Row(agent.name, "reachable", "ok", said), self._key_row(agent),
                 *self._identity_rows(agent, described), self._clock_row(agent)]
         for i, ue in enumerate(self.inventory.devices.ues):  # before the self-check: --fix prepares the phone
             if ue.kind == "android" and ue.agent == agent.name:

@@ -96,6 +96,11 @@ def test_a_rehearsal_is_go_runs_a_campaign_that_walks_only_the_phone_and_goes_do
         checked = {(r[0], r[1]) for r in rows if r[2] == "ok"}
         assert {("phone1", "Wi-Fi"), ("phone1", "mobile data"), ("atten1", "box1 channel 1"),
                 ("atten1", "box1 channel 2"), ("ue1", "namespace"), ("server1", "ports")} <= checked, said
+        # each agent's start line, and the controller's line for it, are the same
+        for line in rehearsal.start_lines:
+            agent = line.split(":")[0].removeprefix("agent ")
+            (reach,) = [r for r in rows if r[:2] == [agent, "reachable"]]
+            assert reach[3].endswith(f"the controller saw: {line}"), (reach, line)
         # one host, one clock: its sync row once, naming the controller and every agent on it
         (clock,) = [r for r in rows if r[1] == "clock sync"]
         assert clock[0] == "host here" and "controller, server1, atten1, phone1, ue1" in clock[3], said
