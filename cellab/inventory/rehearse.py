@@ -120,8 +120,12 @@ def up(spec: RehearsalSpec, say: Callable[[str], None] = print) -> Rehearsal:
     try:
         _bring_up(spec, rehearsal, say)
     except BaseException:
-        say(f"rehearsal {spec.name}: start failed, taking down what was started")
-        down(spec.name, spec.root, say=lambda _: None)
+        if (folder / STATE).exists():  # recorded from the cell on
+            say(f"rehearsal {spec.name}: start failed, taking down what was started")
+            try:
+                down(spec.name, spec.root, say=lambda _: None)
+            except CellabError as exc:  # said, but the reason the start failed is the error
+                say(f"rehearsal {spec.name}: {exc}")
         raise
     rehearsal.up_s = time.monotonic() - started
     rehearsal.save()
@@ -295,7 +299,7 @@ def restart(name: str, process: str, root: Path = REHEARSE_ROOT) -> procs.Starte
         raise CellabError(f"{process} of rehearsal {name} is running (pid {old.pid}): stop it first")
     log = Path(old.log)
     offset = log.stat().st_size if log.exists() else 0
-    rehearsal.processes[index] = started = procs.spawn(process, old.argv, log)
+    rehearsal.processes[index] = started = procs.spawn(process, old.argv, log, append=True)
     rehearsal.save()
     if process not in DEVICES:  # an agent: up once it said its start line again
         procs.wait_line(started, f"agent {process}:", START_TIMEOUT_S, offset)

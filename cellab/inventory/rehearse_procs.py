@@ -40,9 +40,9 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0], int(fields[2]), int(fields[19])
 
 
-def spawn(name: str, argv: list[str], log: Path) -> Started:
-    """Start argv detached, its stdout and stderr into `log`."""
-    with open(log, "ab") as out:
+def spawn(name: str, argv: list[str], log: Path, append: bool = False) -> Started:
+    """Start argv detached, its stdout and stderr into `log` (a new log, unless `append`: a restart's)."""
+    with open(log, "ab" if append else "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
     stat = _stat(proc.pid)

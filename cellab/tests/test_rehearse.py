@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cellab.inventory.rehearse import Rehearsal
 from cellab.inventory.rehearse_procs import group
@@ -197,6 +198,22 @@ def test_every_family_of_box_is_go_without_fix_and_a_killed_agent_restarts(requi
         assert {("atten1", "box1 channel 1"), ("atten1", "box1 channel 2")} <= {(r[0], r[1]) for r in rows}, said
     finally:
         assert_down(root, rehearsal)
+
+
+def test_a_name_taken_down_comes_up_again_fresh(require_root, tmp_path):
+    """The folder of a rehearsal that went down is reused: new keys, ports and logs, never the old ones' lines."""
+    root = tmp_path / "rehearse"
+    first = up(root, "again", "--phones", "0", "--atten-family", "virtual")
+    assert_down(root, first)
+    again = up(root, "again", "--phones", "0", "--atten-family", "virtual")
+    try:
+        bind = yaml.safe_load(Path(again.inventory).read_text())["controller"]["bind"]
+        assert all(f"controller {bind}," in line for line in again.start_lines), (bind, again.start_lines)
+        assert not set(again.start_lines) & set(first.start_lines)  # new keys: no line of the first one read
+        code, rows, said = doctor_rows(again.inventory)
+        assert code == 0, said
+    finally:
+        assert_down(root, again)
 
 
 @pytest.mark.parametrize("args, says", [
