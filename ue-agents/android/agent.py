@@ -38,7 +38,7 @@ from cellab.paths import find_program
 from cellab.ue.probe_runner import fetch_argv
 from cellab.ue.ue_provenance import AndroidProvenance
 
-from .adbclient import Adb, PhoneError, PhoneGone
+from .adbclient import DEFAULT_PORT, Adb, PhoneError, PhoneGone
 from .phone import DEVICE_DIR, PROBE_DEVICE_PATH, Phone, PhoneInfo
 from .signallog import SignalLogger
 
@@ -190,7 +190,12 @@ class AndroidUEAgent(AndroidProvenance, Agent):
         if value == wanted:
             return ok(what, "on" if value == "1" else "off")
         return fail(what, f"{why}; `cellab doctor --lab LAB --fix` (the agent's prepare) or "
-                          f"`adb -s {self.phone.serial} shell {fix}`")
+                          f"`{self._adb_hint()} shell {fix}`")
+
+    def _adb_hint(self) -> str:
+        """The adb command line a person types for this phone: with -P when its server is not on adb's default."""
+        port = "" if self.adb.port == DEFAULT_PORT else f" -P {self.adb.port}"
+        return f"adb{port} -s {self.phone.serial}"
 
     @operation(concurrent=True)
     def signal(self) -> SignalReading:
