@@ -243,7 +243,8 @@ FIELDS = {"mcc": "enb.mcc", "mnc": "enb.mnc", "tac": "cells[].tac", "mme": "enb.
 def identity_of(profile: EnbProfile, source: str | Path) -> NetworkIdentity:
     return NetworkIdentity(source=str(source), mcc=profile.enb.mcc, mnc=profile.enb.mnc,
                            tacs=[cell.tac for cell in profile.cells], mme_addrs=[profile.enb.mme_addr],
-                           cell_ids=[cell.cell_id for cell in profile.cells], fields=FIELDS)
+                           cell_ids=[cell.cell_id for cell in profile.cells], radio=profile.rf.device.kind,
+                           fields=FIELDS)
 
 
 def network_identity(path: str | Path) -> NetworkIdentity:
