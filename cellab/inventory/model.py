@@ -19,6 +19,7 @@ from cellab.errors import CellabError, InputError, InputErrors, from_validation_
 from cellab.contracts.server import ModuleName
 from cellab.inputs import Name, Serial, read_text, read_yaml
 from cellab.inventory import coherence
+from cellab.pathnames import check_text_tree
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 
@@ -179,6 +180,7 @@ def load_inventory(path: str | Path) -> Inventory:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "a lab inventory is a YAML mapping (name, controller, hosts, agents, devices)")
+    check_text_tree(data, path, ("secret_key", "public_key", "profile", "subscribers"))
     try:
         inventory = Inventory.model_validate(data)  # not **data: a YAML key may be no string
     except ValidationError as exc:
