@@ -179,9 +179,9 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     if not errors and campaign.faults:
         errors += _check_run_fault_daemons(campaign, source)
     if not errors:  # faults on UEs the runs have, stopping rules on metrics they report
-        from cellab.campaign.run_checks import run_problems
+        from cellab.campaign.run_checks import needs_runs, run_problems
 
-        errors += run_problems(campaign, source)
+        errors += run_problems(campaign, plan(campaign, source), source) if needs_runs(campaign) else []
     if errors:
         raise InputErrors(errors)
 

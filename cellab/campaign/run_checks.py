@@ -17,13 +17,13 @@ if TYPE_CHECKING:
 OWD_METRICS = ("owd_mean_ms", "owd_p95_ms")  # the probe's packet log against the server capture
 
 
-def run_problems(campaign: Campaign, source: str | Path) -> list[InputError]:
+def needs_runs(campaign: Campaign) -> bool:
+    """Whether run_problems has anything to check (the plan is expanded for it only then)."""
     ue_faults = any(f.kind in UE_FAULT_KINDS for faults in campaign.faults.values() for f in faults)
-    if not ue_faults and campaign.until is None:
-        return []
-    from cellab.campaign.load import plan
+    return ue_faults or campaign.until is not None
 
-    runs = plan(campaign, source)
+
+def run_problems(campaign: Campaign, runs: list[PlannedRun], source: str | Path) -> list[InputError]:
     return fault_ue_problems(campaign, runs, source) + stop_metric_problems(campaign, runs, source)
 
 
