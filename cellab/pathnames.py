@@ -24,7 +24,10 @@ def path_problem(value: object) -> str | None:
         value = os.fspath(value)
     if not isinstance(value, str | bytes):
         return None  # not text: the schema says what the field takes
-    raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+    try:
+        raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:  # a lone UTF-16 surrogate, as YAML's "\ud800" makes
+        return f"has {exc.object[exc.start]!r} at character {exc.start}, which no file name can hold"
     if b"\0" in raw:
         return f"has a NUL byte at byte {raw.index(NUL_BYTE)}"
     if len(raw) > PATH_MAX_BYTES:

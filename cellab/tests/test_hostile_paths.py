@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NUL = "x\0y.down"
 LONG_PART = "a" * 300 + ".down"
 LONG_PATH = "/".join(["abcdefgh"] * 600) + ".down"
-NAMES = {"nul": NUL, "long-part": LONG_PART, "long-path": LONG_PATH}
+SURROGATE = "x\ud800.down"  # YAML's "\ud800" escape: no file name can hold it
+NAMES = {"nul": NUL, "long-part": LONG_PART, "long-path": LONG_PATH, "surrogate": SURROGATE}
 
 
 def campaign(tmp_path: Path, **extra: object) -> Path:
