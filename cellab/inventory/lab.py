@@ -46,7 +46,8 @@ def inventory_params_model(inventory: Inventory, attenuation: tuple[float, float
     if not fields:
         return None
     model = create_model("InventoryParams", __base__=RadioChecked, **fields)
-    model.enb_profile = inventory.devices.enb[0].profile if inventory.devices.enb else None
+    enb = inventory.devices.enb[0] if inventory.devices.enb else None
+    model.enb_profile = enb.profile if enb is not None else None  # (`cellab schema` passes a stand-in eNB: None)
     return model
 
 
