@@ -57,6 +57,8 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
     #: gone, the UEs fail their radio link and connect anew); ue_pause: the UE's host frozen (hostpause.py) and
     #: its packets dropped between its modem and its namespace (the cell's set_ue_host op)
     fault_kinds = frozenset({"radio_outage", "s1_cut", "sgi_cut", "enb_restart", "ue_pause"})
+    #: its TTI log gives every run the cell's capacity_bps, hence utilization (a stopping rule may watch it)
+    reports_cell_capacity = True
     parameters = frozenset(CellParams.model_fields)
     #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
     cell_keeps_lease = False
