@@ -26,7 +26,8 @@ METRIC_UNITS = {"throughput_bps": ("Mbit/s", 1e-6, 2), "rtt_p95_ms": ("ms", 1.0,
                 "fct_mean_s": ("s", 1.0, 3)}
 
 
-def _ratio(row: dict[str, Any]) -> Ratio:
+def ratio_of_row(row: dict[str, Any]) -> Ratio:
+    """A comparisons row (cellab.results.comparisons) as the Ratio the formatting takes."""
     return Ratio(n_base=row["n_base"], n_level=row["n_level"], median_base=row["median_base"],
                  median_level=row["median_level"], ratio=row["ratio"], low=row["low"], high=row["high"],
                  p_value=row["p_value"], note=row["note"])
@@ -62,7 +63,7 @@ def named_section(campaign: dict[str, Any], runs: list[Run]) -> Section | None:
             continue
         rows = []
         for row in named_comparison(str(name), spec, factors, runs):
-            ratio = _ratio(row)
+            ratio = ratio_of_row(row)
             rows.append([(stratum_text(row["stratum"]), "left"), (row["metric"], "left"),
                          f"{row['n_level']} / {row['n_base']}",
                          f"{_median(row['median_level'], row['metric'])} / {_median(row['median_base'], row['metric'])}",
@@ -151,4 +152,4 @@ def cell_sections(root: Path, campaign: dict[str, Any], runs: list[Run], every_r
     return [s for s in (named_section(campaign, runs), repeats_section(root, campaign, every_run)) if s is not None]
 
 
-__all__ = ["cell_sections", "named_section", "repeats_section", "stratum_text"]
+__all__ = ["cell_sections", "named_section", "ratio_of_row", "repeats_section", "stratum_text"]

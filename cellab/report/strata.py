@@ -10,14 +10,14 @@ are (cellab.results.ratios.smallest_p_value); the note says so and how many runs
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
+from cellab.report.cells import ratio_of_row, stratum_text
 from cellab.report.model import Run, Section, Table
 from cellab.report.stats import fmt_number, fmt_p, fmt_ratio
 from cellab.results.comparisons import stratified_comparisons
-from cellab.results.ratios import MIN_RUNS, Ratio, runs_for_p, smallest_p_value
+from cellab.results.ratios import MIN_RUNS, runs_for_p, smallest_p_value
 
 ALPHA = 0.05  # the significance level the warning speaks of
 COMPARED = (("throughput_bps", "throughput", "Mbit/s", 1e-6, 2), ("rtt_p95_ms", "p95 RTT", "ms", 1.0, 1))
@@ -39,12 +39,6 @@ def few_runs_note(pairs: list[tuple[int, int]]) -> str | None:
             "its interval, not p.")
 
 
-def _ratio(row: dict[str, Any]) -> Ratio:
-    return Ratio(n_base=row["n_base"], n_level=row["n_level"], median_base=row["median_base"],
-                 median_level=row["median_level"], ratio=row["ratio"], low=row["low"], high=row["high"],
-                 p_value=row["p_value"], note=row["note"])
-
-
 def stratified_section(runs: list[Run], campaign_factors: dict[str, Any]) -> Section | None:
     """The stratified comparison table; None when the campaign varies fewer than two factors."""
     rows = stratified_comparisons(campaign_factors, runs)
@@ -58,7 +52,7 @@ def stratified_section(runs: list[Run], campaign_factors: dict[str, Any]) -> Sec
         header += [f"{what} median ({unit}, level / baseline)", f"{what} ratio [95 % CI]", f"{what} p"]
     table_rows, pairs = [], []
     for (factor, level, baseline, stratum), by_metric in grouped.items():
-        within = ", ".join(f"{k}={v}" for k, v in json.loads(stratum).items())
+        within = stratum_text(stratum)
         first = next(iter(by_metric.values()))
         pairs.append((first["n_level"], first["n_base"]))
         cells: list[Any] = [(factor, "left"), (f"{level} vs {baseline}", "left"), (within, "left"),
@@ -70,7 +64,7 @@ def stratified_section(runs: list[Run], campaign_factors: dict[str, Any]) -> Sec
                 continue
             medians = " / ".join(fmt_number(v * scale, digits) if v is not None else "–"
                                  for v in (row["median_level"], row["median_base"]))
-            cells += [medians, (fmt_ratio(_ratio(row)), "left nowrap"), fmt_p(row["p_value"])]
+            cells += [medians, (fmt_ratio(ratio_of_row(row)), "left nowrap"), fmt_p(row["p_value"])]
         table_rows.append(cells)
     section = Section("stratified", "Comparisons within each level of the other factors", notes=[
         "The same comparisons as above, each within one cell of the other varied factors (stratified): the "
