@@ -48,7 +48,8 @@ def attenuation_timeline(log: Path, t0_s: float, offset_s: float, channel: int =
 
 
 def iperf3_throughput_timeline(path: Path) -> dict[str, Any]:
-    """iperf3's received rate per interval, each at its interval's start (s since iperf3 started)."""
+    """iperf3's received rate per interval, each at its interval's middle (s since iperf3 started): a 1 s
+    interval's rate is that second's, neither its start's nor its end's."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -56,9 +57,9 @@ def iperf3_throughput_timeline(path: Path) -> dict[str, Any]:
     t_list, v_list = [], []
     for interval in doc.get("intervals") or [] if isinstance(doc, dict) else []:
         whole = interval.get("sum") if isinstance(interval, dict) else None
-        if isinstance(whole, dict) and isinstance(whole.get("start"), int | float) \
-                and isinstance(whole.get("bits_per_second"), int | float):
-            t_list.append(float(whole["start"]))
+        if isinstance(whole, dict) and all(isinstance(whole.get(k), int | float)
+                                           for k in ("start", "end", "bits_per_second")):
+            t_list.append((float(whole["start"]) + float(whole["end"])) / 2)
             v_list.append(float(whole["bits_per_second"]))
     if not t_list:
         return {}

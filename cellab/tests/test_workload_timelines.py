@@ -23,7 +23,7 @@ def test_iperf3_intervals_ping_lines_and_each_channel(tmp_path):
                          for i in range(3)]}
     (tmp_path / "i.json").write_text(json.dumps(doc))
     assert iperf3_throughput_timeline(tmp_path / "i.json")["throughput_bps"] == {
-        "t_s": [0.0, 1.0, 2.0], "v": [1e6, 2e6, 3e6]}
+        "t_s": [0.5, 1.5, 2.5], "v": [1e6, 2e6, 3e6]}  # each second's rate at its middle
     (tmp_path / "bad.json").write_text("{not json")
     assert iperf3_throughput_timeline(tmp_path / "bad.json") == {}
     # the UE's clock 0.5 s ahead of the controller's: ping's stamps move back by it
