@@ -110,3 +110,20 @@ def test_an_older_store_is_migrated_with_its_runs_flags_and_a_newer_one_refused(
         with pytest.raises(CellabError, match=f"store schema {STORE_SCHEMA_VERSION + 1} was written by a newer"):
             action()
     assert hashlib.sha256(store.db_path.read_bytes()).hexdigest() == before
+
+
+def test_the_runs_dataframe_has_each_runs_flags_from_the_store_or_an_older_folders_metrics(tmp_path):
+    from cellab.results.frames import load
+
+    store = _store(tmp_path)
+    for run, metrics in zip(store.planned(), RUN_METRICS, strict=True):
+        store.start(run)
+        store.finish(run, "ok", metrics=metrics)
+    assert load(store.root).runs()["flags"].tolist() == ["host-saturated", "probe-partial", "stale-telemetry"]
+    with sqlite3.connect(store.db_path) as db:  # the store's rows are what the column shows
+        db.execute("DELETE FROM run_flags WHERE flag = 'probe-partial'")
+    assert load(store.root).runs()["flags"].isna().tolist() == [False, True, False]
+    with sqlite3.connect(store.db_path) as db:  # a schema-2 store: computed from the metrics, as the report does
+        db.execute("DROP TABLE run_flags")
+        db.execute("PRAGMA user_version = 2")
+    assert load(store.root).runs()["flags"].tolist() == ["host-saturated", "probe-partial", "stale-telemetry"]
