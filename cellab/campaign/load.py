@@ -18,6 +18,7 @@ from cellab.campaign.model import (
     Campaign,
     lab_fault_daemons,
     lab_fault_kinds,
+    lab_fault_refusal,
     params_model_for,
     run_id,
 )
@@ -150,7 +151,8 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     used_plans = [(field, value) for field, name, value in _assignments(campaign) if name == "faults"]
     if campaign.faults or used_plans:
         errors += check_fault_plans(campaign.faults, used_plans, campaign.workload.duration_s, campaign.lab,
-                                    lab_fault_kinds(campaign.lab), source, daemons=lab_fault_daemons(campaign.lab))
+                                    lab_fault_kinds(campaign.lab), source, daemons=lab_fault_daemons(campaign.lab),
+                                    refuse=lab_fault_refusal(campaign.lab))
         scheduled = [field for field, name, value in _assignments(campaign) if name == "schedule" and value != "static"]
         radio = [name for _, name in used_plans if any(f.kind == "radio_outage" for f in campaign.faults.get(name, []))]
         if scheduled and radio:  # both would drive the same attenuator channel

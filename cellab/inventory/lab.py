@@ -23,6 +23,7 @@ from cellab.contracts.enb import ConfigureParams as EnbConfigureParams
 from cellab.contracts.enb import EnbClient, RadioOverrides, StatusResult
 from cellab.errors import CellabError
 from cellab.inputs import read_text
+from cellab.inventory.lab_faults import InventoryFaults
 from cellab.inventory.model import PROFILE_MAX_BYTES, Inventory
 
 ATTACH_TIMEOUT_S = 90.0  # phones need tens of seconds to find a restarted cell
@@ -49,9 +50,10 @@ def inventory_params_model(inventory: Inventory, attenuation: tuple[float, float
     return create_model("InventoryParams", __base__=Strict, **fields)
 
 
-class InventoryLab:
+class InventoryLab(InventoryFaults):
     def __init__(self, inventory: Inventory, controller: Controller, ue_agents: list[str], request_s: float = 30.0):
         self.inventory = inventory
+        self.overrides = RadioOverrides()  # the run's radio parameters (an eNB restarted by a fault gets them)
         self.controller = controller
         self.ue_agents = ue_agents
         self.request_s = request_s
@@ -136,12 +138,18 @@ class InventoryLab:
             raise CellabError(f"{self.inventory.name}: devices.enb[0] ({entry.name}) names no profile: the eNB agent "
                               "renders srsENB's files from one (ran-config/examples/)")
         assert self.enb is not None
-        result = self.enb.configure(EnbConfigureParams(profile_yaml=read_text(entry.profile, PROFILE_MAX_BYTES),
-                                                       profile_name=Path(entry.profile).name, overrides=overrides))
+        self.overrides = overrides
+        result = self.enb.configure(self._enb_params(overrides))
         if result.restarted:
             self._ground_truth = None
             self._wait_for_attach()
         return result.restarted
+
+    def _enb_params(self, overrides: RadioOverrides) -> EnbConfigureParams:
+        entry = self.inventory.devices.enb[0]
+        assert entry.profile is not None  # _configure_enb refused an eNB without one
+        return EnbConfigureParams(profile_yaml=read_text(entry.profile, PROFILE_MAX_BYTES),
+                                  profile_name=Path(entry.profile).name, overrides=overrides)
 
     def _wait_for_attach(self) -> StatusResult:
         """Every UE of the inventory attached (the eNB counts its connected RNTIs), or the run fails with the

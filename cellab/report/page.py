@@ -213,7 +213,7 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         stratified = stratified_section(done, campaign_factors) if comparison is not None else None
         lead = [sr, comparison, stratified] if sr_question(campaign) else [comparison, stratified, sr]
         conditions = conditions_section(campaign, done, [p.params for p in folder.plan], order)
-        plotted = [fault_section(done, runs, order), throughput_delay_section(done, facets, colors, figures),
+        plotted = [fault_section(done, runs, order, figures), throughput_delay_section(done, facets, colors, figures),
                    cdf_section(done, facets, colors, figures), network_section(done, order, figures)]
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]

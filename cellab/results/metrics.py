@@ -419,11 +419,12 @@ def telemetry_timeline(folder: Path, t0_s: float, ue_names: dict[int, str]) -> d
 
 def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts: dict[str, Path],
                       mark: dict[str, float] | None, t0_s: float, span_s: float,
-                      max_db: float | None) -> list[dict[str, Any]]:
+                      max_db: float | None, flows: dict[int, Any] | None = None) -> list[dict[str, Any]]:
     """Recovery per fault (cellab.faults.recovery.recovery_metrics) from the lab's own records: the virtual cell's events
     and TTI log (the faulted UE's delivered and dropped bytes per TTI) on the workload's time axis (its own clock);
     on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`). Without them
-    (a lab that keeps no clock), the times are the injector's and the throughput figures are left out."""
+    (a lab that keeps no clock), the times are the injector's and the throughput figures come from `flows` (UE index
+    -> (t_s, bytes): the UE's own flow, on an inventory) or are left out."""
     from cellab.faults.recovery import read_cell_events, read_lab_events, recovery_metrics
     from cellab.faults.spec import PER_UE_FIGURES, UE_FAULT_KINDS
 
@@ -446,9 +447,9 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
     bytes_by_ue: dict[int, tuple[Any, Any]] = {}
 
     def bytes_of(ue: int) -> tuple[Any, Any]:
-        """(delivered, dropped): (t_s, bytes) per TTI of one UE, or None without a TTI log."""
+        """(delivered, dropped): (t_s, bytes) per TTI of one UE, or its own flow without a TTI log."""
         if log is None:
-            return None, None
+            return (flows or {}).get(ue), None
         if ue not in bytes_by_ue:
             rec = log.ue(ue)
             t = to_wall(rec["tti"]) - t0_s
