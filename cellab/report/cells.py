@@ -101,8 +101,8 @@ def fixed_repeats_section(campaign: dict[str, Any], runs: list[Run]) -> Section 
                      ("stopped" if finished == len(members) else "unfinished",
                       "left" if finished == len(members) else "left status-running"), (why, "left")])
     return Section("repeats", REPEATS_TITLE, notes=[
-        f"A fixed number of runs per cell (repeat: {repeat}); a stopping rule (`repeat: {{min, max, until}}`, "
-        "docs/campaign.md) would add runs until an interval is narrow enough."],
+        f"A fixed number of runs per cell (repeat: {repeat}); a stopping rule (`repeat: {{min, max, metric or "
+        "comparison, ci_fraction}`, docs/campaign.md `until`) would add runs until an interval is narrow enough."],
                    tables=[Table(["cell", "runs", "ok", "state", "why"], rows)])
 
 

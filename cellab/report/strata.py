@@ -35,8 +35,8 @@ def few_runs_note(pairs: list[tuple[int, int]]) -> str | None:
     return (f"Too few repeats for the test to ever reach significance: with these runs the two-sided Mann–Whitney "
             f"U p-value has a floor however different the runs are ({counts}); p < {ALPHA:g} needs at least {need} "
             f"runs a side. Ask for them with `repeat: {need}` or more, or let the campaign decide with "
-            f"`repeat: {{min: {need}, max: …, until: …}}` (docs/campaign.md, `until`). Until then read the ratio and "
-            "its interval, not p.")
+            f"`repeat: {{min: {need}, max: …, comparison: NAME, ci_fraction: …}}` (or `metric:` instead of "
+            "`comparison:`; docs/campaign.md, `until`). Until then read the ratio and its interval, not p.")
 
 
 def stratified_section(runs: list[Run], campaign_factors: dict[str, Any]) -> Section | None:

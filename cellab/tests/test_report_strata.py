@@ -75,7 +75,7 @@ def test_bbr_against_cubic_within_each_channel_in_the_store_and_the_report(tmp_p
     assert "cc pooled over channel" in page  # the pooled table says it is pooled
     assert "channel=mobile" in page and "×1.50" in page and "channel=static" in page and "×1.00" in page
     assert "3 against 3 runs: never below 0.1" in page and "p &lt; 0.05 needs at least 4 runs a side" in page
-    assert "repeat: {min: 4, max: …, until: …}" in page
+    assert "repeat: {min: 4, max: …, comparison: NAME, ci_fraction: …}" in page
     saved = json.loads((store.root / "report" / "comparisons.json").read_text())
     assert {e["factor"]: e["pooled_over"] for e in saved["comparisons"]} == {"cc": ["channel"], "channel": ["cc"]}
 
