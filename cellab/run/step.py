@@ -41,6 +41,7 @@ from cellab.run.fault_steps import agent_fault_records, fault_apply, fault_recov
 from cellab.run.schedules import Schedules
 from cellab.run.session import LabSession
 from cellab.run.telemetry import host_busy_pct, host_cpu_times
+from cellab.results.workload_timelines import iperf3_timeline
 from cellab.run.workloads import WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
 
 
@@ -259,15 +260,18 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     ue_metrics = {}
     for ue in ues:
         artifacts = per_ue[ue.name] | shared
+        context = RunContext(
+            t0_s=t0, duration_s=workload.duration_s,
+            offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
+            cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
+            sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1, stack_clock=stack_clock,
+            channel=ue.channel or 1)
         if workload.tool == "probe":
-            context = RunContext(
-                t0_s=t0, duration_s=workload.duration_s,
-                offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
-                cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
-                sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1, stack_clock=stack_clock)
             ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
-        else:
+        else:  # iperf3: its intervals, ping and the attenuation where the capture gives no timeline
             ue_metrics[ue.name] = run_metrics(artifacts, shared_capture=len(ues) > 1)
+            ue_metrics[ue.name]["timeline"] = iperf3_timeline(artifacts, context) \
+                | ue_metrics[ue.name].get("timeline", {})
     # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
     metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
     if len(ues) > 1 and "pcap" in shared:  # the capture's flow metrics cover every UE: the run's
