@@ -82,7 +82,7 @@ class LiveView:
             except OSError:  # a run folder replaced under the reader (a retried attempt): the next second reads it
                 continue
             if self._live is not None:
-                self._live.update(Text(" | ".join(p for p in (line, self._eta) if p)))
+                self._live.update(Text("\n".join(p for p in (line, self._eta) if p)))
             elif line and time.monotonic() - last_plain >= self.plain_every_s:
                 last_plain = time.monotonic()
                 self.say(line)

@@ -7,6 +7,7 @@ fills the failed cell, and a second resume while that one runs is refused naming
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import secrets
@@ -140,6 +141,8 @@ def test_a_lost_agent_pauses_the_campaign_with_its_restart_command_and_resume_re
         assert rows[0][2] == 1 and "ue2" in rows[0][4], rows[0]  # one attempt: no retry waited for the lost agent
         assert campaign.returncode == 1  # a failed run
         assert any(f"{rows[2][0]} ok" in line and "3/3 runs done" in line for line in said.seen), said.seen
+        pings = [json.loads(line) for line in (folder / "runs" / rows[1][0] / "telemetry" / "ue1.jsonl").open()]
+        assert any(p["topic"] == "ping" and p["rtt_ms"] > 0 for p in pings)  # the live view's RTT, recorded
 
         first = subprocess.Popen([sys.executable, "-m", "cellab", "run", "--resume", str(folder), "--retry-failed",
                                   "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -148,7 +151,11 @@ def test_a_lost_agent_pauses_the_campaign_with_its_restart_command_and_resume_re
         while holder_of(folder) is None:
             assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0]
             time.sleep(0.05)
-        second = run_cellab("run", "--resume", str(folder), "--retry-failed", "--no-report", timeout_s=60)
+        first.send_signal(signal.SIGSTOP)  # held for as long as the second takes to start, however slow the host
+        try:
+            second = run_cellab("run", "--resume", str(folder), "--retry-failed", "--no-report", timeout_s=60)
+        finally:
+            first.send_signal(signal.SIGCONT)
         assert second.returncode != 0 and f"held by a live `cellab run` (pid {first.pid}" in second.stderr, \
             second.stderr
         text, _ = first.communicate(timeout=240)
