@@ -5,6 +5,7 @@ that starts it again (from the inventory), a wait without a timeout that reminds
 from __future__ import annotations
 
 import shlex
+from types import SimpleNamespace
 import textwrap
 
 import pytest
@@ -79,3 +80,35 @@ def test_on_agent_loss_takes_pause_or_stop_and_names_the_allowed_values(tmp_path
     assert "on_agent_loss" in said and "pause" in said and "stop" in said and str(path) in said
     path.write_text("name: c\nlab: wired\n")
     assert load_campaign(path).on_agent_loss == "pause"
+
+
+@pytest.mark.parametrize("action", ["pause", "stop"])
+def test_the_runner_pauses_until_the_agent_is_back_or_stops_the_campaign(tmp_path, action):
+    import io
+
+    from rich.console import Console
+
+    from cellab.inventory.lab import InventoryLab
+    from cellab.run.agent_loss import CampaignStopped
+    from cellab.run.runner import Runner
+
+    lab = write_lab(tmp_path, 7700, 7701, ues=2)
+    (tmp_path / "c.yaml").write_text(f"name: c\nlab: lab.yaml\non_agent_loss: {action}\n")
+    out = io.StringIO()
+    runner = Runner.new(tmp_path / "c.yaml", tmp_path / "out", console=Console(file=out, width=400))
+    answers = iter([["ue2"], ["ue2"], []])
+    session = SimpleNamespace(lab=InventoryLab(load_inventory(lab), None, []), lost_agents=lambda: next(answers))
+    try:
+        if action == "stop":
+            with pytest.raises(CampaignStopped) as caught:
+                runner._agents_back(session)
+            said = str(caught.value)
+            assert next(answers) == ["ue2"]  # asked once: no wait
+        else:
+            runner._agents_back(session)  # returns once the agent answers
+            said = out.getvalue()
+            assert "agents back after" in said
+    finally:
+        runner.hold.release()
+    assert "agent ue2 (role ue) on host laptop (127.0.0.1) is lost" in said
+    assert f"cellab run --resume {runner.store.root}" in said
