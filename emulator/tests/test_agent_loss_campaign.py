@@ -20,13 +20,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cellab.bus.keys import generate_keypair
-from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
+from cellab.emulator.vlab import SERVER_ADDR
 from cellab.results.holder import holder_of
-from cellab.testkit.helpers import (free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent,
-                                    start_cell_attenuator, stop_agents)
+from cellab.testkit.helpers import free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent, stop_agents
 
 
 def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path) -> Path:
@@ -78,17 +78,14 @@ class Lines:
         raise AssertionError(f"{text!r} not said within {timeout_s:g} s:\n" + "\n".join(self.seen))
 
 
+@pytest.mark.timeout(900)  # two campaigns and a pause on a busy host
 def test_a_lost_agent_pauses_the_campaign_with_its_restart_command_and_resume_retries_its_run(
-        require_root, netns_prefix, tmp_path):
+        cell_and_box, tmp_path):
     port, telemetry_port = free_port(), free_port()
-    lab = VirtualLab(netns_prefix, ues=2)
+    topo, pty = cell_and_box
     procs: dict[str, subprocess.Popen] = {}
     campaigns: list[subprocess.Popen] = []  # cellab run processes: stopped like Ctrl-C if the test fails
-    bridge = None
     try:
-        topo = lab.up()
-        pty = tmp_path / "atten.pty"
-        bridge = start_cell_attenuator(topo.extra["ctl"], pty, 2)
         write_inventory(tmp_path, port, telemetry_port, pty)
         # the options of its host an agent was started with, which the inventory does not describe
         own = {"server1": ("server", topo.server.netns, ()),
@@ -171,7 +168,3 @@ def test_a_lost_agent_pauses_the_campaign_with_its_restart_command_and_resume_re
             except subprocess.TimeoutExpired:
                 proc.kill()
         stop_agents(procs)
-        if bridge is not None:
-            bridge.terminate()
-            bridge.wait(5)
-        lab.down()
