@@ -56,6 +56,7 @@ class FileFeed:
             for path in self.paths():
                 row = self._newest(path)
                 if row is not None:
+                    row["source"] = f"{path.parent.name}/{path.name}"  # several UEs' flows on one server apart
                     try:
                         self.publish(self.topic, row)
                     except Exception:  # noqa: BLE001 - telemetry is best effort: never stop the workload

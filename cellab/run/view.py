@@ -123,8 +123,9 @@ def _tail_rows(path: Path) -> list[dict[str, Any]]:
 
 def last_seconds(run_dir: Path, window_s: float = LAST_S) -> dict[str, Any]:
     """The running run's last `window_s` of telemetry: throughput per UE (the virtual cell's delivered bytes, or
-    srsenb's reported bit rate), RTT (samples that carry `rtt_ms`), attenuation per channel or UE (the
-    attenuator's last value; the cell's); `age_s` of the newest sample. Empty when nothing was written yet."""
+    srsenb's reported bit rate; else the server's flows' delivery rate, summed), RTT (samples that carry `rtt_ms`:
+    ping replies, the sender's flows), attenuation per channel or UE (the attenuator's last value; the cell's);
+    `age_s` of the newest sample. Empty when nothing was written yet."""
     rows = [row for path in sorted((run_dir / "telemetry").glob("*.jsonl")) for row in _tail_rows(path)]
     if not rows:
         return {}
@@ -132,6 +133,7 @@ def last_seconds(run_dir: Path, window_s: float = LAST_S) -> dict[str, Any]:
     recent = sorted((r for r in rows if r["t_s"] >= newest - window_s), key=lambda r: r["t_s"])
     cell_bytes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     enb_bps: dict[str, list[float]] = defaultdict(list)
+    flow_bps: dict[str, list[float]] = defaultdict(list)
     rtts: list[float] = []
     attenuation: dict[str, float] = {}
     for row in recent:
@@ -140,6 +142,8 @@ def last_seconds(run_dir: Path, window_s: float = LAST_S) -> dict[str, Any]:
             cell_bytes[f"ue{row.get('ue')}"].append((row["t_s"], float(row["dl_bytes"])))
         if topic == "ue_metrics" and _number(row.get("dl_bitrate_bps")) is not None:
             enb_bps[f"rnti {row.get('rnti')}"].append(float(row["dl_bitrate_bps"]))
+        if topic == "flow" and _number(row.get("delivery_rate_bps")) is not None:  # the server's sender
+            flow_bps[str(row.get("source"))].append(float(row["delivery_rate_bps"]))
         if _number(row.get("rtt_ms")) is not None:
             rtts.append(float(row["rtt_ms"]))
         if topic == "attenuation" and _number(row.get("db")) is not None:
@@ -149,6 +153,8 @@ def last_seconds(run_dir: Path, window_s: float = LAST_S) -> dict[str, Any]:
     throughput = {ue: 8 * sum(b for _, b in samples[1:]) / (samples[-1][0] - samples[0][0])
                   for ue, samples in cell_bytes.items() if len(samples) > 1 and samples[-1][0] > samples[0][0]}
     throughput |= {ue: statistics.fmean(values) for ue, values in enb_bps.items()}
+    if not throughput and flow_bps:  # no radio's count (a commercial network): TCP's delivery rate at the sender
+        throughput["sender"] = sum(statistics.fmean(values) for values in flow_bps.values())
     return {"age_s": max(0.0, time.time() - newest), "throughput_bps": throughput,
             "rtt_ms": statistics.fmean(rtts) if rtts else None, "attenuation_db": attenuation}
 

@@ -69,6 +69,17 @@ def test_last_seconds_reads_throughput_rtt_and_attenuation_from_the_runs_telemet
     assert last_seconds(tmp_path / "nothing") == {}
 
 
+def test_without_a_radios_count_the_throughput_is_the_senders_delivery_rate(tmp_path):
+    folder = tmp_path / "telemetry"
+    folder.mkdir()
+    now = time.time()
+    rows = [{"t_s": now - 1, "topic": "flow", "source": f"r-a1-{ue}-send/flow-1.jsonl", "rtt_ms": 30.0,
+             "delivery_rate_bps": rate} for ue, rate in (("phone-a", 4e6), ("phone-b", 2e6))]
+    (folder / "server1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen = last_seconds(tmp_path)  # a commercial network: no cell, no eNB agent
+    assert seen["throughput_bps"] == {"sender": 6e6} and seen["rtt_ms"] == 30.0
+
+
 def test_status_prints_cells_run_lines_eta_holder_and_the_running_runs_last_seconds(tmp_path):
     store, run_dir, running = _folder(tmp_path, sr=True)
     _telemetry(run_dir, time.time())

@@ -29,10 +29,11 @@ def test_the_feed_publishes_the_newest_whole_line_of_each_file(tmp_path):
                       "[102.0] 64 bytes: icmp_seq=3 ti")  # a line still being written
             out.flush()
             time.sleep(0.3)
-            assert published == [("ping", {"t_s": 101.0, "rtt_ms": 20.0})]  # the newest whole line, once
+            source = f"{tmp_path.name}/ping.txt"
+            assert published == [("ping", {"t_s": 101.0, "rtt_ms": 20.0, "source": source})]  # the newest whole line, once
             out.write("me=30 ms\n")
             out.flush()
             time.sleep(0.3)
     finally:
         feed.stop()
-    assert published[-1] == ("ping", {"t_s": 102.0, "rtt_ms": 30.0}) and len(published) == 2
+    assert published[-1] == ("ping", {"t_s": 102.0, "rtt_ms": 30.0, "source": source}) and len(published) == 2
