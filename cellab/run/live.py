@@ -1,7 +1,8 @@
 """The live view of `cellab run`: each run's line as it finishes with the ETA (cellab.run.view, the lines `cellab
 status` prints too), and the running run's last seconds (throughput, RTT, attenuation) from the telemetry it is
 writing, for inventory runs as for embedded ones. On a terminal a rich Live line under the finished runs,
-refreshed every second; otherwise (a CI log, a pipe) plain lines only: the running run's every PLAIN_EVERY_S."""
+refreshed every second; otherwise (a CI log, a pipe) plain lines only: the running run's every PLAIN_EVERY_S. Not
+entered (runs on Dask workers, whose telemetry stays there), it prints the finished runs' lines only."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class LiveView:
         self._eta = ""
 
     def __enter__(self) -> LiveView:
+        self._stop.clear()
         if self.console.is_terminal:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
@@ -47,6 +49,7 @@ class LiveView:
             self._thread.join(5)
         if self._live is not None:
             self._live.stop()
+        self._thread = self._live = None
 
     def running(self, run_id: str, factors: dict[str, Any], run_dir: Path) -> None:
         with self._lock:

@@ -43,7 +43,9 @@ class Runner:
         self.prefix = prefix
         self.on_run_done = on_run_done
         self.hold = hold(store.root)  # a second run or resume of this folder is refused naming this process
-        self.view: LiveView | None = None  # in process: each run's line, the ETA, the running run's last seconds
+        # each run's line and the ETA as runs are stored; in process also the running run's last seconds (entered)
+        self.view = LiveView(self.console, store.rows,
+                             campaign.model_dump(mode="json", include={"factors", "faults", "workload"}))
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
@@ -72,8 +74,7 @@ class Runner:
     def stored(self, run: PlannedRun, record: RunRecord, counts: dict[str, int]) -> None:
         """A finished run's record is in the store: count it and tell whoever watches."""
         counts[record.status] += 1
-        if self.view is not None:
-            self.view.finished(run.run_id)
+        self.view.finished(run.run_id)
         if self.on_run_done:
             self.on_run_done(run, record.status)
 
@@ -104,12 +105,10 @@ class Runner:
             by_lab.setdefault(run.params.get(LAB_FACTOR, self.campaign.lab), []).append(run)
         self.console.print(f"{self.campaign.name}: {total - len(todo)} of {total} runs done before, {len(todo)} to "
                            "run", highlight=False)
-        as_dict = self.campaign.model_dump(mode="json", include={"factors", "faults", "workload"})
-        with LiveView(self.console, self.store.rows, as_dict) as self.view:
+        with self.view:
             for lab, runs in by_lab.items():
                 campaign = on_lab(self.campaign, lab) if LAB_FACTOR in self.campaign.factors else self.campaign
                 self._run_on(lab, campaign, runs, counts)
-        self.view = None
         return counts
 
     def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], counts: dict[str, int]) -> None:
@@ -142,4 +141,4 @@ class Runner:
         if action == "stop":
             raise CampaignStopped(message)
         self.console.print(message, highlight=False, markup=False, soft_wrap=True)
-        wait_until_back(session.lost_agents, self.view.say if self.view else self.console.print)
+        wait_until_back(session.lost_agents, self.view.say)
