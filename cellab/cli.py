@@ -400,6 +400,12 @@ def _mount_compare() -> None:
     mount(app)
 
 
+def _mount_status() -> None:
+    from cellab.run.status_cli import mount  # typer alone: the folder is read when the command runs
+
+    mount(app)
+
+
 def _mount_scale() -> None:
     from cellab.cluster.cli import mount
 
@@ -418,6 +424,7 @@ _mount_scale()
 _mount_fidelity()
 _mount_compare()
 _mount_results()
+_mount_status()
 _mount_rooms(sys.argv)  # last: it tells the core commands mounted above from the rooms'
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 
 from cellab.bus import OperationFailed, operation
+from cellab.labs.feed import FileFeed, flow_sample
 from cellab.contracts.server import (
     ListModulesResult,
     LoadModulesParams,
@@ -48,8 +49,8 @@ class ModuleOps:
         state = getattr(self, "_server_modules_state", None)
         if state is None:
             # loaded: module -> the namespace that holds it for this agent (None: the agent's process);
-            # senders: run_id -> Sender (one per UE of a run)
-            state = {"loaded": {}, "senders": {}}
+            # senders: run_id -> Sender (one per UE of a run); feeds: run_id -> its flows' RTT as telemetry
+            state = {"loaded": {}, "senders": {}, "feeds": {}}
             self._server_modules_state = state
         return state
 
@@ -135,6 +136,8 @@ class ModuleOps:
             shutil.rmtree(log_dir, ignore_errors=True)
             raise OperationFailed(str(exc)) from None
         state["senders"][params.run_id] = sender
+        state["feeds"][params.run_id] = FileFeed(lambda: sorted(log_dir.glob("flow-*.jsonl")), flow_sample,
+                                                 self.publish, "flow").start()  # the live view's RTT
         return StartSenderResult(port=port, log_dir=params.run_id)
 
     @operation
@@ -151,6 +154,9 @@ class ModuleOps:
         if run_id not in senders:
             raise OperationFailed(f"sender {run_id!r} is not running", field="params.run_id", allowed=sorted(senders))
         sender = senders.pop(run_id)
+        feed = self._sm_state()["feeds"].pop(run_id, None)
+        if feed is not None:
+            feed.stop()
         info = sender.stop()
         base = Path(self.artifact_dir)
         files = [str(p.relative_to(base)) for p in sender.log_files()]
@@ -162,6 +168,9 @@ class ModuleOps:
         (they go with the namespace): an agent back after a lost controller finds them as the runner set them."""
         state = self._sm_state()
         senders, state["senders"] = list(state["senders"].values()), {}
+        for feed in state["feeds"].values():
+            feed.stop()
+        state["feeds"] = {}
         for sender in senders:
             try:
                 sender.stop()

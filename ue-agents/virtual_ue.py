@@ -23,6 +23,7 @@ from cellab.contracts.ue import (
 )
 from cellab.errors import CellabError
 from cellab.paths import find_program
+from cellab.labs.feed import FileFeed, ping_sample
 from cellab.labs.proc import ManagedProcess
 from cellab.ue.probe_ops import ProbeOps
 from cellab.ue.ue_provenance import VirtualUEProvenance
@@ -127,6 +128,7 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
         client = ManagedProcess(argv, iperf_path, self.netns)
         self._children.append(client)
         started = time.monotonic()
+        feed = FileFeed(lambda: [ping_path], ping_sample, self.publish, "ping").start() if pinger else None  # RTT live
         try:
             code = client.wait(params.duration_s + 15)
         except subprocess.TimeoutExpired:
@@ -135,6 +137,7 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
         finally:
             if pinger is not None:
                 pinger.stop(grace_s=5)
+                feed.stop()
             self._children.clear()
         if code != 0:
             tail = iperf_path.read_text(errors="replace")[-400:]

@@ -195,6 +195,11 @@ class Campaign(Strict):
                         "interval, Mann-Whitney U), kept in results.sqlite and shown in the report")
     order: Order = Order()
     between_runs: BetweenRuns = BetweenRuns()
+    on_agent_loss: Literal["pause", "stop"] = Field(
+        "pause", description="an inventory's agent lost during the campaign: pause (say which agent, on which host, "
+                             "and the command that restarts it, then go on by itself once it is back) or stop (say "
+                             "the same and end; `cellab run --resume DIR --retry-failed` continues); the run it "
+                             "failed stays failed either way")
     factors: dict[Name, list[Any] | dict[Name, dict[str, Any]]] = {}  # names and level names: labels people read
     fixed: dict[str, Any] = {}
     schedules: dict[Label, ScheduleSpec] = {}

@@ -59,3 +59,23 @@ def hold(root: Path) -> FolderHold:
     handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started_at": time.time()}))
     handle.flush()
     return FolderHold(handle)
+
+
+def holder_of(root: Path) -> dict | None:
+    """The live `cellab run` holding the folder ({pid, host, started_at}; {} when it has not said yet), None when
+    no process holds it. Only reads: the file is opened read-only without following a link, never created."""
+    try:
+        fd = os.open(Path(root) / HOLDER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file: no run ever held it (or a link planted there, which no holder opens)
+    with os.fdopen(fd) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                who = json.loads(handle.read(4096))
+            except ValueError:
+                return {}
+            return who if isinstance(who, dict) else {}
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return None

@@ -27,6 +27,9 @@ from cellab.results.comparisons import store_comparisons
 from cellab.results.stopping import after_run
 from cellab.results.holder import hold
 from cellab.results.store import ResultStore
+from cellab.run.agent_loss import CampaignStopped, loss_message, wait_until_back
+from cellab.run.live import LiveView
+from cellab.inventory.lab import InventoryLab
 from cellab.run.session import LabSession
 from cellab.run.step import RunRecord, check_module_params, execute_run, ue_count
 
@@ -40,6 +43,9 @@ class Runner:
         self.prefix = prefix
         self.on_run_done = on_run_done
         self.hold = hold(store.root)  # a second run or resume of this folder is refused naming this process
+        # each run's line and the ETA as runs are stored; in process also the running run's last seconds (entered)
+        self.view = LiveView(self.console, store.rows,
+                             campaign.model_dump(mode="json", include={"factors", "faults", "workload"}))
 
     @classmethod
     def new(cls, campaign_path: Path, out_dir: Path, lab: str | None = None, **kwargs: Any) -> Runner:
@@ -68,6 +74,7 @@ class Runner:
     def stored(self, run: PlannedRun, record: RunRecord, counts: dict[str, int]) -> None:
         """A finished run's record is in the store: count it and tell whoever watches."""
         counts[record.status] += 1
+        self.view.finished(run.run_id)
         if self.on_run_done:
             self.on_run_done(run, record.status)
 
@@ -96,22 +103,23 @@ class Runner:
         by_lab: dict[str, list[PlannedRun]] = {}  # a `lab` factor: each lab's runs on its own instance
         for run in todo:
             by_lab.setdefault(run.params.get(LAB_FACTOR, self.campaign.lab), []).append(run)
-        with self._progress() as progress:
-            task = progress.add_task(self.campaign.name, total=total, completed=total - len(todo))
+        self.console.print(f"{self.campaign.name}: {total - len(todo)} of {total} runs done before, {len(todo)} to "
+                           "run", highlight=False)
+        with self.view:
             for lab, runs in by_lab.items():
                 campaign = on_lab(self.campaign, lab) if LAB_FACTOR in self.campaign.factors else self.campaign
-                self._run_on(lab, campaign, runs, progress, task, counts)
+                self._run_on(lab, campaign, runs, counts)
         return counts
 
-    def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], progress: Progress, task: Any,
-                counts: dict[str, int]) -> None:
+    def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], counts: dict[str, int]) -> None:
         most_ues = max(ue_count(run.params.get("ues")) for run in runs)
         purpose = f"campaign {self.campaign.name} ({self.store.root})"
         with LabSession(lab, prefix=self.prefix, ue_count=most_ues, purpose=purpose) as session:
             check_module_params(session, runs, self.store.campaign_path())
             for run in runs:
-                progress.update(task, description=f"{self.campaign.name} {run.run_id} {_label(run.factors)}")
+                self._agents_back(session)
                 run_dir = self.store.start(run)
+                self.view.running(run.run_id, run.factors, run_dir)
                 try:
                     record = execute_run(session, campaign, run, run_dir, self.store.root, log=self.console.print)
                 except KeyboardInterrupt:
@@ -119,13 +127,18 @@ class Runner:
                     raise
                 self.store.save_record(run, record)
                 self.stored(run, record, counts)
-                progress.advance(task)
-                more = after_run(self.campaign, self.store, run, self.console.print)  # a stopping rule may want more
-                if more:
-                    runs.extend(more)
-                    progress.update(task, total=len(self.store.planned()))
-        return counts
+                runs.extend(after_run(self.campaign, self.store, run, self.console.print))  # a stopping rule's more
 
-
-def _label(factors: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in factors.items())
+    def _agents_back(self, session: LabSession) -> None:
+        """An inventory's agent lost before a run: say which, where and how to start it again, then wait until it
+        is back (on_agent_loss: pause) or stop the campaign (stop)."""
+        lost = session.lost_agents()
+        if not lost:
+            return
+        assert isinstance(session.lab, InventoryLab)
+        action = self.campaign.on_agent_loss
+        message = loss_message(session.lab.inventory, lost, action, self.store.root)
+        if action == "stop":
+            raise CampaignStopped(message)
+        self.console.print(message, highlight=False, markup=False, soft_wrap=True)
+        wait_until_back(session.lost_agents, self.view.say)

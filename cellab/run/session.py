@@ -308,6 +308,13 @@ class LabSession:
         self._forget_unregistered_modules()
         return restarted
 
+    def lost_agents(self) -> list[str]:
+        """An inventory's agents the controller has lost or does not see (an embedded lab restarts its own)."""
+        if not isinstance(self.lab, InventoryLab) or self.controller is None:
+            return []
+        seen = self.controller.agents()
+        return [name for name in self.agents if name not in seen or seen[name].lost]
+
     def _forget_modules(self) -> None:
         self.loaded_modules.clear()
         self.module_values.clear()

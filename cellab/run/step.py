@@ -107,6 +107,8 @@ def execute_run(session: LabSession, campaign: Campaign, run: PlannedRun, run_di
             record.error = error
             # the lab lost real time: what it measured is of the host, so the run is invalid, not failed
             record.status = "invalid" if isinstance(exc, LabTimingError) else "failed"
+            if session.lost_agents():  # no attempt works before it is back: the runner pauses for it
+                break
             if attempt < retry.max_attempts:
                 time.sleep(retry.backoff_s)
             continue

@@ -80,6 +80,7 @@ class TelemetryRecorder:
             if handle is None:
                 handle = self._files[stream] = open(self._dir / f"{_SAFE_NAME.sub('_', stream)}.jsonl", "a")
             handle.write(json.dumps(row, default=str) + "\n")
+            handle.flush()  # whole lines on disk as they come: the live view and `cellab status` read the tail
             self.samples += 1
 
     def stop(self) -> None:

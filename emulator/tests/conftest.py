@@ -28,3 +28,22 @@ def vlab(require_root, netns_prefix):
     yield make
     for lab in labs:
         lab.down()
+
+
+@pytest.fixture
+def cell_and_box(require_root, netns_prefix, tmp_path):
+    """A two-UE virtual cell and its Mini-Circuits serial attenuator (cellab.attenuator.bridge) at tmp_path/atten.pty,
+    for an inventory whose agents the test starts (and stops before this takes both down): (topology, pty)."""
+    from cellab.testkit.helpers import start_cell_attenuator
+
+    lab = VirtualLab(netns_prefix, ues=2)
+    bridge = None
+    try:
+        topo = lab.up()
+        bridge = start_cell_attenuator(topo.extra["ctl"], tmp_path / "atten.pty", 2)
+        yield topo, tmp_path / "atten.pty"
+    finally:
+        if bridge is not None:
+            bridge.terminate()
+            bridge.wait(5)
+        lab.down()

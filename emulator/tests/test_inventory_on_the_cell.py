@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from cellab.bus.keys import generate_keypair
-from cellab.emulator.vlab import SERVER_ADDR, VirtualLab
+from cellab.emulator.vlab import SERVER_ADDR
 from cellab.hostlock import SRSRAN_LOCK, host_lock
 from cellab.testkit.helpers import (free_port, only_folder, pid_in_netns, result_rows, run_cellab, start_agent,
-                            start_cell_attenuator, stop_agents)
+                            stop_agents)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT.parent / "shared" / "tools" / "srsran"
@@ -69,19 +69,15 @@ def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path) -> Pat
 
 
 def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_agent(
-        require_root, netns_prefix, tmp_path, srsran_lock):
+        srsran_lock, cell_and_box, tmp_path):
     fake_bin = tmp_path / "fakebin"
     fake_bin.mkdir()
     (fake_bin / "srsenb").write_text(f"#!{sys.executable}\n" + FAKE_SRSENB.read_text())
     (fake_bin / "srsenb").chmod(0o755)
     port, telemetry_port = free_port(), free_port()
-    lab = VirtualLab(netns_prefix, ues=2)
+    topo, pty = cell_and_box
     procs: dict[str, subprocess.Popen] = {}
-    bridge = None
     try:
-        topo = lab.up()
-        pty = tmp_path / "atten.pty"
-        bridge = start_cell_attenuator(topo.extra["ctl"], pty, 2)
         write_inventory(tmp_path, port, telemetry_port, pty)
         cell = ("--cell-ctl", topo.extra["ctl"])
         specs = {"server1": ("server", topo.server.netns, ()),
@@ -151,8 +147,4 @@ def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_age
             assert manifest["attenuation_applied_db"] == {"1": 10.0, "2": 10.0}
     finally:
         stop_agents(procs)
-        if bridge is not None:
-            bridge.terminate()
-            bridge.wait(5)
-        lab.down()
         os.environ.pop("FAKE_SRSENB_UES", None)
