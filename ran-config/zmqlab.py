@@ -223,6 +223,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         radio parameter changed or one is not running (a new srsue does not sync to an srsenb whose ZMQ peer
         went away); then attach, the eNB's RNTIs, each UE's default route and a ping through the EPC."""
         p = validate_params(params)
+        self.join_s1_recovery()  # the last run's MME recovery restarts srsenb itself: never under this configure
         started = time.monotonic()
         enb = self._enb()
         status = enb.status()

@@ -187,21 +187,6 @@ def test_a_ue_not_back_after_an_open5gs_daemons_restart_is_named_with_the_daemon
     assert lab.lost_ues_fault() is None and "core_daemon_restarted" not in lab.fault_state()
 
 
-@pytest.mark.parametrize(("flavour", "daemon", "agent_name", "says"), [
-    ("open5gs", "mme", "mme", "never sets S1 up with the new MME"),
-    ("srsepc", "srsepc", "epc", "never sets S1 up with the new srsEPC")])
-def test_the_mme_or_srsepc_restarted_leaves_s1_down_until_the_stack_restarts(flavour, daemon, agent_name, says):
-    lab = CoreLab(flavour)
-    _play(lab, daemon)
-    assert lab.core.calls == [("kill", agent_name), ("start", [agent_name])]
-    state = lab.fault_state()
-    assert state["s1_up"] is False and f"{daemon} was restarted under the running srsenb" in state["s1_down_why"]
-    assert says in state["s1_down_why"], state
-    lab.reaching = {"0": False}
-    assert lab.lost_ues_fault() == (f"UE 0 did not come back: no ping to the server ({state['s1_down_why']})")
-    assert lab.fault_state()["not_back"] == [f"UE 0 did not come back after {daemon}'s restart"]
-
-
 def test_a_daemon_that_does_not_start_again_fails_the_faults_end_naming_it():
     lab = CoreLab("open5gs")
     lab.core.restart_fails = True

@@ -1,0 +1,175 @@
+"""The srsran-zmq lab's way back from an MME restart (srsEPC whole, or Open5GS's mmed: a core_daemon fault), mixed
+into the lab as S1Recovery.
+
+What the real stack does (srsRAN 4G 23.04 through the bundles' SCTP shims, which report a lost peer as kernel SCTP
+does): srsenb gets `SCTP_SHUTDOWN_EVENT`, releases its UEs and connects again, every `s1_connect_timer` (10 s of the
+stack's clock) until an MME answers its S1 Setup. Its log says when (cellab.ran.s1_events, fetched from the eNB
+agent's `s1_events.jsonl`): S1 is back at that line, not at a time a model assumes. The new MME does not know the
+UEs: their Service Request is rejected (cause #10 from srsEPC, #9 from Open5GS) and srsue starts a fresh attach,
+whose random access never reaches srsenb over ZMQ (srsRAN 4G's own tracker has it); a new srsue alone does not
+attach either. So, as a real network would see its UEs come back, with a fresh attach:
+1. each UE is given UE_SELF_WAIT_S to attach by itself (a later srsRAN may: then nothing is restarted);
+2. a UE not back: srsenb is restarted (SIGKILL and the eNB agent's configure, as the enb_restart fault does; the
+   broker and srsue keep running, the broker aligns the new srsenb's uplink to the UEs' streams), and srsue attaches
+   afresh to the new cell; the restart is a lab event (`radio_restart`, naming what was restarted and why).
+Each step is a lab event on the run's timeline: `s1_lost` and `s1_setup` (srsenb's log), `ue_attached` (srsue's
+console: "Network attach successful", when the lab saw it), `ue_reaches_server` (a ping from the UE's namespace
+through the core to the server). The recovery runs on its own thread from the fault's end (the MME started again),
+so the fault's window stays the kill and the restart; fault_state waits for it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from cellab.labs import netns
+
+from .srsue_proc import ATTACH_RE, TUN_NAME
+
+S1_BACK_TIMEOUT_S = 90.0  # wall s: srsenb's 10 s reconnect timer at 0.3 of real time, twice, and the setup
+UE_SELF_WAIT_S = 8.0  # wall s after S1 is back for a UE's own attach before its radio side is restarted
+UE_ATTACH_TIMEOUT_S = 60.0  # wall s for the attach after a restart (the lab's own attach timeout)
+POLL_S = 0.2
+PING_TRIES, PING_WAIT_S = 5, 2
+RECOVERY_LOG = "s1_recovery.json"
+RECOVERY_JOIN_S = 200.0  # collect's and fault_state's wait for a recovery still running (its steps time out first)
+
+
+def s1_events_since(text: str, since_s: float) -> list[dict[str, Any]]:
+    """The eNB agent's s1_events.jsonl rows at or after `since_s` (wall s), in order; cut lines left out."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("t_s"), (int, float)) and row["t_s"] >= since_s:
+            rows.append(row)
+    return sorted(rows, key=lambda r: r["t_s"])
+
+
+def attach_count(console_text: str) -> int:
+    """How many times srsue printed "Network attach successful" (a fresh attach adds one)."""
+    return len(ATTACH_RE.findall(console_text))
+
+
+class S1Recovery:
+    """The recovery thread of a SrsranZmqLab (its _ues, _enb, controller, note_event, ...)."""
+
+    _recovery: threading.Thread | None = None
+    _recovery_log: dict[str, Any] | None = None  # what the last recovery did and measured
+
+    if TYPE_CHECKING:  # the lab's own
+        _ues: list[Any]
+        _s1_lost_at: float | None
+        state_dir: Any
+        controller: Any
+        def note_event(self, event: dict[str, Any]) -> None: ...
+        def ue_ns_of(self, index: int) -> str: ...
+        def topology(self) -> Any: ...
+        def _agent(self, role: str) -> str: ...
+        def restart_srsenb(self, why: str) -> dict[str, Any]: ...
+
+    def start_s1_recovery(self, daemon: str, killed_at: float) -> None:
+        """From the fault's end (the MME runs again): S1 and each UE brought back on a thread (recovery_result)."""
+        self.join_s1_recovery()
+        before = [attach_count(ue.console_text()) for ue in self._ues]
+        self._recovery_log = {"daemon": daemon, "killed_at": killed_at, "done": False}
+        self._recovery = threading.Thread(target=self._recover, args=(killed_at, before), name="s1-recovery",
+                                          daemon=True)
+        self._recovery.start()
+
+    def join_s1_recovery(self, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """Wait for the running recovery (at most `timeout_s`); what it did so far."""
+        if self._recovery is not None:
+            self._recovery.join(timeout_s)
+            if not self._recovery.is_alive():
+                self._recovery = None
+        return self._recovery_log
+
+    def s1_events(self, since_s: float) -> list[dict[str, Any]]:
+        """srsenb's S1 events since `since_s`, from the eNB agent (none before it logged one)."""
+        local = self.state_dir / "s1_events.jsonl"
+        try:
+            self.controller.fetch_artifact(self._agent("enb"), local.name, local)
+        except Exception:  # noqa: BLE001 - not written yet: srsenb logged no S1 event
+            return []
+        return s1_events_since(local.read_text(errors="replace"), since_s)
+
+    def _recover(self, killed_at: float, attached_before: list[int]) -> None:
+        log = self._recovery_log
+        assert log is not None
+        try:
+            setup = self._wait_s1_setup(killed_at)
+            log["s1_setup_at"] = setup
+            self._write_recovery_log()
+            if setup is None:
+                log["error"] = f"srsenb set S1 up with no MME within {S1_BACK_TIMEOUT_S:g} s of the kill"
+                return
+            self._s1_lost_at = None
+            back = self._wait_reattached(attached_before, time.time() + UE_SELF_WAIT_S)
+            log["attached_by_itself"] = sorted(back)
+            if len(back) < len(self._ues):
+                missing = [i for i in range(len(self._ues)) if i not in back]
+                why = (f"UE {', '.join(map(str, missing))} did not attach by itself within {UE_SELF_WAIT_S:g} s of "
+                       "S1's return (srsue's random access over ZMQ)")
+                counts = [attach_count(ue.console_text()) for ue in self._ues]
+                log["restarting"] = why
+                self._write_recovery_log()
+                log["restarted"] = self.restart_srsenb(why)
+                self._write_recovery_log()
+                back |= self._wait_reattached(counts, time.time() + UE_ATTACH_TIMEOUT_S, only=missing)
+            log["attached"] = sorted(back)
+            log["reaches_server"] = {i: self._path_back(i) for i in sorted(back)}
+        except Exception as exc:  # noqa: BLE001 - the thread's failure is the run's, reported by fault_state
+            log["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            log["done"] = True
+            self._write_recovery_log()
+
+    def _write_recovery_log(self) -> None:
+        """What the recovery did so far, beside the lab's state (collect copies it into the run's folder)."""
+        (self.state_dir / RECOVERY_LOG).write_text(json.dumps(self._recovery_log, indent=1, default=str))
+
+    def _wait_s1_setup(self, killed_at: float) -> float | None:
+        """srsenb's first S1 Setup after the kill (its log's time), noted with the loss; None at the timeout."""
+        deadline, noted = killed_at + S1_BACK_TIMEOUT_S, False
+        while time.time() < deadline:
+            events = self.s1_events(killed_at)
+            if not noted and (lost := next((e for e in events if e["event"] == "s1_lost"), None)):
+                self.note_event({"event": "s1_lost", "t_s": lost["t_s"], "source": "srsenb log"})
+                noted = True
+            setup = next((e for e in events if e["event"] == "s1_setup"), None)
+            if setup is not None:
+                self.note_event({"event": "s1_setup", "t_s": setup["t_s"], "source": "srsenb log"})
+                return float(setup["t_s"])
+            time.sleep(0.5)
+        return None
+
+    def _wait_reattached(self, before: list[int], deadline: float, only: list[int] | None = None) -> set[int]:
+        """The UEs that printed a new attach before `deadline` (each noted when seen)."""
+        pending = set(range(len(self._ues)) if only is None else only)
+        back: set[int] = set()
+        while pending and time.time() < deadline:
+            for i in sorted(pending):
+                if attach_count(self._ues[i].console_text()) > before[i]:
+                    self.note_event({"event": "ue_attached", "ue": i, "source": "srsue console"})
+                    back.add(i)
+                    pending.discard(i)
+            time.sleep(POLL_S)
+        return back
+
+    def _path_back(self, index: int) -> bool:
+        """The UE's default route through its (new) TUN and a ping to the server; noted when it answers."""
+        ns = self.ue_ns_of(index)
+        subprocess.run(netns.in_netns(ns, ["ip", "route", "replace", "default", "dev", TUN_NAME]),
+                       capture_output=True, check=False)
+        argv = netns.in_netns(ns, ["ping", "-c", "1", "-W", str(PING_WAIT_S), self.topology().server.address])
+        for _ in range(PING_TRIES):
+            if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
+                self.note_event({"event": "ue_reaches_server", "ue": index})
+                return True
+        return False
