@@ -144,6 +144,9 @@ def test_a_ue_that_does_not_attach_by_itself_is_brought_back_by_restarting_srsen
         recovery["restarted"]["why"], recovery
     assert lab.killed_pids == [4242] and lab.enb.configured == ["the run's srsenb configuration"]
     assert lab._enb_restarts == lab.enb.restarts  # the lab's own restart is no crash of the run
+    ((since, until, why),) = lab.stack_clock_excused()  # the stack's own stalls while no UE had a connection
+    assert since == lab._core_killed_at and until == pytest.approx(recovery["attached_at"][0] + 0.5)
+    assert "no UE connected from its kill to the UEs' fresh attach" in why, why
     restart = next(e for e in lab.events if e["event"] == "radio_restart")
     assert restart["restarted"] == ["srsenb"] and "random access" in restart["why"], restart
     names = [e["event"] for e in lab.events]
@@ -154,6 +157,7 @@ def test_a_ue_never_back_is_named_and_the_next_configure_restarts_the_stack(tmp_
     lab = RecoveryLab("open5gs", attach_on=None, state_dir=tmp_path)
     state = _restart(lab, "mme")
     assert state["s1_up"] is True and state["s1_recovery"]["attached"] == [], state
+    assert lab.stack_clock_excused() == []  # no UE back: every stall of the run is judged
     lab.reaching = {"0": False}
     assert lab.lost_ues_fault() == ("UE 0 did not come back: no ping to the server (mme was restarted under the "
                                     "running UEs (core_daemon fault))")
