@@ -22,7 +22,7 @@ from cellab.campaign.load import load_campaign
 from cellab.errors import CellabError, InputError, InputErrors
 from cellab.faults.spec import FaultStep
 
-from .conftest import LOCK_WAIT_S, run_zmq_campaign
+from .conftest import LOCK_WAIT_S, run_zmq_campaign, skip_without_open5gs
 from .test_zmqlab_fault_rules import FakeLab
 
 OPEN5GS_DAEMONS = ["hss", "mme", "pcrf", "sgwc", "sgwu", "smf", "upf"]
@@ -208,7 +208,6 @@ def test_the_lab_refuses_at_the_fault_a_daemon_the_runs_core_does_not_run(flavou
 
 
 # ---- with the real stack ---------------------------------------------------------------------------------------
-OPEN5GS = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "open5gs"
 MIN_STACK_SPEED = 0.2  # below it the host, not the stack, decides every time measured here
 WORKLOAD_S = 20  # SGW-U's sessions come back 10-15 s after the kill (PFCP heartbeat): inside it
 
@@ -234,14 +233,7 @@ def _silence(answers: list[float], after_s: float, end_s: float) -> tuple[float,
 @pytest.mark.timeout(LOCK_WAIT_S + 900)
 def test_open5gs_daemons_killed_under_a_download_hss_unnoticed_sgwu_restored_sgwc_fails_naming_it(
         bundle, tmp_path):
-    if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
-        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
-    from cellab.paths import find_program
-
-    try:
-        find_program("cellab-ferretdb")
-    except CellabError as exc:
-        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
+    skip_without_open5gs()
     plans = ("hss", "sgwu", "sgwc")
     folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
         "name: zmq-open5gs-daemons\nlab: srsran-zmq\nrepeat: 1\norder: {mode: sequential}\n"

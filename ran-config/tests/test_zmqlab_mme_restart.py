@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import LOCK_WAIT_S, run_zmq_campaign
-from .test_zmqlab_core_daemons import OPEN5GS
+from .conftest import LOCK_WAIT_S, run_zmq_campaign, skip_without_open5gs
 
 WORKLOAD_S = 75  # srsue's attach after srsEPC's Service Reject waits for T3410 + T3411 (25 s of stack time)
 FIGURES = ("s1_back_s", "reattach_s", "traffic_back_s", "s1_back_stack_s", "reattach_stack_s", "traffic_back_stack_s")
@@ -29,18 +28,6 @@ def _campaign(core: str, daemon: str, repeat: int, levels: str) -> str:
             f"fixed: {{core: {core}, n_prb: 25, cc: cubic, sr_period_ms: 20}}\n"
             f"workload: {{tool: iperf3, duration_s: {WORKLOAD_S}}}\nmeasurements: [throughput, rtt]\n"
             "timeouts: {run_s: 300, request_s: 10}\nretry: {max_attempts: 1, backoff_s: 0}\n")
-
-
-def _open5gs_or_skip() -> None:
-    if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
-        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
-    from cellab.errors import CellabError
-    from cellab.paths import find_program
-
-    try:
-        find_program("cellab-ferretdb")
-    except CellabError as exc:
-        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
 
 
 def _kill_run(run_dir: Path, daemon: str) -> dict:
@@ -73,26 +60,17 @@ def _kill_run(run_dir: Path, daemon: str) -> dict:
 
 
 @pytest.mark.root
-@pytest.mark.extended  # one srsRAN run with srsEPC killed (about 2.5 min)
+@pytest.mark.extended  # one srsRAN run with the MME killed (about 2.5 min)
 @pytest.mark.timeout(LOCK_WAIT_S + 900)
-def test_srsepc_killed_under_a_download_s1_and_the_ue_come_back_and_the_run_is_ok(bundle, tmp_path):
-    folder, runs, log = run_zmq_campaign(bundle, tmp_path, _campaign("srsepc", "srsepc", 1, "kill"), "zqe",
-                                         LOCK_WAIT_S)
+@pytest.mark.parametrize(("core", "daemon", "prefix"), [("srsepc", "srsepc", "zqe"), ("open5gs", "mme", "zqo")])
+def test_the_mme_killed_under_a_download_s1_and_the_ue_come_back_and_the_run_is_ok(bundle, tmp_path, core, daemon,
+                                                                                   prefix):
+    if core == "open5gs":
+        skip_without_open5gs()
+    folder, runs, log = run_zmq_campaign(bundle, tmp_path, _campaign(core, daemon, 1, "kill"), prefix, LOCK_WAIT_S)
     ((run_id, status, error, _),) = runs
     assert status == "ok", (error, log)
-    _kill_run(folder / "runs" / run_id, "srsepc")
-
-
-@pytest.mark.root
-@pytest.mark.extended  # one srsRAN run on Open5GS with mmed killed (about 2.5 min)
-@pytest.mark.timeout(LOCK_WAIT_S + 900)
-def test_open5gs_mme_killed_under_a_download_s1_and_the_ue_come_back_and_the_run_is_ok(bundle, tmp_path):
-    _open5gs_or_skip()
-    folder, runs, log = run_zmq_campaign(bundle, tmp_path, _campaign("open5gs", "mme", 1, "kill"), "zqo",
-                                         LOCK_WAIT_S)
-    ((run_id, status, error, _),) = runs
-    assert status == "ok", (error, log)
-    _kill_run(folder / "runs" / run_id, "mme")
+    _kill_run(folder / "runs" / run_id, daemon)
 
 
 @pytest.mark.root
