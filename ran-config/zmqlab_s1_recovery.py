@@ -40,7 +40,7 @@ POLL_S = 0.2
 PING_TRIES, PING_WAIT_S = 5, 2
 RECOVERY_LOG = "s1_recovery.json"
 EXCUSED_AFTER_ATTACH_S = 0.5  # the attach's line reaches srsue's console just after the stack carried it
-RECOVERY_JOIN_S = 200.0  # collect's and fault_state's wait for a recovery still running (its steps time out first)
+RECOVERY_JOIN_S = 320.0  # collect's and fault_state's wait for a running recovery: the sum of its steps' timeouts
 
 
 def s1_events_since(text: str, since_s: float) -> list[dict[str, Any]]:
