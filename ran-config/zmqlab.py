@@ -301,8 +301,8 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
-        attach to the new one is released (RRC Connection Release, ~5 s lost per restart, measured); Open5GS's
-        MME is not told that the shim's S1 peer went away."""
+        attach to the new one is released (RRC Connection Release, ~5 s lost per restart, measured before the SCTP
+        shims reported a lost peer; not measured since)."""
         core = self._core()
         core.stop()
         status = core.start()
