@@ -8,10 +8,13 @@ agent's `s1_events.jsonl`): S1 is back at that line, not at a time a model assum
 UEs: their Service Request is rejected (cause #10 from srsEPC, #9 from Open5GS) and srsue starts a fresh attach,
 whose random access never reaches srsenb over ZMQ (srsRAN 4G's own tracker has it); a new srsue alone does not
 attach either. So, as a real network would see its UEs come back, with a fresh attach:
-1. each UE is given UE_SELF_WAIT_S to attach by itself (a later srsRAN may: then nothing is restarted);
+1. each UE is given UE_SELF_WAIT_STACK_S of the stack's time to attach by itself (Open5GS's reject: it does);
 2. a UE not back: srsenb is restarted (SIGKILL and the eNB agent's configure, as the enb_restart fault does; the
-   broker and srsue keep running, the broker aligns the new srsenb's uplink to the UEs' streams), and srsue attaches
-   afresh to the new cell; the restart is a lab event (`radio_restart`, naming what was restarted and why).
+   broker and srsue keep running, the broker aligns the new srsenb's uplink to the UEs' streams): the RRC connection
+   srsue kept through its PLMN search breaks, and its next attach attempt (after T3410 and T3411) goes through the
+   new srsenb; the restart is a lab event (`radio_restart`, naming what was restarted and why), at most
+   SRSENB_RESTARTS times, each followed by UE_ATTACH_WAIT_STACK_S; a UE still not back is named (its console's last
+   lines in the recovery's record).
 Each step is a lab event on the run's timeline: `s1_lost` and `s1_setup` (srsenb's log), `ue_attached` (srsue's
 console: "Network attach successful", when the lab saw it), `ue_reaches_server` (a ping from the UE's namespace
 through the core to the server). The recovery runs on its own thread from the fault's end (the MME started again),
@@ -30,17 +33,20 @@ from cellab.labs import netns
 from .srsue_proc import ATTACH_RE, TUN_NAME
 
 S1_BACK_TIMEOUT_S = 90.0  # wall s: srsenb's 10 s reconnect timer at 0.3 of real time, twice, and the setup
-# wall s after S1 is back for a UE's own attach before srsenb is restarted: after Open5GS's Service Reject (#9) srsue
-# attached by itself 9.7 s after S1's return here (0.4-0.5 of real time); after srsEPC's (#10) it never did
-UE_SELF_WAIT_S = 20.0
-# wall s for the attach after srsenb's restart: srsue's next attach attempt comes when its NAS timers T3410 (15 s)
-# and T3411 (10 s) of the stack's clock have run, 50-80 s of wall time at 0.3-0.5 of real time
-UE_ATTACH_TIMEOUT_S = 120.0
+# stack s (srsRAN's timers count stack time; wall s = stack s / the stack's speed) after S1 is back for a UE's own
+# attach before srsenb is restarted: after Open5GS's Service Reject (#9) srsue attached by itself 6.1 and 9.7 s of
+# wall time after S1's return here (stack at 0.86 and 0.77); after srsEPC's (#10) it never did
+UE_SELF_WAIT_STACK_S = 10.0
+# stack s for a fresh attach after srsenb's restart: srsue's next attach attempt comes when its NAS timers T3410
+# (15 s) and T3411 (10 s) have run; twice, then the UE is named not back
+UE_ATTACH_WAIT_STACK_S = 40.0
+SRSENB_RESTARTS = 2
+MIN_SPEED = 0.2  # the slowest stack the waits scale to (slower: the host decides, not the stack)
 POLL_S = 0.2
 PING_TRIES, PING_WAIT_S = 5, 2
 RECOVERY_LOG = "s1_recovery.json"
 EXCUSED_AFTER_ATTACH_S = 0.5  # the attach's line reaches srsue's console just after the stack carried it
-RECOVERY_JOIN_S = 320.0  # collect's and fault_state's wait for a running recovery: the sum of its steps' timeouts
+RECOVERY_JOIN_S = 900.0  # collect's and fault_state's wait for a running recovery: the sum of its steps' timeouts
 
 
 def s1_events_since(text: str, since_s: float) -> list[dict[str, Any]]:
@@ -77,6 +83,7 @@ class S1Recovery:
         def topology(self) -> Any: ...
         def _agent(self, role: str) -> str: ...
         def restart_srsenb(self, why: str) -> dict[str, Any]: ...
+        def timing_faults(self) -> dict[str, Any]: ...
 
     def start_s1_recovery(self, daemon: str, killed_at: float) -> None:
         """From the fault's end (the MME runs again): S1 and each UE brought back on a thread (recovery_result)."""
@@ -128,18 +135,24 @@ class S1Recovery:
                 log["error"] = f"srsenb set S1 up with no MME within {S1_BACK_TIMEOUT_S:g} s of the kill"
                 return
             self._s1_lost_at = None
-            back = self._wait_reattached(attached_before, time.time() + UE_SELF_WAIT_S)
+            back = self._wait_reattached(attached_before, time.time() + self._wall_s(UE_SELF_WAIT_STACK_S))
             log["attached_by_itself"] = sorted(back)
-            if len(back) < len(self._ues):
+            for attempt in range(1, SRSENB_RESTARTS + 1):
                 missing = [i for i in range(len(self._ues)) if i not in back]
-                why = (f"UE {', '.join(map(str, missing))} did not attach by itself within {UE_SELF_WAIT_S:g} s of "
-                       "S1's return (srsue's random access over ZMQ)")
+                if not missing:
+                    break
+                why = (f"UE {', '.join(map(str, missing))} did not attach " + (
+                    f"by itself within {UE_SELF_WAIT_STACK_S:g} stack s of S1's return (srsue's attach after the "
+                    "Service Reject, on its RRC connection over ZMQ)" if attempt == 1 else
+                    f"within {UE_ATTACH_WAIT_STACK_S:g} stack s of srsenb's restart"))
                 counts = [attach_count(ue.console_text()) for ue in self._ues]
-                log["restarting"] = why
+                log.setdefault("restarts", []).append({"why": why})
                 self._write_recovery_log()
-                log["restarted"] = self.restart_srsenb(why)
+                log["restarts"][-1] |= self.restart_srsenb(why)
                 self._write_recovery_log()
-                back |= self._wait_reattached(counts, time.time() + UE_ATTACH_TIMEOUT_S, only=missing)
+                back |= self._wait_reattached(counts, time.time() + self._wall_s(UE_ATTACH_WAIT_STACK_S), only=missing)
+            log["not_attached_console"] = {i: self._ues[i].console_text().splitlines()[-8:]
+                                           for i in range(len(self._ues)) if i not in back}
             log["attached"] = sorted(back)
             log["reaches_server"] = {i: self._path_back(i) for i in sorted(back)}
         except Exception as exc:  # noqa: BLE001 - the thread's failure is the run's, reported by fault_state
@@ -151,6 +164,11 @@ class S1Recovery:
     def _write_recovery_log(self) -> None:
         """What the recovery did so far, beside the lab's state (collect copies it into the run's folder)."""
         (self.state_dir / RECOVERY_LOG).write_text(json.dumps(self._recovery_log, indent=1, default=str))
+
+    def _wall_s(self, stack_s: float) -> float:
+        """Wall seconds for `stack_s` of the stack's time at its speed since configure (the broker's rate)."""
+        speed = self.timing_faults().get("stack_speed")
+        return stack_s / max(MIN_SPEED, min(1.0, speed if isinstance(speed, (int, float)) else 1.0))
 
     def _wait_s1_setup(self, killed_at: float) -> float | None:
         """srsenb's first S1 Setup after the kill (its log's time), noted with the loss; None at the timeout."""
