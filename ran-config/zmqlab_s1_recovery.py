@@ -23,17 +23,20 @@ so the fault's window stays the kill and the restart; fault_state waits for it."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cellab.labs import netns
+from cellab.labs.clock import CLOCK_FILES, RECORD_BYTES
 
 from .srsue_proc import ATTACH_RE, TUN_NAME
 
 S1_BACK_TIMEOUT_S = 90.0  # wall s: srsenb's 10 s reconnect timer at 0.3 of real time, twice, and the setup
-# stack s (srsRAN's timers count stack time; wall s = stack s / the stack's speed) after S1 is back for a UE's own
+# stack s (srsRAN's timers count stack time: the run's stack clock counts them) after S1 is back for a UE's own
 # attach before srsenb is restarted: after Open5GS's Service Reject (#9) srsue attached by itself 6.1 and 9.7 s of
 # wall time after S1's return here (stack at 0.86 and 0.77); after srsEPC's (#10) it never did
 UE_SELF_WAIT_STACK_S = 10.0
@@ -42,6 +45,7 @@ UE_SELF_WAIT_STACK_S = 10.0
 UE_ATTACH_WAIT_STACK_S = 40.0
 SRSENB_RESTARTS = 2
 MIN_SPEED = 0.2  # the slowest stack the waits scale to (slower: the host decides, not the stack)
+CLOCK_CHUNK = 4096  # TTIs the broker buffers before writing its clock (broker.h)
 POLL_S = 0.2
 PING_TRIES, PING_WAIT_S = 5, 2
 RECOVERY_LOG = "s1_recovery.json"
@@ -135,7 +139,7 @@ class S1Recovery:
                 log["error"] = f"srsenb set S1 up with no MME within {S1_BACK_TIMEOUT_S:g} s of the kill"
                 return
             self._s1_lost_at = None
-            back = self._wait_reattached(attached_before, time.time() + self._wall_s(UE_SELF_WAIT_STACK_S))
+            back = self._wait_reattached(attached_before, self._after_stack_s(UE_SELF_WAIT_STACK_S))
             log["attached_by_itself"] = sorted(back)
             for attempt in range(1, SRSENB_RESTARTS + 1):
                 missing = [i for i in range(len(self._ues)) if i not in back]
@@ -150,7 +154,7 @@ class S1Recovery:
                 self._write_recovery_log()
                 log["restarts"][-1] |= self.restart_srsenb(why)
                 self._write_recovery_log()
-                back |= self._wait_reattached(counts, time.time() + self._wall_s(UE_ATTACH_WAIT_STACK_S), only=missing)
+                back |= self._wait_reattached(counts, self._after_stack_s(UE_ATTACH_WAIT_STACK_S), only=missing)
             log["not_attached_console"] = {i: self._ues[i].console_text().splitlines()[-8:]
                                            for i in range(len(self._ues)) if i not in back}
             log["attached"] = sorted(back)
@@ -165,10 +169,28 @@ class S1Recovery:
         """What the recovery did so far, beside the lab's state (collect copies it into the run's folder)."""
         (self.state_dir / RECOVERY_LOG).write_text(json.dumps(self._recovery_log, indent=1, default=str))
 
-    def _wall_s(self, stack_s: float) -> float:
-        """Wall seconds for `stack_s` of the stack's time at its speed since configure (the broker's rate)."""
+    def _after_stack_s(self, stack_s: float) -> Callable[[], bool]:
+        """Whether `stack_s` of the stack's own time have passed since now: the run's stack clock as the broker
+        writes it (CLOCK_CHUNK TTIs at a time, so one chunk more is waited for), at most stack_s / MIN_SPEED of wall
+        time (a stack that stands still: srsue's cell search stopped the stream for 9.7 s once); without the clock,
+        the broker's mean speed since configure."""
+        began, first = time.time(), self._stack_ttis()
         speed = self.timing_faults().get("stack_speed")
-        return stack_s / max(MIN_SPEED, min(1.0, speed if isinstance(speed, (int, float)) else 1.0))
+        wall_s = stack_s / max(MIN_SPEED, min(1.0, speed if isinstance(speed, (int, float)) else 1.0))
+        if first is None:
+            return lambda: time.time() >= began + wall_s
+        return lambda: (time.time() >= began + stack_s / MIN_SPEED
+                        or ((now := self._stack_ttis()) is not None and now - first >= stack_s * 1000 + CLOCK_CHUNK))
+
+    def _stack_ttis(self) -> int | None:
+        """The TTIs of the run's stack clock on disk so far (the broker's file), or None when there is none."""
+        try:
+            with open(self.state_dir / "broker" / "clock" / CLOCK_FILES["dl"], "rb") as clock:
+                header = clock.readline(4096)
+                size = os.fstat(clock.fileno()).st_size
+        except OSError:
+            return None
+        return (size - len(header)) // RECORD_BYTES if header.endswith(b"\n") else None
 
     def _wait_s1_setup(self, killed_at: float) -> float | None:
         """srsenb's first S1 Setup after the kill (its log's time), noted with the loss; None at the timeout."""
@@ -185,8 +207,8 @@ class S1Recovery:
             time.sleep(0.5)
         return None
 
-    def _wait_reattached(self, before: list[int], deadline: float, only: list[int] | None = None) -> set[int]:
-        """The UEs that printed a new attach before `deadline` (each noted when seen)."""
+    def _wait_reattached(self, before: list[int], expired: Callable[[], bool], only: list[int] | None = None) -> set[int]:
+        """The UEs that printed a new attach before `expired()` (each noted when seen)."""
         pending = set(range(len(self._ues)) if only is None else only)
         back: set[int] = set()
         while True:  # a last look at the deadline
@@ -196,7 +218,7 @@ class S1Recovery:
                     (self._recovery_log or {}).setdefault("attached_at", {})[i] = time.time()
                     back.add(i)
                     pending.discard(i)
-            if not pending or time.time() >= deadline:
+            if not pending or expired():
                 return back
             time.sleep(POLL_S)
 

@@ -189,3 +189,22 @@ def test_the_recovery_runs_on_its_own_thread_so_the_faults_end_is_the_mmes_start
     lab.inject_fault(FaultStep(kind="core_daemon", active=False, daemon="srsepc"))
     assert time.monotonic() - began < 0.3 and lab._recovery_log["done"] is False
     assert lab.fault_state()["s1_recovery"]["done"] is True  # fault_state waits for it
+
+
+def test_the_waits_count_the_stacks_own_time_from_the_brokers_clock_file(tmp_path):
+    """10 stack s are 10000 TTIs of the broker's clock (one buffered chunk more), however long the wall took."""
+    lab = RecoveryLab("srsepc", attach_on=None, state_dir=tmp_path)
+    folder = tmp_path / "broker" / "clock"
+    folder.mkdir(parents=True)
+    clock = folder / "stack-clock-dl.bin"
+    clock.write_bytes(b'{"format": "cellab-stack-clock"}\n' + bytes(8 * 500))
+    expired = lab._after_stack_s(1.0)
+    assert lab._stack_ttis() == 500 and not expired()
+    with open(clock, "ab") as out:
+        out.write(bytes(8 * (1000 + 4095)))
+    assert not expired()  # one TTI short of 1 stack s and a chunk
+    with open(clock, "ab") as out:
+        out.write(bytes(8))
+    assert expired()
+    clock.write_bytes(b'{"format": "cellab-stack-clock"')  # a header still being written: no clock yet
+    assert lab._stack_ttis() is None
