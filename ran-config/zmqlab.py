@@ -366,6 +366,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
                          + (f"; its last line: {d.error}" if d.error else "") + ")" for d in dead) or None
 
     def down(self) -> None:
+        self.stop_s1_recovery()  # before its UEs and srsenb go
         if self._attenuation is not None:
             self._attenuation.stop()
             self._attenuation = None

@@ -37,15 +37,17 @@ from .srsue_proc import ATTACH_RE, TUN_NAME
 
 S1_BACK_TIMEOUT_S = 90.0  # wall s: srsenb's 10 s reconnect timer at 0.3 of real time, twice, and the setup
 # stack s (srsRAN's timers count stack time: the run's stack clock counts them) after S1 is back for a UE's own
-# attach before srsenb is restarted: after Open5GS's Service Reject (#9) srsue attached by itself 6.1 and 9.7 s of
-# wall time after S1's return here (stack at 0.86 and 0.77); after srsEPC's (#10) it never did
-UE_SELF_WAIT_STACK_S = 10.0
+# attach before srsenb is restarted: after Open5GS's Service Reject (#9) srsue attached by itself 1.0 and 2.0 stack s
+# after S1's return here (6.1 and 9.7 s of wall time); after srsEPC's (#10) it never did, and srsenb's restart must
+# be done before srsue's next attempt (T3410 + T3411, 25 stack s after the reject)
+UE_SELF_WAIT_STACK_S = 5.0
 # stack s for a fresh attach after srsenb's restart: srsue's next attach attempt comes when its NAS timers T3410
 # (15 s) and T3411 (10 s) have run; twice, then the UE is named not back
 UE_ATTACH_WAIT_STACK_S = 40.0
 SRSENB_RESTARTS = 2
 MIN_SPEED = 0.2  # the slowest stack the waits scale to (slower: the host decides, not the stack)
 CLOCK_CHUNK = 4096  # TTIs the broker buffers before writing its clock (broker.h)
+STOP_JOIN_S = 40.0  # down()'s wait for the recovery to stop (a srsenb start in progress ends first)
 POLL_S = 0.2
 PING_TRIES, PING_WAIT_S = 5, 2
 RECOVERY_LOG = "s1_recovery.json"
@@ -75,6 +77,7 @@ class S1Recovery:
     """The recovery thread of a SrsranZmqLab (its _ues, _enb, controller, note_event, ...)."""
 
     _recovery: threading.Thread | None = None
+    _recovery_stop: threading.Event | None = None  # set by down(): the lab's processes are going
     _recovery_log: dict[str, Any] | None = None  # what the last recovery did and measured
 
     if TYPE_CHECKING:  # the lab's own
@@ -94,9 +97,19 @@ class S1Recovery:
         self.join_s1_recovery()
         before = [attach_count(ue.console_text()) for ue in self._ues]
         self._recovery_log = {"daemon": daemon, "killed_at": killed_at, "done": False}
+        self._recovery_stop = threading.Event()
         self._recovery = threading.Thread(target=self._recover, args=(killed_at, before), name="s1-recovery",
                                           daemon=True)
         self._recovery.start()
+
+    def stop_s1_recovery(self) -> None:
+        """The recovery ended where it stands (the lab goes down under it)."""
+        if self._recovery_stop is not None:
+            self._recovery_stop.set()
+        self.join_s1_recovery(STOP_JOIN_S)
+
+    def _stopping(self) -> bool:
+        return self._recovery_stop is not None and self._recovery_stop.is_set()
 
     def join_s1_recovery(self, timeout_s: float | None = None) -> dict[str, Any] | None:
         """Wait for the running recovery (at most `timeout_s`); what it did so far."""
@@ -143,7 +156,7 @@ class S1Recovery:
             log["attached_by_itself"] = sorted(back)
             for attempt in range(1, SRSENB_RESTARTS + 1):
                 missing = [i for i in range(len(self._ues)) if i not in back]
-                if not missing:
+                if not missing or self._stopping():
                     break
                 why = (f"UE {', '.join(map(str, missing))} did not attach " + (
                     f"by itself within {UE_SELF_WAIT_STACK_S:g} stack s of S1's return (srsue's attach after the "
@@ -195,7 +208,7 @@ class S1Recovery:
     def _wait_s1_setup(self, killed_at: float) -> float | None:
         """srsenb's first S1 Setup after the kill (its log's time), noted with the loss; None at the timeout."""
         deadline, noted = killed_at + S1_BACK_TIMEOUT_S, False
-        while time.time() < deadline:
+        while time.time() < deadline and not self._stopping():
             events = self.s1_events(killed_at)
             if not noted and (lost := next((e for e in events if e["event"] == "s1_lost"), None)):
                 self.note_event({"event": "s1_lost", "t_s": lost["t_s"], "source": "srsenb log"})
@@ -218,7 +231,7 @@ class S1Recovery:
                     (self._recovery_log or {}).setdefault("attached_at", {})[i] = time.time()
                     back.add(i)
                     pending.discard(i)
-            if not pending or expired():
+            if not pending or expired() or self._stopping():
                 return back
             time.sleep(POLL_S)
 

@@ -208,3 +208,14 @@ def test_the_waits_count_the_stacks_own_time_from_the_brokers_clock_file(tmp_pat
     assert expired()
     clock.write_bytes(b'{"format": "cellab-stack-clock"')  # a header still being written: no clock yet
     assert lab._stack_ttis() is None
+
+
+def test_the_lab_going_down_stops_a_recovery_still_waiting(tmp_path, monkeypatch):
+    monkeypatch.setattr(zmqlab_s1_recovery, "S1_BACK_TIMEOUT_S", 60.0)
+    lab = RecoveryLab("srsepc", attach_on=None, state_dir=tmp_path, s1_back_after_s=None)
+    lab.inject_fault(FaultStep(kind="core_daemon", active=True, daemon="srsepc"))
+    lab.inject_fault(FaultStep(kind="core_daemon", active=False, daemon="srsepc"))
+    began = time.monotonic()
+    lab.stop_s1_recovery()
+    assert time.monotonic() - began < 2.0 and lab._recovery_log["done"] is True and lab._recovery is None
+    assert lab.killed_pids == []  # nothing restarted on the way down
