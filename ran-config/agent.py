@@ -3,7 +3,9 @@ turned into per-UE telemetry and the SR ground truth each UE was given.
 
 Artifacts (in artifact_dir): config/{enb,rr,sib,rb}.conf, config/<report json>, srsenb_console.log,
 enb_metrics.jsonl (one UeMetrics per line), sr_ground_truth.jsonl, sr_occasions.jsonl (the eNB's own SR
-receptions: every SR occasion srsenb's PHY decoded, {t_s, tti, rnti, sr}, read from its log at PHY info level).
+receptions: every SR occasion srsenb's PHY decoded, {t_s, tti, rnti, sr}, read from its log at PHY info level),
+s1_events.jsonl (srsenb's S1-MME lost and set up again, {event, t_s}, from its log at S1AP info level:
+cellab.ran.s1_events).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cellab.errors import CellabError
 from cellab.ran.enb_provenance import EnbProvenance
 from cellab.ran.profile import EnbProfile, apply_overrides, parse_profile
 from cellab.ran.render import render_texts
+from cellab.ran.s1_events import S1AP_LOG_LEVEL
 from cellab.ran.report import PhyLogTail, ReportTail, sr_ground_truth, ue_metrics
 from cellab.ran.srsenb_proc import (
     SrsenbError,
@@ -46,6 +49,7 @@ from cellab.ran.srsenb_proc import (
     kernel_has_sctp,
     sctp_shim_for,
     sr_log_level_of,
+    with_log_level,
     with_sr_log_level,
 )
 
@@ -105,7 +109,8 @@ class EnbAgent(EnbProvenance, Agent):
         except (CellabError, ValidationError) as exc:
             raise OperationFailed(str(exc), field="params") from None
         texts = render_texts(profile, params.profile_name)
-        texts["enb.conf"] = with_sr_log_level(texts["enb.conf"], self.sr_log_level)
+        texts["enb.conf"] = with_log_level(with_sr_log_level(texts["enb.conf"], self.sr_log_level), "s1ap_level",
+                                           S1AP_LOG_LEVEL)  # S1 lost and set up again: s1_events.jsonl
         try:
             sr_log_level_of(texts["enb.conf"], f"{params.profile_name}: enb.conf")
         except CellabError as exc:
@@ -304,6 +309,7 @@ class EnbAgent(EnbProvenance, Agent):
             return
         self._append("sr_occasions.jsonl", [json.dumps({"t_s": o.t_s, "tti": o.tti, "rnti": o.rnti, "sr": o.sr})
                                             for o in tail.read_new()])
+        self._append("s1_events.jsonl", [json.dumps(e) for e in tail.take_s1_events()])
 
     def _append(self, name: str, lines: list[str]) -> None:
         if lines:

@@ -19,6 +19,8 @@ from typing import Any
 from cellab.contracts.enb import SrGroundTruth, UeMetrics
 from cellab.sr_config import sr_from_index
 
+from .s1_events import parse_s1_line
+
 # a truncated or corrupt object is waited for until this much text is pending, then skipped
 _MAX_PENDING_CHARS = 4 << 20
 
@@ -171,10 +173,12 @@ def parse_pucch_line(line: str) -> SrOccasion | None:
 
 
 class PhyLogTail:
-    """The SR occasions srsenb's log gained since the last call (the file may not exist yet)."""
+    """The SR occasions srsenb's log gained since the last call (the file may not exist yet), and its S1 events
+    on the way (`s1_events`: those read and not yet taken, cellab.ran.s1_events)."""
 
     def __init__(self, path: Path):
         self.path, self._offset, self._partial = path, 0, b""
+        self.s1_events: list[dict[str, Any]] = []
 
     def read_new(self) -> list[SrOccasion]:
         data = _bytes_from(self.path, self._offset)
@@ -187,7 +191,13 @@ class PhyLogTail:
                 occ = parse_pucch_line(raw.decode(errors="replace"))
                 if occ is not None:
                     out.append(occ)
+            elif b"[S1AP" in raw and (event := parse_s1_line(raw.decode(errors="replace"))) is not None:
+                self.s1_events.append(event)
         return out
+
+    def take_s1_events(self) -> list[dict[str, Any]]:
+        events, self.s1_events = self.s1_events, []
+        return events
 
 
 def read_occasions(path: Path, since_s: float = 0.0) -> dict[int, list[SrOccasion]]:

@@ -209,21 +209,28 @@ def check_sr_log_level(level: str, source: str = "eNB agent", field: str = "sr_l
 def with_sr_log_level(enb_conf: str, level: str = "info") -> str:
     """enb.conf with [log] phy_level set so the PUCCH SR lines are logged (a lower all_level stays lower)."""
     check_sr_log_level(level)
+    return with_log_level(enb_conf, "phy_level", level)
+
+
+def with_log_level(enb_conf: str, key: str, level: str) -> str:
+    """enb.conf with one layer's level in [log] (`key`: phy_level, s1ap_level, ...) set to `level`."""
+    if not re.fullmatch(r"[a-z0-9]+_level", key) or level not in ("debug", "info", "warning", "error", "none"):
+        raise ValueError(f"[log] {key} = {level}: not a srsenb log level setting")
     out, in_log, done = [], False, False
     for line in enb_conf.splitlines():
         head = line.strip()
         if head.startswith("["):
             if in_log and not done:
-                out.append(f"phy_level = {level}")
+                out.append(f"{key} = {level}")
                 done = True
             in_log = head == "[log]"
-        elif in_log and re.match(r"phy_level\s*=", head):
+        elif in_log and re.match(rf"{key}\s*=", head):
             continue
         out.append(line)
     if not done:
         if not in_log:
             out.append("[log]")
-        out.append(f"phy_level = {level}")
+        out.append(f"{key} = {level}")
     return "\n".join(out) + "\n"
 
 

@@ -223,6 +223,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         radio parameter changed or one is not running (a new srsue does not sync to an srsenb whose ZMQ peer
         went away); then attach, the eNB's RNTIs, each UE's default route and a ping through the EPC."""
         p = validate_params(params)
+        self.join_s1_recovery()  # the last run's MME recovery restarts srsenb itself: never under this configure
         started = time.monotonic()
         enb = self._enb()
         status = enb.status()
@@ -300,8 +301,8 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
 
     def _restart_core(self) -> None:
         """The core afresh with the eNB: srsEPC keeps the old UEs' contexts of a stopped eNB, and their first
-        attach to the new one is released (RRC Connection Release, ~5 s lost per restart, measured); Open5GS's
-        MME is not told that the shim's S1 peer went away."""
+        attach to the new one is released (RRC Connection Release, ~5 s lost per restart, measured before the SCTP
+        shims reported a lost peer; not measured since)."""
         core = self._core()
         core.stop()
         status = core.start()
@@ -365,6 +366,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
                          + (f"; its last line: {d.error}" if d.error else "") + ")" for d in dead) or None
 
     def down(self) -> None:
+        self.stop_s1_recovery()  # before its UEs and srsenb go
         if self._attenuation is not None:
             self._attenuation.stop()
             self._attenuation = None

@@ -148,8 +148,9 @@ class UeRadio:
         self._ue_att_db[ue] = attenuation_db  # once applied: a refused value leaves the UE where it was
 
     def note_event(self, event: dict[str, Any]) -> None:
-        """One of the lab's own events, stamped with the wall clock (the newest thousand are kept)."""
-        self._lab_events = self._lab_events[-999:] + [event | {"t_s": time.time()}]
+        """One of the lab's own events, stamped with the wall clock unless it brings its own `t_s` (a line of a
+        program's log); the newest thousand are kept."""
+        self._lab_events = self._lab_events[-999:] + [{"t_s": time.time()} | event]
 
     def rrc_events(self, ue: Any) -> list[dict[str, Any]]:
         """srsue `ue`'s RRC events since the last configure (read from where its log stood then)."""

@@ -23,15 +23,14 @@ direction lost stalls a TCP flow: its data or its ACKs), `s1_up` once the last i
 A core daemon is killed by the core agent (its typed `kill`: the agent's own child, SIGKILL, reaped) and started
 again by its `start` naming it (the agent starts only daemons not running). Which daemons a run may name depends on
 its core (CORE_FAULT_DAEMONS; `validate` checks each run through `run_fault_daemons`): srsEPC is one process, Open5GS
-has hss, pcrf, sgwc, sgwu, upf, smf, mme. A restarted srsEPC or Open5GS MME has no S1 association with srsenb, and
-through the shim srsenb never learns that its MME went away (no SCTP notification), so it never sets S1 up again
-(measured: the new srsEPC hears nothing from srsenb for 30 s, no ping back within 97 s; the new Open5GS MME accepted
-no eNB in the 16 s until the stack restarted). On Open5GS, measured (2026-11-26, 25 PRB, one UE, a 14 s Cubic
-download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the stack at 0.76-0.91 of real time):
+has hss, pcrf, sgwc, sgwu, upf, smf, mme. A restarted srsEPC or Open5GS MME has no S1 association with srsenb; the
+bundles' SCTP shims tell srsenb its MME went away (as kernel SCTP does), srsenb sets S1 up again with the new one
+and the lab brings each UE back with a fresh attach, restarting what the stack needs (zmqlab_s1_recovery: srsenb's
+own log says when S1 is back; the events name each step and what was restarted). On Open5GS, measured (2026-11-26,
+25 PRB, one UE, a 14 s Cubic download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the stack
+at 0.76-0.91 of real time):
 - hss, pcrf: nothing seen (ping silent at most 0.26 s, iperf3 10.9-16.2 Mbit/s every second); an attached UE's
   bearer needs neither.
-- mme: the bearer carried on (ping silent at most 0.25 s), but S1-MME is gone: the run fails on `s1_up`, naming mme
-  (`s1_down_why`).
 - sgwu, upf: the user plane died with them (iperf3 0.0 from the kill on). Their control peer (SGW-C, SMF) notices
   only when its PFCP heartbeat gives up (Open5GS: 10 s after the last answer, then its retries), associates with the
   new one and restores the sessions ("PFCP restoration"): 7.8-10.7 s after the kill for sgwu (3 runs), 10.6-14.3 s
@@ -41,7 +40,7 @@ download, the daemon killed at 3 s and started again at 5 s, up 2.1 s later; the
   sessions ("Remote PFCP restarted", DELETION, GTP-U Error Indications to srsenb) and nothing restores them: the UE
   stays RRC-connected with a dead bearer, the run fails naming the daemon.
 `fault_state` says so (`core_daemon_restarted`, `core_down`, `s1_up`, each UE's ping to the server, `not_back`
-naming the daemon; after sgwu or upf `user_plane_restored_s`, from the kill to its peer's "PFCP restoration" line
+naming the daemon, `s1_recovery` after the MME's restart; after sgwu or upf `user_plane_restored_s`, from the kill to its peer's "PFCP restoration" line
 in the peer's own log, fetched from the core agent: None when it has not come), `fault()` names the UEs that did
 not come back and why, and the next configure restarts the stack (its restart reason names the daemon).
 
@@ -73,6 +72,7 @@ from cellab.errors import CellabError, InputError
 from cellab.labs import netns
 
 from .zmqlab_params import CORE_PROFILES, ENB_PROFILE, default_core
+from .zmqlab_s1_recovery import RECOVERY_JOIN_S, S1Recovery
 
 GTPU_PORT = 2152
 CUT_PREF = 50  # the S1 cut's rules: before the local table
@@ -82,8 +82,8 @@ LOCAL_PREF = 100  # where up() moves the local table's rule (from 0)
 CORE_FAULT_DAEMONS = {"srsepc": ("srsepc",), "open5gs": ("hss", "pcrf", "sgwc", "sgwu", "upf", "smf", "mme")}
 FAULT_DAEMONS = tuple(dict.fromkeys(d for names in CORE_FAULT_DAEMONS.values() for d in names))  # with any core
 AGENT_DAEMON = {"srsepc": "epc"}  # the core agent's name where it differs
-# restarted, these leave srsenb without S1-MME until the stack restarts: srsenb, through the SCTP shim, gets no
-# SCTP notification that its MME went away, so it never sets S1 up with the new one
+# restarted, these take srsenb's S1-MME and every UE's context with them: srsenb sets S1 up again with the new one,
+# the UEs come back with a fresh attach (zmqlab_s1_recovery)
 S1_LOST_WITH = ("srsepc", "mme")
 # who re-sends a restarted user plane's sessions (PFCP), and the line it writes then (Open5GS 2.7: "11/26
 # 22:56:33.178: [sgwc] ERROR: PFCP restoration (...)", the host's local time, no year)
@@ -136,7 +136,7 @@ def cut_rules_in(rules_json: str) -> list[str]:
                   and r.get("action") == "blackhole")
 
 
-class StackFaults:
+class StackFaults(S1Recovery):
     """The srsran-zmq lab's `inject_fault` and `fault_state` (the lab's fields and helpers below)."""
 
     core_ns: str
@@ -235,6 +235,8 @@ class StackFaults:
             if state is None or not state.running:
                 raise CellabError(f"srsran-zmq lab: {daemon} did not restart: " + "; ".join(status.problems))
             self.note_event({"event": "core_up", "daemon": daemon})
+            if daemon in S1_LOST_WITH:  # srsenb sets S1 up again, the UEs attach afresh: on the recovery's thread
+                self.start_s1_recovery(daemon, self._core_killed_at)
             return {"ok": True, "daemon": daemon, "pid": state.pid, "start_s": round(time.monotonic() - began, 3),
                     "core_problems": status.problems}
         killed_at = time.time()
@@ -247,30 +249,48 @@ class StackFaults:
                 "kill_s": result.waited_s}
 
     def _enb_restart(self, killed: bool) -> dict[str, Any]:
-        enb = self._enb()
         if killed:
-            status = enb.status()
-            pid = status.pid if status.state in ("running", "starting") else None
-            if pid is None or _comm(pid) != "srsenb":  # the agent's child is srsenb itself: never kill another pid
-                raise CellabError(f"srsran-zmq lab: no running srsenb to kill (eNB agent: {status.state}, pid "
-                                  f"{status.pid})")
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + KILL_WAIT_S
-            while time.monotonic() < deadline and enb.status().state in ("running", "starting"):
-                time.sleep(0.05)  # the agent's status reaps it
+            pid = self._kill_srsenb()
             self._enb_restarted_at = time.time()
             self.note_event({"event": "enb_down"})
             return {"ok": True, "killed_pid": pid}
-        if self._enb_params is None:
-            raise CellabError("srsran-zmq lab: no srsenb configuration to restart with (configure did not run)")
-        began = time.monotonic()
-        result = enb.configure(self._enb_params)  # srsenb is not running: the agent starts it
-        self._enb_restarts = enb.status().restarts  # this start is the fault's, not a crash of the run
-        self.renew_cell_gain()  # a new srsenb starts at the profile's gain
+        started = self._start_srsenb()
         self._s1_lost_at = None  # the new srsenb set S1 up with whatever core runs now
         self.note_event({"event": "enb_up"})
+        return started
+
+    def _kill_srsenb(self) -> int:
+        """SIGKILL to the eNB agent's srsenb (a crash: nothing reaches the MME or the UEs first), once reaped."""
+        enb = self._enb()
+        status = enb.status()
+        pid = status.pid if status.state in ("running", "starting") else None
+        if pid is None or _comm(pid) != "srsenb":  # the agent's child is srsenb itself: never kill another pid
+            raise CellabError(f"srsran-zmq lab: no running srsenb to kill (eNB agent: {status.state}, pid "
+                              f"{status.pid})")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while time.monotonic() < deadline and enb.status().state in ("running", "starting"):
+            time.sleep(0.05)  # the agent's status reaps it
+        return pid
+
+    def _start_srsenb(self) -> dict[str, Any]:
+        """srsenb started again by the eNB agent's configure with the run's configuration, at the run's cell gain."""
+        if self._enb_params is None:
+            raise CellabError("srsran-zmq lab: no srsenb configuration to restart with (configure did not run)")
+        enb = self._enb()
+        began = time.monotonic()
+        result = enb.configure(self._enb_params)  # srsenb is not running: the agent starts it
+        self._enb_restarts = enb.status().restarts  # this start is the lab's, not a crash of the run
+        self.renew_cell_gain()  # a new srsenb starts at the profile's gain
         return {"ok": True, "pid": result.pid, "restarted": result.restarted,
                 "restart_reasons": result.restart_reasons, "start_s": round(time.monotonic() - began, 3)}
+
+    def restart_srsenb(self, why: str) -> dict[str, Any]:
+        """srsenb killed and started again under running UEs to bring them back (a recovery's step, not a fault),
+        noted as a `radio_restart` event naming what was restarted and why."""
+        self.note_event({"event": "radio_restart", "restarted": ["srsenb"], "why": why})
+        killed = self._kill_srsenb()
+        return {"restarted": ["srsenb"], "why": why, "killed_pid": killed, "start": self._start_srsenb()}
 
     def _core_log(self, daemon: str) -> str:
         """An Open5GS daemon's own log file (beside its captured output, which lacks some lines), fetched from the
@@ -301,11 +321,14 @@ class StackFaults:
         return out
 
     def s1_lost_reason(self) -> str | None:
-        """Why S1 needs the stack restarted (srsEPC restarted under the running srsenb), or None."""
+        """Why S1 needs the stack restarted (srsEPC or the MME restarted under the running srsenb, and srsenb has not
+        set S1 up with the new one: its recovery's own words), or None."""
         if self._s1_lost_at is None:
             return None
-        return (f"{self._s1_lost_by} was restarted under the running srsenb (core_daemon fault): srsenb, through the "
-                f"SCTP shim, never sets S1 up with the new {'srsEPC' if self._s1_lost_by == 'srsepc' else 'MME'}")
+        log = self._recovery_log or {}
+        how = log.get("error") or ("srsenb has not set S1 up with it yet" if not log.get("done") else "")
+        return (f"{self._s1_lost_by} was restarted under the running srsenb (core_daemon fault)"
+                + (f": {how}" if how else ""))
 
     def core_restart_reason(self) -> str | None:
         """A core daemon was restarted under the UEs since the stack's last restart (a core_daemon fault), or None."""
@@ -322,6 +345,7 @@ class StackFaults:
     def s1_restored(self) -> None:
         """The stack restarted (srsenb with the core): S1 set up afresh, the UEs attached anew."""
         self._s1_lost_at = self._enb_restarted_at = self._core_restarted = None
+        self._recovery_log = None
 
     def enb_restart_settled(self) -> None:
         """A configure found every UE back after srsenb's or a core daemon's restart: the next runs judge their own
@@ -340,6 +364,7 @@ class StackFaults:
     def fault_state(self) -> dict[str, Any]:
         """Each UE's RRC state (srsue's log) and ping to the server, the SGi link, the S1 cut's rules left and
         whether S1 is up (no rule left and no srsEPC restarted under srsenb)."""
+        recovery = self.join_s1_recovery(RECOVERY_JOIN_S)  # the UEs' way back after the MME's restart: done first
         show = self._ip(["ip", "-o", "link", "show", "srv0"], "SGi link state")
         flags = show.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in show else []
         rules = self._cut_rules()
@@ -348,6 +373,8 @@ class StackFaults:
             "ue_reaches_server": self.ues_reaching_server()}
         if (why := self.s1_lost_reason()) is not None:
             state["s1_down_why"] = why
+        if recovery is not None:
+            state["s1_recovery"] = {k: v for k, v in recovery.items() if k != "killed_at"}
         if self._enb_restarted_at is not None:
             state["enb_running"] = self._enb().status().state == "running"
         after = ""

@@ -24,6 +24,7 @@ from .report import effective_per_ue
 from .srsue_proc import RNTI_RE, SrsueProcess, write_ue_telemetry
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import STATS_PERIOD_S
+from .zmqlab_s1_recovery import RECOVERY_JOIN_S, RECOVERY_LOG
 
 
 class RunRecords:
@@ -134,6 +135,7 @@ class RunRecords:
     def collect(self, run_dir: Path) -> dict[str, Path]:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
+        recovery = self.join_s1_recovery(RECOVERY_JOIN_S)  # its events are the run's (zmqlab_s1_recovery)
         out: dict[str, Path] = self._collect_clock(run_dir)  # first: the clock ends as the workload's run ends
         for ue, offset in zip(self._ues, self._console_offsets, strict=False):
             out |= self._collect_ue(ue, offset, run_dir)
@@ -158,6 +160,9 @@ class RunRecords:
         (run_dir / "lab_events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in sorted(
             events, key=lambda e: e["t_s"])))
         out["lab-events"] = run_dir / "lab_events.jsonl"
+        if recovery is not None:
+            (run_dir / RECOVERY_LOG).write_text(json.dumps(recovery, indent=1, default=str))
+            out["s1-recovery"] = run_dir / RECOVERY_LOG
         if self._effective:  # the eNB's SR receptions per UE (read by ground_truth): the metrics' second truth
             (run_dir / "sr_effective.json").write_text(json.dumps(self._effective, indent=1))
             out["sr-effective"] = run_dir / "sr_effective.json"

@@ -118,10 +118,45 @@ def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], even
             row["reattach_s"] = t_of(back["tti"]) if back else None
             row["reattach_by"] = back["event"].split("_")[0] if back else None
             row["reattach_after_end_s"] = (row["reattach_s"] - end) if back and end is not None else None
+        row |= _core_recovery(events, mine, start, end, t_of)
         if delivered is not None:
             row |= _throughput_recovery(delivered, drops, start, end if end is not None else start, span_s)
         out.append(row)
     return out
+
+
+def _core_recovery(events: list[dict[str, Any]], mine: list[dict[str, Any]], start: float, end: float | None,
+                   t_of: Callable[[int], float]) -> dict[str, Any]:
+    """A lab's own steps back from a restarted MME (srsran-zmq's lab events), where it logged them: S1 set up
+    again (the eNB's own log), the UE attached afresh (`reattach_by` "attach": the new MME knew nothing of it, so
+    this, not an RRC connection after a radio link failure on the way, is its return) and its first packet through
+    the core to the server and back."""
+    row: dict[str, Any] = {}
+    s1 = next((t_of(ev["tti"]) for ev in events if ev.get("event") == "s1_setup" and t_of(ev["tti"]) >= start), None)
+    if s1 is not None:
+        row["s1_back_s"] = s1
+    attached = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "ue_attached"), None)
+    if attached is not None:
+        row |= {"reattach_s": attached, "reattach_by": "attach",
+                "reattach_after_end_s": attached - end if end is not None else None}
+    traffic = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "ue_reaches_server"), None)
+    if traffic is not None:
+        row["traffic_back_s"] = traffic
+    return row
+
+
+#: the times of a row that also read on the stack's clock (`*_stack_s`: stack seconds from the fault's start)
+STACK_TIMED = ("end_s", "s1_back_s", "reattach_s", "traffic_back_s")
+
+
+def on_stack_clock(row: dict[str, Any], stack_s_of: Callable[[float], float]) -> dict[str, Any]:
+    """The row's times from the fault's start again in the stack's own seconds (`stack_s_of`: a time on the
+    workload's axis -> stack s; srsRAN over ZMQ runs slower than real time, and its timers count stack time)."""
+    if not isinstance(row.get("start_s"), (int, float)):
+        return {}
+    start = stack_s_of(row["start_s"])
+    return {f"{name[:-2]}_stack_s": round(stack_s_of(row[name]) - start, 3) for name in STACK_TIMED
+            if isinstance(row.get(name), (int, float))}
 
 
 def rate_back(t: np.ndarray, b: np.ndarray, start: float, end: float, span_s: float) -> tuple[float | None,

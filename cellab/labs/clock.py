@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cellab.errors import CellabError, InputError
 from cellab.records import Strict
@@ -50,6 +51,11 @@ class ClockSummary(Strict):
     stalls: list[Stall]  # wall gaps between two TTIs over the summary's stall_ms
     max_gap_ms: float
     file_sha256: str | None
+
+
+def _excuse(from_s: float, to_s: float, excused: Sequence[tuple[float, float, str]]) -> str | None:
+    """The reason of the excused window holding the whole gap [from, to], or None."""
+    return next((why for lo, hi, why in excused if lo <= from_s and to_s <= hi), None)
 
 
 def _iso(wall_s: float) -> str:
@@ -164,9 +170,11 @@ class StackClock:
         hi = len(t) if end_wall_s is None else min(len(t), int(np.searchsorted(t, end_wall_s, side="right")) + 1)
         return np.arange(lo, hi)
 
-    def covers(self, start_wall_s: float, end_wall_s: float, max_gap_ms: float) -> list[str]:
+    def covers(self, start_wall_s: float, end_wall_s: float, max_gap_ms: float,
+               excused: Sequence[tuple[float, float, str]] = ()) -> list[str]:
         """Why the clock does not cover the wall span [start, end] with no wall gap between two TTIs (or between
-        an edge and its nearest TTI) over max_gap_ms; [] when it does (always, for the wall clock)."""
+        an edge and its nearest TTI) over max_gap_ms; [] when it does (always, for the wall clock). A gap wholly
+        inside one of the lab's `excused` windows (from, to, why: wall s) is not counted (see excused_gaps)."""
         import numpy as np  # numpy on use: cellab.labs is imported by lean agents and every validate
 
         if self.source == "wall":
@@ -184,7 +192,8 @@ class StackClock:
                            f"workload ended (bound {max_gap_ms:g} ms): the stack stalled or the recording stopped")
         idx = self._window(start_wall_s, end_wall_s)
         gaps_ms = np.diff(t[idx]) * 1000
-        over = np.flatnonzero(gaps_ms > max_gap_ms)
+        over = [j for j in np.flatnonzero(gaps_ms > max_gap_ms)
+                if _excuse(float(t[idx[j]]), float(t[idx[j + 1]]), excused) is None]
         for j in over[:MAX_REASONS]:
             i = int(idx[j])
             reasons.append(f"the stack stalled {gaps_ms[j]:.0f} ms after TTI {self.first_tti + i} at "
@@ -193,6 +202,19 @@ class StackClock:
         if len(over) > MAX_REASONS:
             reasons.append(f"and {len(over) - MAX_REASONS} more stalls over {max_gap_ms:g} ms")
         return reasons
+
+    def excused_gaps(self, start_wall_s: float, end_wall_s: float, max_gap_ms: float,
+                     excused: Sequence[tuple[float, float, str]]) -> list[dict[str, Any]]:
+        """The gaps over max_gap_ms in [start, end] that covers() did not count, each with its window's reason."""
+        import numpy as np  # numpy on use: cellab.labs is imported by lean agents and every validate
+
+        if self.source == "wall" or not excused or not len(self._t):
+            return []
+        t = (self._t + self._base_ns / 1e9)[self._window(start_wall_s, end_wall_s)]
+        gaps_ms = np.diff(t) * 1000
+        return [{"at_wall_s": round(float(t[j]), 6), "gap_ms": round(float(gaps_ms[j]), 3), "why": why}
+                for j in np.flatnonzero(gaps_ms > max_gap_ms)
+                if (why := _excuse(float(t[j]), float(t[j + 1]), excused)) is not None][:MAX_STALLS]
 
     def summary(self, stall_ms: float, start_wall_s: float | None = None,
                 end_wall_s: float | None = None) -> ClockSummary:
@@ -256,7 +278,7 @@ def _header(path: Path, line: bytes) -> dict:
 
 
 def run_clock_timing(lab: object, lab_artifacts_dir: Path, start_wall_s: float, end_wall_s: float,
-                     max_gap_ms: float | None) -> dict:
+                     max_gap_ms: float | None, excused: Sequence[tuple[float, float, str]] = ()) -> dict:
     """A run's lab_timing part from its lab's stack clock over the workload [start, end]: {} for a stack at real
     time (or a lab without stack_clock); else {"stack_clock": its ClockSummary over the workload (stalls over
     max_gap_ms, else STALL_MS) and the file's name, "stack_clock_invalid": why it does not cover the workload within
@@ -273,6 +295,8 @@ def run_clock_timing(lab: object, lab_artifacts_dir: Path, start_wall_s: float, 
     stall_ms = max_gap_ms if max_gap_ms is not None else STALL_MS
     out: dict = {"stack_clock": clock.summary(stall_ms, start_wall_s, end_wall_s).model_dump(mode="json")
                  | {"file": clock.path.name if clock.path else None}}
-    if max_gap_ms is not None and (reasons := clock.covers(start_wall_s, end_wall_s, max_gap_ms)):
+    if max_gap_ms is not None and (reasons := clock.covers(start_wall_s, end_wall_s, max_gap_ms, excused)):
         out["stack_clock_invalid"] = reasons
+    if max_gap_ms is not None and (gaps := clock.excused_gaps(start_wall_s, end_wall_s, max_gap_ms, excused)):
+        out["stack_clock"]["excused_stalls"] = gaps  # beside every stall the summary lists: not counted, and why
     return out

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from cellab.errors import InputError
 from cellab.labs.clock import StackClock
 
 
@@ -23,3 +24,16 @@ def cell_clock(mark: dict[str, float], clock_file: Path | None) -> Callable[[Any
         first = clock.first_tti + 1.0  # record k (stack TTI first_tti + k + 1 begins): when the cell ran its TTI k
         return lambda ttis: on_clock(np.asarray(ttis, dtype=np.float64) + first)
     return lambda ttis: (np.asarray(ttis, dtype=np.float64) - mark["tti"]) / 1000.0 + mark["t_s"]
+
+
+def stack_seconds(clock_file: Path | None, t0_s: float) -> Callable[[float], float] | None:
+    """A time on the workload's axis (s from `t0_s`, epoch) -> the lab's stack seconds, from the run's stack clock
+    (srsran-zmq's broker: `stack-clock-dl`); None without one, or with one unusable (the run's validity judges it,
+    not its recovery figures)."""
+    if clock_file is None or not Path(clock_file).is_file():
+        return None
+    try:
+        clock = StackClock.from_file(clock_file)
+    except InputError:
+        return None
+    return lambda t: clock.stack_s(t0_s + t)

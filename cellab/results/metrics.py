@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cellab.errors import CellabError
-from cellab.results.cell_time import cell_clock
+from cellab.results.cell_time import cell_clock, stack_seconds
 from cellab.results.workload_timelines import PING_LINE, attenuation_timeline, per_ue_timeline
 
 
@@ -425,7 +425,7 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
     on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`). Without them
     (a lab that keeps no clock), the times are the injector's and the throughput figures come from `flows` (UE index
     -> (t_s, bytes): the UE's own flow, on an inventory) or are left out."""
-    from cellab.faults.recovery import read_cell_events, read_lab_events, recovery_metrics
+    from cellab.faults.recovery import on_stack_clock, read_cell_events, read_lab_events, recovery_metrics
     from cellab.faults.spec import PER_UE_FIGURES, UE_FAULT_KINDS
 
     events: list[dict[str, Any]] = []
@@ -461,8 +461,11 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
         """Fault i's figures for one UE (recovery_metrics numbers faults by their position in its list: 0 here)."""
         fault = faults[i] if ue == faults[i].ue else faults[i].model_copy(update={"ue": ue})
         mine_played = [dict(p, fault=0) for p in played if p["fault"] == i]
-        return recovery_metrics([fault], mine_played, events, *bytes_of(ue), t_of, span_s, max_db,
-                                events_from=events_from)[0] | {"fault": i}
+        row = recovery_metrics([fault], mine_played, events, *bytes_of(ue), t_of, span_s, max_db,
+                               events_from=events_from)[0] | {"fault": i}
+        return row | (on_stack_clock(row, stack_s_of) if stack_s_of is not None else {})
+
+    stack_s_of = stack_seconds(artifacts.get("stack-clock-dl"), t0_s) if mark is None else None
 
     # a fault of the whole cell (the eNB, the S1 or SGi path, a core daemon) hits every UE: beside its row (the
     # UE it names, its first by default), `other_ues` holds the same figures for each other UE of the run

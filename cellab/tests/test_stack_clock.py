@@ -149,3 +149,25 @@ def test_a_run_is_invalid_when_its_clock_stalls_or_is_unreadable_and_valid_when_
                                             "unusable: x.bin: record 3: truncated")
     assert run_clock_timing(_Lab(StackClock.wall()), tmp_path, 0, 1, 200) == {}  # real time: nothing to add
     assert run_clock_timing(object(), tmp_path, 0, 1, 200) == {}  # a lab without a stack clock
+
+
+def test_a_stall_wholly_inside_a_window_the_lab_excuses_is_recorded_with_its_reason_not_judged(tmp_path):
+    from cellab.campaign.rules import Retry
+    from cellab.labs.clock import run_clock_timing
+
+    t = T0_S + np.arange(3000) / 340.0
+    t[1500:] += 1.0  # one 1 s stall after 1499/340 = 4.41 s
+    t[2500:] += 0.5  # and another at 7.35 s
+    clock = StackClock.from_file(_write(tmp_path / "stalled.bin", t), "r1")
+    retry = Retry()
+    excused = [(T0_S + 4.0, T0_S + 6.0, "srsepc restarted: no UE connected")]
+    timing = run_clock_timing(_Lab(clock), tmp_path, T0_S + 0.5, T0_S + 8.5, retry.max_stack_gap_ms, excused)
+    why = retry.invalid_reason(timing)  # the second stall is outside the window: still judged
+    assert why is not None and "stalled 503 ms" in why and "stalled 100" not in why, why
+    (gap,) = timing["stack_clock"]["excused_stalls"]
+    assert round(gap["gap_ms"]) == 1003 and gap["why"] == "srsepc restarted: no UE connected", gap
+    assert [round(s["gap_ms"]) for s in timing["stack_clock"]["stalls"]] == [1003, 503]  # the record keeps both
+    # a window that holds only part of a gap excuses nothing
+    edge = [(T0_S + 5.0, T0_S + 6.0, "too late")]
+    assert clock.covers(T0_S + 0.5, T0_S + 8.5, 200, edge) == clock.covers(T0_S + 0.5, T0_S + 8.5, 200)
+    assert clock.excused_gaps(T0_S + 0.5, T0_S + 8.5, 200, edge) == []

@@ -1,10 +1,8 @@
-"""S1 cuts and srsEPC restarts inside a run on srsran-zmq (issue 28), on the real stack. An S1 cut: S1-U's
-GTP-U discarded both ways by policy rules in the core's namespace for 2 s of a download; its times come from the
-lab's own events and the rules are gone at the end; the ping answers again at once and throughput (the UE's ACKs
-in the server's capture) is back within the workload, printed with iperf3's own intervals. srsEPC killed for 2 s and restarted through the core agent:
-srsenb never sets S1 up with the new srsEPC (the SCTP shim hides the lost association), so the UE does not come
-back and the run fails naming it; the next run passes on a stack the lab restarted. Skipped, saying why,
-without the srsRAN bundle or root."""
+"""S1 cuts inside a run on srsran-zmq (issue 28), on the real stack. An S1 cut: S1-U's GTP-U discarded both ways by
+policy rules in the core's namespace for 2 s of a download; its times come from the lab's own events and the rules
+are gone at the end; the ping answers again at once and throughput (the UE's ACKs in the server's capture) is back
+within the workload, printed with iperf3's own intervals; a run without a fault after it. (srsEPC's restart and its
+recovery: test_zmqlab_mme_restart.py.) Skipped, saying why, without the srsRAN bundle or root."""
 
 from __future__ import annotations
 
@@ -74,21 +72,20 @@ def _ping_gap(run_dir: Path, after_s: float) -> tuple[float, float]:
 
 
 @pytest.mark.root
-@pytest.mark.extended  # three srsRAN runs and a stack restart (about 2.5 min)
+@pytest.mark.extended  # two srsRAN runs (about 1.5 min)
 @pytest.mark.timeout(LOCK_WAIT_S + 700)
-def test_an_s1_cut_recovers_and_an_srsepc_restart_fails_naming_the_ue_then_the_next_run_passes(bundle, tmp_path):
+def test_an_s1_cut_recovers_and_the_next_run_passes(bundle, tmp_path):
     folder, runs, log = run_zmq_campaign(bundle, tmp_path, (
         "name: zmq-s1-core\nlab: srsran-zmq\nrepeat: 1\norder: {mode: sequential}\n"
-        "factors: {faults: [s1-cut-2s, srsepc-2s, none]}\n"
-        "faults: {s1-cut-2s: [{kind: s1_cut, at_s: 3, duration_s: 2}],\n"
-        "         srsepc-2s: [{kind: core_daemon, daemon: srsepc, at_s: 3, duration_s: 2}]}\n"
+        "factors: {faults: [s1-cut-2s, none]}\n"
+        "faults: {s1-cut-2s: [{kind: s1_cut, at_s: 3, duration_s: 2}]}\n"
         "fixed: {core: srsepc, n_prb: 25, cc: cubic, sr_period_ms: 20}\n"
         "workload: {tool: iperf3, duration_s: 14}\nmeasurements: [throughput, rtt, pcap]\n"
         "timeouts: {run_s: 150, request_s: 10}\n"
         "retry: {max_attempts: 1, backoff_s: 0, min_stack_speed: null}\n"),  # judged: events, not rates
         "zqs", LOCK_WAIT_S)
     rows = {json.loads(factors)["faults"]: (run_id, status, error) for run_id, status, error, factors in runs}
-    assert [json.loads(f)["faults"] for *_, f in runs] == ["s1-cut-2s", "srsepc-2s", "none"], runs
+    assert [json.loads(f)["faults"] for *_, f in runs] == ["s1-cut-2s", "none"], runs
     assert rows["s1-cut-2s"][1] == "ok" and rows["none"][1] == "ok", (rows, log)
     # the S1 cut: the rules' own times, the UE still connected, the rules gone and the UE through at the end
     run_dir = folder / "runs" / rows["s1-cut-2s"][0]
@@ -107,7 +104,3 @@ def test_an_s1_cut_recovers_and_an_srsepc_restart_fails_naming_the_ue_then_the_n
           "end); iperf3 Mbit/s per s: " + " ".join(f"{v:.1f}" for v in _iperf3_mbps(run_dir)))
     assert first - cut["end_s"] < 1.0, (last, first)  # the path answers again once the rules are gone
     assert not math.isnan(back_s) and back_s < 14, back_s  # TCP back to its level within the workload
-    # srsEPC restarted: the run fails naming the UE that did not come back and why
-    status, error = rows["srsepc-2s"][1:]
-    assert status == "failed" and "UE 0 did not come back" in error and "srsepc" in error, error
-    print(f"srsepc restart: {error[:400]}")
