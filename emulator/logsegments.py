@@ -13,11 +13,12 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cellab.envvars import env_bytes
 
-from .ttilog import HEADER_DTYPE, RECORD_DTYPE
+if TYPE_CHECKING:
+    import numpy as np
 
 #: each log of a virtual cell (TTI log, own clock), its older segment included, stays within this many bytes
 DEFAULT_LOG_MAX_BYTES = 256 << 20
@@ -49,6 +50,10 @@ def _read_pair(path: Path) -> tuple[bytes, bytes | None]:
 
 
 def _records(raw: bytes) -> np.ndarray:
+    import numpy as np  # only when a log is joined (not for `cellab validate`, which imports this module)
+
+    from .ttilog import HEADER_DTYPE, RECORD_DTYPE
+
     body = raw[HEADER_DTYPE.itemsize:]
     n = len(body) // RECORD_DTYPE.itemsize
     return np.frombuffer(body[: n * RECORD_DTYPE.itemsize], RECORD_DTYPE)
@@ -56,6 +61,8 @@ def _records(raw: bytes) -> np.ndarray:
 
 def join_tti_log(path: Path, dst: Path) -> None:
     """The TTI log's two segments as one log at dst: the older's records, then the current's."""
+    from .ttilog import HEADER_DTYPE
+
     current, before = _read_pair(path)
     header = current[:HEADER_DTYPE.itemsize]
     if before is not None and len(before) >= HEADER_DTYPE.itemsize and len(current) >= HEADER_DTYPE.itemsize:
