@@ -39,33 +39,59 @@ def virtual_lab_attenuator(pty_link: str | Path, ues: int = 1, name: str = "vlab
     )
 
 
-class AttenuatorBridge:
-    def __init__(self, cell_ctl: str, pty_link: str | Path, ues: int = 1, model: str | None = None, timeout_s: float = 2.0):
-        self.cell = CellControl(cell_ctl, int(timeout_s * 1000))
-        self.pty_link = Path(pty_link)
-        self.forwarded = 0
-        # more than 4 UEs: a box Mini-Circuits does not sell, named like its RC4DAT so the driver counts channels
-        chosen = model or ("RCDAT-6000-110" if ues == 1 else "RC4DAT-6G-95" if ues <= 4 else f"RC{ues}DAT-6G-95")
-        self.device = MiniCircuitsDevice(model=chosen, serial_number="VLAB0001", channels=ues, on_set=self._forward)
-        self._lock = threading.Lock()
-        self.server: PtyServer | None = None
+def sync_from_cell(values_db: list[float], forwarder: CellForwarder) -> None:
+    """An emulated box's channel values set to the cell's, so its first readback is the truth."""
+    for index in range(len(values_db)):
+        value = forwarder.current_db(index + 1)
+        if value is not None:
+            values_db[index] = value
 
-    def _forward(self, channel: int, value_db: float) -> None:
-        with self._lock:  # one REQ socket: one request at a time
+
+class CellForwarder:
+    """What an emulated box applies, sent to the emulated cell: channel N is the cell's UE N-1 (the device's
+    `on_set`). One REQ socket, so one request at a time. Shared by the bridge and `cellab atten emulate
+    --cell-ctl` (a box of any family in front of the virtual cell)."""
+
+    def __init__(self, cell_ctl: str, timeout_s: float = 2.0):
+        self.cell = CellControl(cell_ctl, int(timeout_s * 1000))
+        self.forwarded = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, channel: int, value_db: float) -> None:
+        with self._lock:
             self.cell.set_attenuation(channel - 1, value_db)
             self.forwarded += 1
 
+    def current_db(self, channel: int) -> float | None:
+        """The cell's value on this channel now, or None while the cell does not answer."""
+        try:
+            with self._lock:
+                reply = self.cell.get_attenuation(channel - 1)
+        except CellControlError:
+            return None  # the cell may not be up yet; the first set will reach it
+        value = reply.get("attenuation_db")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def close(self) -> None:
+        self.cell.close()
+
+
+class AttenuatorBridge:
+    def __init__(self, cell_ctl: str, pty_link: str | Path, ues: int = 1, model: str | None = None, timeout_s: float = 2.0):
+        self.forwarder = CellForwarder(cell_ctl, timeout_s)
+        self.pty_link = Path(pty_link)
+        # more than 4 UEs: a box Mini-Circuits does not sell, named like its RC4DAT so the driver counts channels
+        chosen = model or ("RCDAT-6000-110" if ues == 1 else "RC4DAT-6G-95" if ues <= 4 else f"RC{ues}DAT-6G-95")
+        self.device = MiniCircuitsDevice(model=chosen, serial_number="VLAB0001", channels=ues, on_set=self.forwarder)
+        self.server: PtyServer | None = None
+
+    @property
+    def forwarded(self) -> int:
+        return self.forwarder.forwarded
+
     def sync_from_cell(self) -> None:
         """Start from the cell's current values so the first readback is the truth."""
-        for ch in range(1, self.device.channels + 1):
-            try:
-                with self._lock:
-                    reply = self.cell.get_attenuation(ch - 1)
-                value = reply.get("attenuation_db")
-                if isinstance(value, (int, float)):
-                    self.device.att_db[ch - 1] = float(value)
-            except CellControlError:
-                pass  # the cell may not be up yet; the first set will reach it
+        sync_from_cell(self.device.att_db, self.forwarder)
 
     def start(self) -> AttenuatorBridge:
         self.sync_from_cell()
@@ -81,7 +107,7 @@ class AttenuatorBridge:
                 self.pty_link.unlink()
         except OSError:
             pass
-        self.cell.close()
+        self.forwarder.close()
 
     def __enter__(self) -> AttenuatorBridge:
         return self.start()

@@ -151,20 +151,18 @@ def emulate_cmd(
     transport: str = typer.Option("serial", help="serial | telnet | http"),
     pty_link: Path | None = typer.Option(None, help="symlink for the pseudo-terminal (serial)"),
     port: int = typer.Option(0, min=0, max=65535, help="TCP port (telnet/http/keysight); 0 = any free port"),
+    channels: int | None = typer.Option(None, min=1, max=16, help="channels of the box (default: the family's)"),
+    cell_ctl: str | None = typer.Option(None, help="the virtual cell's control endpoint: every value the box "
+                                                   "applies on channel N goes to the cell's UE N-1"),
 ) -> None:
-    """Run a device emulator until Ctrl-C (for trying drivers by hand)."""
-    from .emulators.adaura import AdauraDevice
-    from .emulators.jfw import JfwDevice
-    from .emulators.keysight import Keysight11713C
-    from .emulators.minicircuits import MiniCircuitsDevice
-
-    devices = {"minicircuits": MiniCircuitsDevice, "jfw": JfwDevice, "adaura": AdauraDevice, "keysight": Keysight11713C}
-    if vendor not in devices:
-        raise InputError("command line", "vendor", f"unknown {vendor!r}", list(devices))
-    dev = devices[vendor]()
+    """Run a device emulator until Ctrl-C (for trying drivers by hand; with --cell-ctl, a box of any family in
+    front of the virtual cell, as `cellab rehearse` uses it)."""
+    dev, forwarder = _emulated_device(vendor, channels, cell_ctl)
     try:
         server, where = _serve(dev, vendor, transport, pty_link, port)
     except OSError as exc:  # the port is taken, or not ours to bind
+        if forwarder is not None:
+            forwarder.close()
         if transport == "serial" and vendor != "keysight":
             raise InputError("cellab atten emulate", "--pty-link", f"no pseudo-terminal: {exc}") from None
         raise InputError("cellab atten emulate", "--port", f"cannot listen on port {port}: {exc.strerror or exc}",
@@ -175,6 +173,8 @@ def emulate_cmd(
     print(json.dumps({"event": "ready", "vendor": vendor, "address": where}), flush=True)
     done.wait()
     server.stop()
+    if forwarder is not None:
+        forwarder.close()
 
 
 def _serve(dev: object, vendor: str, transport: str, pty_link: Path | None, port: int) -> tuple[object, str]:
@@ -182,10 +182,10 @@ def _serve(dev: object, vendor: str, transport: str, pty_link: Path | None, port
     if vendor == "keysight":
         server = dev.serve(port)  # type: ignore[attr-defined]
         where = f"TCPIP::127.0.0.1::{server.port}::SOCKET"
-    elif transport == "serial":
+    elif transport == "serial" and hasattr(dev, "serve_pty"):
         server = dev.serve_pty(str(pty_link) if pty_link else None)  # type: ignore[attr-defined]
         where = server.port
-    elif transport == "telnet":
+    elif transport == "telnet" and hasattr(dev, "serve_telnet"):
         server = dev.serve_telnet(port)  # type: ignore[attr-defined]
         where = server.address
     elif transport == "http" and hasattr(dev, "serve_http"):
@@ -194,3 +194,31 @@ def _serve(dev: object, vendor: str, transport: str, pty_link: Path | None, port
     else:
         raise InputError("command line", "transport", f"{vendor} has no {transport!r} emulator", ["serial", "telnet", "http"])
     return server, where
+
+
+def _emulated_device(vendor: str, channels: int | None, cell_ctl: str | None):
+    """The family's device model (with `channels`), forwarding to the cell when `cell_ctl` names one."""
+    from .bridge import CellForwarder, sync_from_cell
+    from .emulators.adaura import AdauraDevice
+    from .emulators.jfw import JfwDevice
+    from .emulators.keysight import Keysight11713C
+    from .emulators.minicircuits import MiniCircuitsDevice
+
+    families = ("minicircuits", "jfw", "adaura", "keysight")
+    if vendor not in families:
+        raise InputError("command line", "vendor", f"unknown {vendor!r}", list(families))
+    if vendor == "keysight":
+        if cell_ctl or channels:  # its banks are X+Y relay pairs: no per-channel value to forward
+            raise InputError("command line", "--cell-ctl", "keysight's emulator has fixed banks and cannot drive "
+                             "the cell", ["minicircuits", "jfw", "adaura"])
+        return Keysight11713C(), None
+    forwarder = CellForwarder(cell_ctl) if cell_ctl else None
+    n = {"channels": channels} if channels else {}
+    if vendor == "minicircuits":  # its model names its channel count (the driver reads it)
+        model = "RCDAT-6000-110" if not channels else ("RC4DAT-6G-95" if channels <= 4 else f"RC{channels}DAT-6G-95")
+        dev = MiniCircuitsDevice(model=model, on_set=forwarder, **n)
+    else:
+        dev = (JfwDevice if vendor == "jfw" else AdauraDevice)(on_set=forwarder, **n)
+    if forwarder is not None:
+        sync_from_cell(dev.att_db, forwarder)
+    return dev, forwarder

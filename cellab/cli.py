@@ -117,7 +117,8 @@ def plan_cmd(campaign_file: Path, lab: str | None = typer.Option(None, help="ove
 @app.command()
 def run(
     campaign_file: Path | None = typer.Argument(None, help="campaign YAML (not with --resume)"),
-    lab: str | None = typer.Option(None, help="virtual | wired | LAB.yaml (default: the campaign's lab)"),
+    lab: str | None = typer.Option(None, help="an embedded lab: virtual | wired | virtual-android | srsran-zmq; or "
+                                              "a lab inventory LAB.yaml (default: the campaign's lab)"),
     resume: Path | None = typer.Option(None, help="continue an interrupted campaign folder (refused while another "
                                        "live `cellab run` holds it, naming its pid and host)"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run the failed runs again too"),
@@ -378,6 +379,13 @@ def _lab_doctor(lab: Path, fix: bool, connect_timeout_s: float, max_offset_ms: f
         raise typer.Exit(1)
 
 
+def _mount_rehearse() -> None:
+    from cellab.inventory.rehearse_cli import rehearse_app
+
+    app.add_typer(rehearse_app, name="rehearse", help="A lab inventory rehearsed on this host: emulated devices, "
+                                                      "real agents (up NAME | down NAME | list).")
+
+
 def _mount_keys() -> None:
     from cellab.bus.cli import keys_app
 
@@ -409,6 +417,7 @@ def _mount_fidelity() -> None:
 
 
 _mount_keys()
+_mount_rehearse()
 _mount_scale()
 _mount_fidelity()
 _mount_compare()

@@ -29,6 +29,7 @@ from typing import Annotated, Any
 import yaml
 
 from cellab.errors import InputError, describe_char, shown_key
+from cellab.pathnames import check_path
 
 YAML_MAX_BYTES = 256 << 10  # a campaign, inventory or schedule is a few kB; pure-Python parsing takes ~1 s here
 JSON_MAX_BYTES = 16 << 20
@@ -42,6 +43,7 @@ CSV_MAX_FIELD = 4096  # characters in one CSV field
 NUL = "\0"
 
 Source = str | Path
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 # ------------------------------------------------------------------ files
@@ -55,6 +57,7 @@ def _kind(mode: int) -> str:
 
 def read_bytes(path: Source, limit_bytes: int = DATA_MAX_BYTES, field: str = "") -> bytes:
     """The file's bytes: a regular file of at most limit_bytes (opened non-blocking: a FIFO does not hang)."""
+    check_path(path, path, field)  # a NUL byte or an over-long name: an InputError, not a ValueError
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -145,10 +148,12 @@ def finite_float(text: object, source: Source, field: str, lo: float | None = No
 
 
 def bounded_int(text: object, source: Source, field: str, lo: int = -INT64_MAX - 1, hi: int = INT64_MAX) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise InputError(source, field, f"{text!r} is not an integer") from None
+    digits = str(text).strip()
+    if not INTEGER_TEXT.fullmatch(digits):  # int() would take '1_000' and non-ASCII digits ('١٢')
+        raise InputError(source, field, f"{text!r} is not an integer", ["ASCII digits 0-9, a sign first"])
+    if len(digits) > 20:  # beyond 64 bits, and int() refuses texts of more than 4300 digits
+        raise InputError(source, field, f"{digits[:24]}... is out of range", [f"{lo} .. {hi}"])
+    value = int(digits)
     if not lo <= value <= hi:
         raise InputError(source, field, f"{value} is out of range", [f"{lo} .. {hi}"])
     return value

@@ -247,4 +247,5 @@ def network_identity(path: str | Path) -> NetworkIdentity:
     profile = load_profile(path)
     return NetworkIdentity(source=str(path), mcc=profile.plmn.mcc, mnc=profile.plmn.mnc, tacs=list(profile.tacs),
                            mme_addrs=[profile.mme.s1ap_addr],
+                           flavour=profile.flavour if "flavour" in profile.model_fields_set else "",
                            fields={"mcc": "plmn.mcc", "mnc": "plmn.mnc", "tac": "tacs", "mme": "mme.s1ap_addr"})

@@ -1,8 +1,10 @@
 """A UE's host paused (fault `ue_pause` on the virtual lab): its processes frozen with the cgroup v2 freezer.
 
-The host of UE i is what would stop with a paused machine: the UE agent (found by its argv, which names the
-lab instance's own UE: `--netns <prefix>-ue<i>`, or a virtual phone's `--serial`), everything it started, and
-every process inside the UE's namespace (iperf3, cellab-probe, started by `ip netns exec`). They move into a
+The host of UE i is what would stop with a paused UE: everything its UE agent started (the agent found by its
+argv, which names the lab instance's own UE: `--netns <prefix>-ue<i>`, or a virtual phone's `--serial`) and
+every process inside the UE's namespace (iperf3, cellab-probe, started by `ip netns exec`). The agent itself
+runs on (issue 41): like a phone's agent on the laptop beside it, it keeps its heartbeats and says its UE is
+out, so the bus tells a UE out for minutes from an agent gone. They move into a
 cgroup of their own, `cellab-<prefix>-ue<i>` under the cgroup v2 mount, whose `cgroup.freeze` stops them all
 at once (children a process forks later are born in it); thawing writes 0, moves each process back to the
 cgroup it came from (kept in a file beside the lab's state, so a crashed controller's leftovers can be thawed
@@ -66,9 +68,9 @@ def _has_pair(argv: list[bytes], flag: str, value: str) -> bool:
 
 
 def host_pids(netns: str, agent_marks: Iterable[tuple[str, str]]) -> set[int]:
-    """The processes of one UE's host: UE agents (argv with `agent`, `--role ue` and one of `agent_marks`, a
-    flag and its value), their descendants, and every process in namespace `netns`. Never this process or
-    its ancestors."""
+    """The processes of one UE's host: the descendants of its UE agents (argv with `agent`, `--role ue` and one of
+    `agent_marks`, a flag and its value; the agents themselves not) and every process in namespace `netns`.
+    Never this process or its ancestors."""
     marks = list(agent_marks)
     ns_ino = os.stat(f"/run/netns/{netns}").st_ino
     mine = set()
@@ -77,6 +79,7 @@ def host_pids(netns: str, agent_marks: Iterable[tuple[str, str]]) -> set[int]:
         mine.add(pid)
         pid = _parent(pid)
     found: set[int] = set()
+    agents: set[int] = set()
     children: dict[int, list[int]] = {}
     for pid in _proc_pids():
         parent = _parent(pid)
@@ -87,14 +90,14 @@ def host_pids(netns: str, agent_marks: Iterable[tuple[str, str]]) -> set[int]:
             continue
         argv = (_read(f"/proc/{pid}/cmdline") or b"").split(b"\0")
         if b"agent" in argv and _has_pair(argv, "--role", "ue") and any(_has_pair(argv, f, v) for f, v in marks):
-            found.add(pid)
-    todo = list(found)
+            agents.add(pid)
+    todo = list(found | agents)
     while todo:
         for child in children.get(todo.pop(), []):
             if child not in found:
                 found.add(child)
                 todo.append(child)
-    return found - mine
+    return found - mine - agents
 
 
 class HostFreezer:

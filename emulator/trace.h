@@ -5,6 +5,13 @@
 #include <stdint.h>
 
 #define TRACE_OPPORTUNITY_BYTES 1500
+/* The one grammar cellab's validator (cellab/campaign/traces.py) reads too: every line 1..TRACE_MAX_DIGITS
+ * ASCII digits and its newline ("\r\n" too; the last newline may be missing), nothing else (no blank line,
+ * blank, sign, '_' or non-ASCII digit); non-decreasing, at most TRACE_MAX_MS, the last above 0; the file at
+ * most TRACE_MAX_BYTES. */
+#define TRACE_MAX_MS 86400000ULL /* a day */
+#define TRACE_MAX_DIGITS 12
+#define TRACE_MAX_BYTES (256ULL << 20)
 
 struct trace {
     uint32_t period_ms;  /* the last timestamp: the trace repeats with this period */

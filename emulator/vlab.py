@@ -58,6 +58,8 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
     #: gone, the UEs fail their radio link and connect anew); ue_pause: the UE's host frozen (hostpause.py) and
     #: its packets dropped between its modem and its namespace (the cell's set_ue_host op)
     fault_kinds = frozenset({"radio_outage", "s1_cut", "sgi_cut", "enb_restart", "ue_pause"})
+    #: its TTI log gives every run the cell's capacity_bps, hence utilization (a stopping rule may watch it)
+    reports_cell_capacity = True
     parameters = frozenset(CellParams.model_fields)
     #: the cell inherits the instance's lease (`cellab vlab up`: the lab outlives the command)
     cell_keeps_lease = False
@@ -171,10 +173,13 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
                 netns.create(name)
                 with NetNS(name) as ns:
                     ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-                # IPv4 only: router/neighbour solicitations would otherwise wake the uplink scheduler
-                for key in ("all", "default"):
-                    subprocess.run(["ip", "netns", "exec", name, "sysctl", "-q", "-w",
-                                    f"net.ipv6.conf.{key}.disable_ipv6=1"], check=True, capture_output=True)
+                # IPv4 only: router/neighbour solicitations would otherwise wake the uplink scheduler.
+                # No TCP metrics cache: a closed connection's ssthresh and RTT would seed the next run's flows to
+                # the same address, so a run's start depended on the runs before it in the session
+                for key in [f"net.ipv6.conf.{k}.disable_ipv6=1" for k in ("all", "default")] + [
+                        "net.ipv4.tcp_no_metrics_save=1"]:
+                    subprocess.run(["ip", "netns", "exec", name, "sysctl", "-q", "-w", key], check=True,
+                                   capture_output=True)
             self._start_cell(program)
         except BaseException:
             self.down()

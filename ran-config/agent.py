@@ -35,7 +35,7 @@ from cellab.contracts.enb import (
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError
 from cellab.ran.enb_provenance import EnbProvenance
-from cellab.ran.profile import EnbProfile, parse_profile
+from cellab.ran.profile import EnbProfile, apply_overrides, parse_profile
 from cellab.ran.render import render_texts
 from cellab.ran.report import PhyLogTail, ReportTail, sr_ground_truth, ue_metrics
 from cellab.ran.srsenb_proc import (
@@ -51,23 +51,6 @@ from cellab.ran.srsenb_proc import (
 
 log = logging.getLogger("cellab.ran.agent")
 REPORT_POLL_S = 0.5
-
-
-def apply_overrides(data: dict, params: ConfigureParams) -> dict:
-    """The profile's YAML data with the run's radio parameters set."""
-    o = params.overrides
-    data = json.loads(json.dumps(data))  # a deep copy of plain data
-    sets: list[tuple[tuple[str, ...], Any]] = [
-        (("enb", "n_prb"), o.n_prb), (("sr", "period_ms"), o.sr_period_ms), (("sr", "subframe_offset"), o.sr_offset_ms),
-        (("cqi", "period_ms"), o.cqi_period_ms), (("rf", "tx_gain_db"), o.tx_gain_db), (("rf", "rx_gain_db"), o.rx_gain_db)]
-    for (section, key), value in sets:
-        if value is not None:
-            data.setdefault(section, {})[key] = value
-    if o.dl_earfcn is not None and data.get("cells"):
-        data["cells"][0]["dl_earfcn"] = o.dl_earfcn
-    if o.n_prb == 6:
-        data.setdefault("prach", {})["freq_offset"] = 0  # the only PRACH place in a 6-PRB cell
-    return data
 
 
 def restart_reasons(old: EnbProfile | None, new: EnbProfile) -> list[str]:
@@ -118,7 +101,7 @@ class EnbAgent(EnbProvenance, Agent):
         if not isinstance(data, dict):
             raise OperationFailed(f"{params.profile_name}: not a mapping", field="params.profile_yaml")
         try:
-            profile = parse_profile(apply_overrides(data, params), source)
+            profile = parse_profile(apply_overrides(data, params.overrides), source)
         except (CellabError, ValidationError) as exc:
             raise OperationFailed(str(exc), field="params") from None
         texts = render_texts(profile, params.profile_name)

@@ -76,3 +76,36 @@ def usrp_cmd(probe: bool = typer.Option(True, help="also run uhd_usrp_probe on e
         err_console.print("no USRP found (uhd_find_devices found none)")
         raise typer.Exit(1)
     console.print(inventory_snippet(devices), highlight=False, markup=False)
+
+
+@app.command("ue-conf")
+def ue_conf_cmd(profile: Path = typer.Argument(..., help="the inventory's eNB profile (rf.device kind zmq)"),
+                netns: str = typer.Option(..., help="the UE's network namespace: srsue puts its TUN there "
+                                                    "([gw] netns); the UE agent runs with --netns NETNS"),
+                out: Path = typer.Option(..., help="the ue.conf to write (srsue's log and metrics beside it)"),
+                index: int = typer.Option(0, min=0, max=15, help="the UE's USIM and ZMQ id (0: the srsRAN example "
+                                                                 "SIM, row ue1 of core-config/examples/"
+                                                                 "subscribers-srsran-zmq.csv)")) -> None:
+    """srsue's ue.conf for an inventory whose eNB is srsenb over ZMQ on this host (the eNB agent renders it from
+    PROFILE): ZMQ to the profile's ports at its base_srate, its first cell's EARFCN, rendered as the srsran-zmq
+    lab renders a UE's; then `srsue ue.conf` (root, after srsenb started)."""
+    from cellab.ran.profile import load_profile
+    from cellab.ran.srsue_proc import UeSettings, render_ue_conf, ue_usim
+    from cellab.safepath import write_output
+
+    try:
+        enb = load_profile(profile)
+    except CellabError as exc:
+        raise _fail(exc) from None
+    device = enb.rf.device
+    if device.kind != "zmq":
+        raise _fail(CellabError(f"{profile}: rf.device is {device.kind}, not zmq: srsue over ZMQ needs a ZMQ eNB"))
+    settings = UeSettings(dl_earfcn=enb.cells[0].dl_earfcn, n_prb=enb.enb.n_prb, base_srate_hz=device.base_srate_hz)
+    folder = out.resolve().parent
+    enb_tx, enb_rx = (int(port.rpartition(":")[2]) for port in (device.tx_port, device.rx_port))
+    text = render_ue_conf(settings, netns, folder / f"srsue{index}.log", folder / f"srsue{index}_metrics.csv",
+                          tx_port=enb_rx, rx_port=enb_tx, index=index)
+    written = write_output(out, text, "--out")
+    console.print(f"{escape(str(written))}: srsue {index} (IMSI {ue_usim(index)['imsi']}) in namespace "
+                  f"{escape(netns)}, ZMQ to "
+                  f"srsenb's {enb_tx}/{enb_rx}; start it with: srsue {escape(str(written))}", highlight=False)

@@ -7,14 +7,19 @@ live in rules.py, and `load_profile` applies them too.
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cellab.contracts.identity import NetworkIdentity
-from cellab.errors import InputErrors, from_validation_error
+from cellab.errors import InputError, InputErrors, from_validation_error
 from cellab.inputs import check_ip, read_yaml
+
+if TYPE_CHECKING:
+    from cellab.contracts.enb import RadioOverrides
 
 N_PRB_VALUES = (6, 15, 25, 50, 75, 100)
 SR_PERIODS_MS = (5, 10, 20, 40, 80)  # srsENB's alloc_sr_resources accepts these only (anchors §1.2)
@@ -243,9 +248,49 @@ FIELDS = {"mcc": "enb.mcc", "mnc": "enb.mnc", "tac": "cells[].tac", "mme": "enb.
 def identity_of(profile: EnbProfile, source: str | Path) -> NetworkIdentity:
     return NetworkIdentity(source=str(source), mcc=profile.enb.mcc, mnc=profile.enb.mnc,
                            tacs=[cell.tac for cell in profile.cells], mme_addrs=[profile.enb.mme_addr],
-                           cell_ids=[cell.cell_id for cell in profile.cells], fields=FIELDS)
+                           cell_ids=[cell.cell_id for cell in profile.cells], radio=profile.rf.device.kind,
+                           fields=FIELDS)
 
 
 def network_identity(path: str | Path) -> NetworkIdentity:
     """Entry point `cellab.identity: enb`: the PLMN, TACs and MME address of an eNB profile."""
     return identity_of(load_profile(path), path)
+
+
+def apply_overrides(data: dict, overrides: RadioOverrides) -> dict:
+    """The profile's YAML data with a run's radio parameters set, as the eNB agent renders them."""
+    o = overrides
+    data = json.loads(json.dumps(data))  # a deep copy of plain data
+    sets: list[tuple[tuple[str, ...], Any]] = [
+        (("enb", "n_prb"), o.n_prb), (("sr", "period_ms"), o.sr_period_ms), (("sr", "subframe_offset"), o.sr_offset_ms),
+        (("cqi", "period_ms"), o.cqi_period_ms), (("rf", "tx_gain_db"), o.tx_gain_db), (("rf", "rx_gain_db"), o.rx_gain_db)]
+    for (section, key), value in sets:
+        if value is not None:
+            data.setdefault(section, {})[key] = value
+    if o.dl_earfcn is not None and data.get("cells"):
+        data["cells"][0]["dl_earfcn"] = o.dl_earfcn
+    if o.n_prb == 6:
+        data.setdefault("prach", {})["freq_offset"] = 0  # the only PRACH place in a 6-PRB cell
+    return data
+
+
+def overrides_problems(path: str | Path, radio: dict[str, Any]) -> list[str]:
+    """Entry point `cellab.services: enb_overrides`: what srsENB's rules refuse of the profile at `path` with a
+    run's radio parameters applied (RadioOverrides fields), one line each; empty when it takes them. Asked
+    for every planned run, so one answer per profile and set of values."""
+    return list(_overrides_problems(str(path), json.dumps(radio, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _overrides_problems(path: str, radio_json: str) -> tuple[str, ...]:
+    from cellab.contracts.enb import RadioOverrides
+
+    source = f"{path} with {', '.join(f'{k}={v}' for k, v in json.loads(radio_json).items())}"
+    try:
+        parse_profile(apply_overrides(read_yaml(path), RadioOverrides(**json.loads(radio_json))), source)
+    except InputErrors as exc:
+        return tuple(f"{e.field}: {e.message}" + (f" (allowed: {', '.join(map(str, e.allowed))})" if e.allowed else "")
+                     for e in exc.errors)
+    except InputError as exc:
+        return (exc.render(),)
+    return ()

@@ -1,7 +1,8 @@
 """The server agent: runs on an edge server (or in the virtual lab's server namespace).
 
 Its operations start and stop the traffic servers (iperf3, cellab-send), capture packets (CaptureOps),
-and load, configure and unload the BPF congestion-control modules (ModuleOps).
+load, configure and unload the BPF congestion-control modules (ModuleOps), and cut its link to the UEs for a
+fault (LinkOps).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.server import modules
 from cellab.server.agent_ops import ModuleOps
+from cellab.server.link_cut import LinkOps
 from cellab.server.provenance import ServerProvenance
 from cellab.labs.proc import ManagedProcess, argv_in
 
@@ -35,7 +37,7 @@ LISTEN_TIMEOUT_S = 5.0
 
 
 @implements(SERVER_CONTRACT)
-class ServerAgent(ServerProvenance, CaptureOps, ModuleOps, Agent):
+class ServerAgent(ServerProvenance, CaptureOps, ModuleOps, LinkOps, Agent):
     role = "server"
 
     def __init__(self, *args: Any, netns: str | None = None, **kwargs: Any):
@@ -135,6 +137,10 @@ class ServerAgent(ServerProvenance, CaptureOps, ModuleOps, Agent):
         return ok(f"module {name}", f"{known[name].kind}, loadable (root, BTF, built)")
 
     def safe_state(self) -> None:
+        try:
+            self.restore_link()  # never a cut left behind
+        except (OperationFailed, OSError, subprocess.SubprocessError):
+            pass  # the interface is gone with its namespace: nothing to restore
         for port in list(self._iperf3):
             self._stop_iperf3(port)
         self.capture_safe_state()

@@ -73,7 +73,8 @@ def fake_adb(port: int = typer.Option(..., min=1, max=65535, help="TCP port on 1
              phone: list[str] = typer.Option(None, help="SERIAL=MODEL, repeatable (default: one per recorded "
                                                         "Android version)"),
              storage: Path = typer.Option(Path("/var/tmp/cellab-fake-adb"), help="the phones' storage folders"),
-             netns: str | None = typer.Option(None, help="UE namespace the phones run programs in"),
+             netns: list[str] = typer.Option(None, help="UE namespace the phones run programs in: one for all, "
+                                                        "or one per --phone in order (phone i is the cell's UE i)"),
              cell_ctl: str | None = typer.Option(None, help="the virtual cell's control endpoint (signal source)"),
              ) -> None:
     """A fake adb server with virtual phones, for the unmodified `adb -P PORT` client."""
@@ -90,12 +91,17 @@ def fake_adb(port: int = typer.Option(..., min=1, max=65535, help="TCP port on 1
                 raise InputError("--phone", "phone", f"{spec!r} is not SERIAL=MODEL",
                                  [f"SERIAL={m}" for m in CATALOG])
             pairs[serial] = model
+    spaces = list(netns or [None])
+    if len(spaces) not in (1, len(pairs)):
+        raise InputError("--netns", "netns", f"{len(spaces)} namespaces for {len(pairs)} phones",
+                         ["one --netns for every phone", "one --netns per --phone"])
+    spaces = spaces * len(pairs) if len(spaces) == 1 else spaces
     try:
         server = FakeAdbServer(port)
     except OSError as exc:
         raise InputError("--port", "port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
     for index, (serial, model) in enumerate(pairs.items()):
-        server.add_phone(VirtualPhone(serial, model, storage / serial, netns=netns, cell_ctl=cell_ctl,
+        server.add_phone(VirtualPhone(serial, model, storage / serial, netns=spaces[index], cell_ctl=cell_ctl,
                                       cell_ue=index))
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())

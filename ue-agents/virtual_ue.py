@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,14 @@ from typing import Any
 from cellab.bus import Agent, OperationFailed, operation
 from cellab.contracts import implements
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, program_check
-from cellab.contracts.ue import UE_CONTRACT, Iperf3ClientParams, Iperf3ClientResult, SignalReading
+from cellab.contracts.ue import (
+    UE_CONTRACT,
+    Iperf3ClientParams,
+    Iperf3ClientResult,
+    RadioParams,
+    RadioResult,
+    SignalReading,
+)
 from cellab.errors import CellabError
 from cellab.paths import find_program
 from cellab.labs.proc import ManagedProcess
@@ -33,6 +41,24 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
         self.netns = netns
         self.cell_ctl, self.cell_ue = cell_ctl, cell_ue
         self._children: list[ManagedProcess] = []
+        if cell_ctl is not None:  # its UE's state in every heartbeat: out of coverage or paused for minutes is not gone
+            threading.Thread(target=self._watch_ue, name=f"ue-state-{self.name}", daemon=True).start()
+
+    def _watch_ue(self) -> None:
+        """Every heartbeat, this UE's state as its radio (the cell) has it: `paused` when the cell holds its host's
+        packets (ue_pause), `out` when its RRC connection is gone (a radio link failure), else `in`. The agent's own
+        thread, never frozen with the UE's processes."""
+        from cellab.labs.cellctl import CellControl, CellControlError
+
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                with CellControl(self.cell_ctl, timeout_ms=int(self.heartbeat_s * 1000)) as cell:
+                    ue = cell.ue_stats(self.cell_ue)
+            except CellControlError:
+                continue  # the cell restarts with every run's parameters: nothing to say until it answers
+            state = ("paused" if ue.get("host_up") is False else
+                     "in" if ue.get("rrc_state", "connected") == "connected" else "out")
+            self.set_ue_state(state, f"cell UE {self.cell_ue}: rrc {ue.get('rrc_state', 'connected')}")
 
     @operation(concurrent=True)
     def signal(self) -> SignalReading:
@@ -48,6 +74,21 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
             raise OperationFailed(str(exc)) from None
         return SignalReading(rsrp_dbm=ue["rsrp_dbm"], sinr_db=ue.get("sinr_db"), cqi=ue.get("cqi"),
                              source="emulated cell")
+
+    @operation(concurrent=True)
+    def set_radio(self, params: RadioParams) -> RadioResult:
+        """Off: the cell holds this UE's host (what its modem receives is dropped, what it sends lost: the cell's
+        `set_ue_host`), as long as the fault lasts, the agent answering meanwhile; on: it passes again."""
+        if self.cell_ctl is None:
+            raise OperationFailed("this UE has no radio to switch: a virtual UE has one only on a cell (--cell-ctl)")
+        from cellab.labs.cellctl import CellControl, CellControlError
+
+        try:
+            with CellControl(self.cell_ctl) as cell:
+                cell.request("set_ue_host", ue=self.cell_ue, up=params.on)
+        except CellControlError as exc:
+            raise OperationFailed(str(exc)) from None
+        return RadioResult(on=params.on, how=f"cell UE {self.cell_ue}: host {'passed' if params.on else 'held'}")
 
     @operation
     def self_check(self) -> SelfCheckResult:

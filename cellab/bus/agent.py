@@ -37,6 +37,7 @@ from cellab.bus.names import check_endpoint, check_name
 from cellab.bus.operation import collect_operations
 from cellab.bus.serving import Request, Serving
 from cellab.bus.throttle import Throttle
+from cellab.bus.timing import UE_STATES
 from cellab.errors import InputError
 
 __all__ = ["Agent", "RawReply", "ReadArtifactParams", "check_endpoint", "check_name"]
@@ -107,6 +108,7 @@ class Agent(BuiltinOps, Serving):
         self._last_from_controller = time.monotonic()
         self._controller_lost = False
         self._next_heartbeat = 0.0
+        self._ue_state: str | None = None  # what the agent says of its UE in each heartbeat (set_ue_state)
         handshake_s = max(_HANDSHAKE_MIN_S, controller_lost_s)
         self._link = Link(self._ctx, zmq.DEALER, self.controller_endpoint, agent=name, what="controller",
                           configure=self._configure_dealer, keys=self._keys, server_keys=self._controller_keys,
@@ -178,6 +180,21 @@ class Agent(BuiltinOps, Serving):
                 self._pub.send_multipart([header, body], flags=zmq.NOBLOCK)
             except zmq.Again:
                 pass  # high-water mark: telemetry is best effort
+
+    def set_ue_state(self, state: str | None, detail: str = "") -> None:
+        """What this agent's UE is now (`in`, `out`, `paused`: a UE role's; None: nothing to say), sent in every
+        heartbeat from now on and published once as `ue_state` telemetry when it changes. The agent's heartbeats
+        go on whatever its UE does, so the controller tells "the host is alive and its UE is out" (minutes of
+        outage) from "the agent is gone" (silent for PEER_LOST_S)."""
+        if state is not None and state not in UE_STATES:
+            raise ValueError(f"ue state {state!r} (allowed: {', '.join(UE_STATES)})")
+        if state == self._ue_state:
+            return
+        self._ue_state = state
+        self._next_heartbeat = 0.0  # the change goes out with the next turn, not a heartbeat later
+        self._wake()
+        if state is not None:
+            self.publish("ue_state", {"state": state, "detail": detail[:200]})
 
     def start(self) -> None:
         """Serve in a background thread (tests, embedded labs)."""
@@ -300,8 +317,10 @@ class Agent(BuiltinOps, Serving):
         now = time.monotonic()
         if now >= self._next_heartbeat:
             self._next_heartbeat = now + self.heartbeat_s
-            self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.HEARTBEAT, "role": self.role}), b""],
-                       quiet=True)
+            beat = {"version": wire.VERSION, "kind": wire.HEARTBEAT, "role": self.role}
+            if self._ue_state is not None:
+                beat["ue_state"] = self._ue_state
+            self._send([wire.encode_header(beat), b""], quiet=True)
         if not self._controller_lost and now - self._last_from_controller > self.controller_lost_s:
             self._controller_lost = True
             log.warning("controller lost: silent for %.1f s, going to safe state", now - self._last_from_controller,

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from cellab.bus import wire
 from cellab.bus.errors import AgentLost
+from cellab.bus.timing import UE_STATES
 
 if TYPE_CHECKING:
     from cellab.bus.routing import Pending
@@ -38,6 +39,9 @@ class AgentStatus(BaseModel):
     version: str
     last_seen: float  # wall-clock time (s since the epoch) of the last message from the agent
     lost: bool
+    #: what the agent's heartbeats say of its UE (timing.UE_STATES; None: nothing said): an agent whose UE is out
+    #: is alive, not lost
+    ue_state: str | None = None
 
 
 @dataclass
@@ -47,6 +51,16 @@ class AgentState:
     version: str = ""
     last_seen_mono: float = 0.0
     lost: bool = False
+    ue_state: str | None = None
+
+    def note_ue_state(self, said: Any, endpoint: str) -> None:
+        """A heartbeat's `ue_state`: kept when it is one of UE_STATES, the change logged (an agent whose UE went
+        out stays alive: only its silence makes it lost)."""
+        if said is None or said == self.ue_state or said not in UE_STATES:
+            return
+        log.info("agent %s says its UE is %s", self.name, said,
+                 extra={"event": "agent_ue_state", "agent": self.name, "ue_state": said, "endpoint": endpoint})
+        self.ue_state = said
 
 
 class Liveness:
@@ -85,7 +99,8 @@ class Liveness:
         wall_minus_mono = time.time() - time.monotonic()
         with self._state_lock:
             return {a.name: AgentStatus(name=a.name, role=a.role, version=a.version,
-                                        last_seen=a.last_seen_mono + wall_minus_mono, lost=a.lost)
+                                        last_seen=a.last_seen_mono + wall_minus_mono, lost=a.lost,
+                                        ue_state=a.ue_state)
                     for a in self._agents.values()}
 
     def _wait_for_contact(self, agent: str, since: float, deadline: float, timeout_s: float) -> None:

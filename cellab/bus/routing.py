@@ -317,6 +317,7 @@ class Routing:
                     role = header.get("role")
                     if type(role) is str:
                         state.role = role[:_TEXT_KEPT]
+                    state.note_ue_state(header.get("ue_state"), self.endpoint)
                     if kind == wire.HELLO:  # the agent's own start line, as the controller sees it
                         try:
                             key = first.get("User-Id")  # the z85 client key (CURVE), none on a plain socket

@@ -9,3 +9,6 @@ from typing import Final
 #: (the controller fails that agent's pending requests with AgentLost; an agent stops what it runs)
 HEARTBEAT_S: Final = 1.0
 PEER_LOST_S: Final = 5.0
+#: what an agent may say of its UE in its heartbeats (Agent.set_ue_state): its radio link up, lost (out of
+#: coverage, radio off), or its host paused; the agent's own liveness is its heartbeats, whatever its UE says
+UE_STATES: Final = ("in", "out", "paused")

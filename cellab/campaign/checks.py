@@ -52,6 +52,10 @@ def check_campaign(campaign: Campaign, source: str | Path, assignments: list[tup
             _read(errors, source, field, _trace, value)
         if name == "attenuation_db" and attenuator is not None:
             _check_attenuation(errors, source, field, value, attenuator)
+    for plan, faults in campaign.faults.items():  # a deep fade's level: within the box's range, as any level
+        for i, fault in enumerate(faults):
+            if fault.db is not None and attenuator is not None:
+                _check_attenuation(errors, source, f"faults.{plan}[{i}].db", fault.db, attenuator)
     level = campaign.between_runs.attenuation
     if isinstance(level, float) and attenuator is not None:
         _check_attenuation(errors, source, "between_runs.attenuation", level, attenuator)

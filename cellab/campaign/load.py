@@ -18,6 +18,7 @@ from cellab.campaign.model import (
     Campaign,
     lab_fault_daemons,
     lab_fault_kinds,
+    lab_fault_refusal,
     params_model_for,
     run_id,
 )
@@ -25,7 +26,11 @@ from cellab.campaign.rules import LATE_TTI_THRESHOLDS_MS, STOP_METRICS, Retry, S
 from cellab.errors import InputError, InputErrors, from_validation_error, shown_key, unknown_key
 from cellab.faults.spec import NO_FAULT, check_fault_plans
 from cellab.inputs import read_yaml
+from cellab.pathnames import check_text_tree
 from cellab.records import PlannedRun
+
+
+CAMPAIGN_PATH_KEYS = ("lab", "file", "drive_log", "calibration", *PATH_PARAMS)
 
 
 def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
@@ -38,6 +43,7 @@ def load_campaign(path: str | Path, lab: str | None = None) -> Campaign:
         raise InputError(path, "", "a campaign is a YAML mapping (name, lab, factors, ...)")
     if lab is not None:
         data["lab"] = lab
+    check_text_tree(data, path, CAMPAIGN_PATH_KEYS)  # before any file name reaches the system
     lab_value = data.get("lab")
     if isinstance(lab_value, str) and lab_value.endswith((".yaml", ".yml")):
         base = Path.cwd() if lab is not None else path.parent
@@ -150,7 +156,8 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
     used_plans = [(field, value) for field, name, value in _assignments(campaign) if name == "faults"]
     if campaign.faults or used_plans:
         errors += check_fault_plans(campaign.faults, used_plans, campaign.workload.duration_s, campaign.lab,
-                                    lab_fault_kinds(campaign.lab), source, daemons=lab_fault_daemons(campaign.lab))
+                                    lab_fault_kinds(campaign.lab), source, daemons=lab_fault_daemons(campaign.lab),
+                                    refuse=lab_fault_refusal(campaign.lab))
         scheduled = [field for field, name, value in _assignments(campaign) if name == "schedule" and value != "static"]
         radio = [name for _, name in used_plans if any(f.kind == "radio_outage" for f in campaign.faults.get(name, []))]
         if scheduled and radio:  # both would drive the same attenuator channel
@@ -173,6 +180,10 @@ def validate_parameters(campaign: Campaign, source: str | Path) -> None:
         errors += check_campaign(campaign, source, _assignments(campaign), lab_attenuator(campaign.lab))
     if not errors and campaign.faults:
         errors += _check_run_fault_daemons(campaign, source)
+    if not errors:  # faults on UEs the runs have, stopping rules on metrics they report
+        from cellab.campaign.run_checks import needs_runs, run_problems
+
+        errors += run_problems(campaign, plan(campaign, source), source) if needs_runs(campaign) else []
     if errors:
         raise InputErrors(errors)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -310,15 +311,31 @@ def _inventory_params_model(lab: str) -> type[BaseModel] | None:
 
 
 def lab_fault_kinds(lab: str) -> frozenset[str] | None:
-    """The faults a lab can inject inside a run (EmbeddedLab.fault_kinds); an inventory's: none yet; a bench a
-    cluster picks: None (not known before a worker takes the run)."""
+    """The faults a lab can inject inside a run (EmbeddedLab.fault_kinds); an inventory's: those it has a device
+    for (cellab.inventory.faults); a bench a cluster picks: None (not known before a worker takes the run)."""
     from cellab.labs import EMBEDDED_LABS, embedded_lab_class
 
     if lab in EMBEDDED_LABS:
         return frozenset(getattr(embedded_lab_class(lab), "fault_kinds", frozenset()))
     if lab == ANY_BENCH:
         return None
-    return frozenset()
+    from cellab.inventory.faults import fault_kinds
+    from cellab.inventory.model import load_inventory
+
+    return fault_kinds(load_inventory(lab))
+
+
+def lab_fault_refusal(lab: str) -> Callable[[Any], tuple[str, str] | None] | None:
+    """An inventory's per-fault check: (field, why) naming the device it lacks for a fault; None for other labs."""
+    from cellab.labs import EMBEDDED_LABS
+
+    if lab in EMBEDDED_LABS or lab == ANY_BENCH:
+        return None
+    from cellab.inventory.faults import refusal
+    from cellab.inventory.model import load_inventory
+
+    inventory = load_inventory(lab)
+    return lambda fault: refusal(inventory, fault)
 
 
 def lab_fault_daemons(lab: str) -> frozenset[str] | None:

@@ -122,7 +122,9 @@ class StopRule(Strict):
     interval (of its mean, Student t) is at most `ci_fraction` of the mean on each side, or `max` runs. With
     `comparison` instead of `metric`: the two cells of that comparison (level and baseline, in each cell of the
     other factors) get one more run each until every metric's ratio has a 95 % bootstrap interval within
-    ±`ci_fraction` of the ratio, or `max` runs; the other cells run `repeat` times."""
+    ±`ci_fraction` of the ratio, or `max` runs; the other cells run `repeat` times. The metrics must be ones every
+    run reports (otherwise each cell would run `max` times): one-way delay needs `tool: probe`, `ue_fairness_jain`
+    two UEs in every run, `utilization` a virtual lab's cell."""
 
     metric: Literal[STOP_METRICS] | None = Field(  # type: ignore[valid-type]
         None, description="the metric whose interval decides (or `comparison`)")

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import math
+import re
 from pathlib import Path
 
 
 from cellab.campaign.probe_log import check_time_order
 from cellab.errors import InputError
-from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_text
+from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_bytes, read_text
 from cellab.records import write_atomic
 
 if TYPE_CHECKING:
@@ -61,21 +62,38 @@ def trace_from_probe_log(path: Path) -> list[int]:
 
 
 def read_mahimahi(path: Path) -> list[int]:
-    """A Mahimahi trace as the cell reads it: one integer (ms) per line, non-decreasing, lasting > 0 ms."""
+    """A Mahimahi trace read by the cell's own grammar (emulator/trace.h): every line 1..12 ASCII digits and its
+    newline ("\\r\\n" too; the last may lack it), nothing else — no blank line, blank, tab, sign, '_', byte-order
+    mark or non-ASCII digit (Python's int() takes '1_000' and '١٢'; the cell does not); non-decreasing, at most a
+    day, the last above 0. Read as bytes, as the cell reads them."""
     path = Path(path)
+    data = read_bytes(path, DATA_MAX_BYTES)
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the last line's newline
     out: list[int] = []
-    last = 0
-    for number, line in enumerate(read_text(path, DATA_MAX_BYTES).splitlines(), start=1):
-        if not line.strip():
-            continue
-        value = bounded_int(line, path, f"line {number}", 0, MAX_TRACE_MS)
-        if value < last:
-            raise InputError(path, f"line {number}", f"{value} ms goes back (previous {last} ms): timestamps must "
+    for number, line in enumerate(lines, start=1):
+        digits = line.removesuffix(b"\r")
+        if not TRACE_LINE.fullmatch(digits):
+            raise InputError(path, f"line {number}", f"{_shown(line)} is not a time in ms",
+                             ["1 to 12 ASCII digits (0-9) alone on the line"])
+        value = int(digits)
+        if value > MAX_TRACE_MS:
+            raise InputError(path, f"line {number}", f"{value} ms is beyond a day", [f"0 .. {MAX_TRACE_MS}"])
+        if out and value < out[-1]:
+            raise InputError(path, f"line {number}", f"{value} ms goes back (previous {out[-1]} ms): timestamps must "
                              "be monotonically nondecreasing")
-        out.append(last := value)
+        out.append(value)
     if not out or out[-1] <= 0:
         raise InputError(path, "", "a trace must last for a nonzero amount of time", ["one ms timestamp per line"])
     return out
+
+
+TRACE_LINE = re.compile(rb"[0-9]{1,12}")
+
+
+def _shown(line: bytes) -> str:
+    return "an empty line" if not line else repr(line[:40].decode("utf-8", "backslashreplace"))
 
 
 def opportunities(t_ms: np.ndarray, size_bytes: np.ndarray) -> list[int]:

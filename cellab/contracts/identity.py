@@ -21,6 +21,8 @@ class NetworkIdentity(Model):
     mme_addrs: list[str] = Field(description="eNB: the MME address(es) it dials; core: the S1-MME address(es) it binds")
     cell_ids: list[int] = Field(default_factory=list, description="eNB: its cells' cell_id, in profile order "
                                                                   "(srsENB's cell_gain names a cell by it)")
+    radio: str = Field("", description="eNB: its radio (rf.device.kind: uhd, zmq)")
+    flavour: str = Field("", description="core: the flavour the profile names ('' when it names none)")
     # field names inside the profile, for messages that name both files and fields
     fields: dict[str, str] = Field(default_factory=dict, description="'mcc'|'mnc'|'tac'|'mme' -> dotted field path")
 

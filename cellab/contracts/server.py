@@ -181,6 +181,24 @@ class ServerSelfCheckParams(Model):
                                       description="the BPF modules the inventory says this server has")
 
 
+class LinkParams(Model):
+    """The server's link to the UEs cut or restored (fault `sgi_cut` on a lab inventory): nothing the server sends
+    from `address` (the address the UEs reach it at) leaves it, the rest of the host's traffic untouched."""
+
+    address: str = Field(max_length=15, description="an IPv4 address of the server's host")
+    up: bool
+
+    @field_validator("address")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        return str(ipaddress.IPv4Address(value))  # ValueError names the bad text
+
+
+class LinkResult(Model):
+    up: bool
+    device: str = Field(description="the interface that holds the address")
+
+
 LOAD_MODULES = Op("load_modules", LoadModulesParams, LoadModulesResult)
 UNLOAD_MODULES = Op("unload_modules", UnloadModulesParams, UnloadModulesResult)
 LIST_MODULES = Op("list_modules", Empty, ListModulesResult)
@@ -194,9 +212,12 @@ CAPTURE_STOP = Op("capture_stop", Empty, CaptureFile)
 SELF_CHECK = Op("self_check", ServerSelfCheckParams, SelfCheckResult,
                 "read-only: iperf3, cellab-send, tcpdump, the workload ports free, the modules, the host clock")
 
+SET_LINK = Op("set_link", LinkParams, LinkResult, "cut (nothing sent from an address leaves) or restore the "
+              "server's link to the UEs")
+
 SERVER_CONTRACT = Contract("server", (LOAD_MODULES, UNLOAD_MODULES, LIST_MODULES, SET_MODULE_PARAM, START_SENDER,
                                       STOP_SENDER, IPERF3_SERVER_START, IPERF3_SERVER_STOP, CAPTURE_START,
-                                      CAPTURE_STOP, SELF_CHECK))
+                                      CAPTURE_STOP, SELF_CHECK, SET_LINK))
 
 
 class ServerClient(RoleClient):
@@ -232,3 +253,6 @@ class ServerClient(RoleClient):
 
     def self_check(self, params: ServerSelfCheckParams, timeout_s: float | None = None) -> SelfCheckResult:
         return self.call(SELF_CHECK, params, timeout_s)
+
+    def set_link(self, address: str, up: bool, timeout_s: float | None = None) -> LinkResult:
+        return self.call(SET_LINK, LinkParams(address=address, up=up), timeout_s)

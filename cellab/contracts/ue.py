@@ -133,6 +133,25 @@ class SignalReading(Model):
     source: str
 
 
+class UeStateSample(Model):
+    """Telemetry `ue_state`: the agent's UE changed state (cellab.bus Agent.set_ue_state), the agent alive."""
+
+    state: Literal["in", "out", "paused"]
+    detail: str = ""
+
+
+class RadioParams(Model):
+    """The UE's radio on or off (fault `ue_pause` on an inventory): a phone's airplane mode through adb; a virtual
+    UE's host held by its cell (what its modem receives dropped, what it sends lost)."""
+
+    on: bool
+
+
+class RadioResult(Model):
+    on: bool
+    how: str = Field(max_length=200, description="what the agent did, e.g. 'airplane mode enable'")
+
+
 FETCH = Op("fetch", ProbeFetchParams, FetchResult, "run the receiver probe (timed or sized flows, receiver control)")
 IPERF3_CLIENT = Op("iperf3_client", Iperf3ClientParams, Iperf3ClientResult, "one iperf3 transfer with a concurrent ping")
 SIGNAL = Op("signal", Empty, SignalReading, "the serving cell's signal now")
@@ -140,7 +159,10 @@ SELF_CHECK = Op("self_check", Empty, SelfCheckResult,
                 "read-only: the probe build (on the phone), the phone's Wi-Fi, mobile data and airplane mode, "
                 "the host clock")
 
-UE_CONTRACT = Contract("ue", (FETCH, IPERF3_CLIENT, SIGNAL, SELF_CHECK), telemetry={"signal": SignalReading})
+SET_RADIO = Op("set_radio", RadioParams, RadioResult, "the UE's radio off (out of coverage, for a fault) or on again")
+
+UE_CONTRACT = Contract("ue", (FETCH, IPERF3_CLIENT, SIGNAL, SELF_CHECK, SET_RADIO),
+                       telemetry={"signal": SignalReading, "ue_state": UeStateSample})
 
 
 class UEClient(RoleClient):
@@ -157,3 +179,6 @@ class UEClient(RoleClient):
 
     def self_check(self, timeout_s: float | None = None) -> SelfCheckResult:
         return self.call(SELF_CHECK, None, timeout_s)
+
+    def set_radio(self, on: bool, timeout_s: float | None = None) -> RadioResult:
+        return self.call(SET_RADIO, RadioParams(on=on), timeout_s)

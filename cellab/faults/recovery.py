@@ -62,6 +62,7 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
     since = asked["start"]["asked_s"] - 0.5 if "start" in asked else None
     start = end = None
     if fault.kind == "radio_outage" and max_db is not None:
+        max_db = fault.db if fault.db is not None else max_db  # a deep fade: its own level
         for ev in events:
             if ev.get("event") != "attenuation" or ev.get("ue") != fault.ue:
                 continue
@@ -148,6 +149,8 @@ def _throughput_recovery(delivered: tuple[np.ndarray, np.ndarray], drops: tuple[
     t, b = delivered
     pre_bps, recovered = rate_back(t, b, start, end, span_s)
     row: dict[str, Any] = {"pre_fault_bps": pre_bps, "throughput_back_s": recovered}
+    after = t[(b > 0) & (t >= end)]  # the user plane restored: the first byte delivered again after the fault
+    row["user_plane_restored_s"] = float(after.min()) if after.size else None
     row["recovery_s"] = recovered - end if recovered is not None else None
     row["disruption_s"] = recovered - start if recovered is not None else None
     until = recovered if recovered is not None else span_s
@@ -184,6 +187,7 @@ def not_recovered(rows: list[dict[str, Any]], final_state: dict[str, Any], span_
             problems.append(f"UE {ue} did not come back: no ping to the server at the end")
     for ue in final_state.get("ue_paused", []):
         problems.append(f"UE {ue}'s host was still paused at the end")
+    problems += [f"the core: {problem}" for problem in final_state.get("core_problems", [])]
     if final_state.get("enb_up") is False:
         problems.append("the eNB was still down at the end")
     for path in ("s1", "sgi"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -76,13 +77,16 @@ class DoctorOptions:
 
 class KeyEvents(logging.Handler):
     """What the controller logs about keys while the doctor waits: connections refused for an unknown CURVE
-    key (`curve_rejected`: the handshake fails before any name is known) and a listed key speaking as another
-    agent's name (`agent_impersonation`)."""
+    key (`curve_rejected`: the handshake fails before any name is known), a listed key speaking as another
+    agent's name (`agent_impersonation`), and each agent's hello as the controller saw it (`agent_hello`: the
+    same line the agent printed at its start, with the key the handshake presented)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.refused: set[str] = set()  # fingerprints
         self.impostors: dict[str, str] = {}  # agent name -> fingerprint of the key it came with
+        self.hellos: dict[str, str] = {}  # agent name -> the controller's line for it
+        self._level = logging.NOTSET
 
     def emit(self, record: logging.LogRecord) -> None:
         event = getattr(record, "event", None)
@@ -90,13 +94,20 @@ class KeyEvents(logging.Handler):
             self.refused.add(str(getattr(record, "fingerprint", "?")))
         elif event == "agent_impersonation":
             self.impostors[str(getattr(record, "agent", "?"))] = str(getattr(record, "fingerprint", "?"))
+        elif event == "agent_hello":
+            self.hellos[str(getattr(record, "agent", "?"))] = record.getMessage()
 
     def __enter__(self) -> KeyEvents:
-        logging.getLogger("cellab.bus.controller").addHandler(self)
+        logger = logging.getLogger("cellab.bus.controller")
+        self._level = logger.level
+        logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))  # the hellos are INFO records
+        logger.addHandler(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger("cellab.bus.controller").removeHandler(self)
+        logger = logging.getLogger("cellab.bus.controller")
+        logger.removeHandler(self)
+        logger.setLevel(self._level)
 
 
 def lab_doctor(path: str | Path, options: DoctorOptions = DoctorOptions()) -> list[Row]:
@@ -140,7 +151,14 @@ class _Doctor:
         connected = self._wait_for_agents()
         for agent in self.inventory.agents:
             rows += self._agent_rows(agent) if agent.name in connected else self._missing_rows(agent, connected)
-        return rows
+        return clock_sync_once_per_host(rows, self._host_of)
+
+    def _host_of(self, name: str) -> str:
+        """The inventory host a row's agent runs on; the controller's: the host whose address it binds."""
+        if name == "controller":
+            bound = self.inventory.controller.bind.partition("://")[2].rpartition(":")[0].strip("[]")
+            return next((h.name for h in self.inventory.hosts if bound in (h.address, *h.addresses)), name)
+        return next((a.host for a in self.inventory.agents if a.name == name), name)
 
     # --- reachability and keys ------------------------------------------------------------------
     def _wait_for_agents(self) -> set[str]:
@@ -184,7 +202,9 @@ class _Doctor:
         except BUS_ERRORS as exc:
             return [Row(agent.name, "reachable", "fail", f"connected but does not answer: {exc}")]
         rtt_ms = (time.perf_counter() - started) * 1000
-        rows = [Row(agent.name, "reachable", "ok", f"answered in {rtt_ms:.1f} ms"), self._key_row(agent),
+        hello = self.keys.hellos.get(agent.name)
+        said = f"answered in {rtt_ms:.1f} ms" + (f"; the controller saw: {hello}" if hello else "")
+        rows = [Row(agent.name, "reachable", "ok", said), self._key_row(agent),
                 *self._identity_rows(agent, described), self._clock_row(agent)]
         for i, ue in enumerate(self.inventory.devices.ues):  # before the self-check: --fix prepares the phone
             if ue.kind == "android" and ue.agent == agent.name:
@@ -314,6 +334,29 @@ class _Doctor:
             return Row(name, "fix", "fail", str(exc))
         steps = next(iter(lab.health.values()), {}).get("prepared") or []
         return Row(name, "fix", "ok", "prepared: " + ", ".join(steps))
+
+
+def clock_sync_once_per_host(rows: list[Row], host_of: Callable[[str], str]) -> list[Row]:
+    """A host has one clock: its agents' (and the controller's) `clock sync` rows become one, at the first one's
+    place, naming who shares it; the worst status of them is kept."""
+    shared: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.check == "clock sync":
+            shared.setdefault(host_of(row.name), []).append(row)
+    out: list[Row] = []
+    for row in rows:
+        if row.check != "clock sync":
+            out.append(row)
+            continue
+        host = host_of(row.name)
+        group = shared.pop(host, None)
+        if group is None:
+            continue  # said already, at the host's first row
+        worst = max(group, key=lambda r: ("ok", "warn", "fail").index(r.status))
+        names = ", ".join(r.name for r in group)
+        out.append(Row(f"host {host}", row.check, worst.status,
+                       f"{worst.detail} ({names})" if len(group) > 1 else worst.detail))
+    return out
 
 
 def _row(name: str, result: SelfCheckResult) -> list[Row]:

@@ -53,6 +53,38 @@ def _phones() -> list[Check]:
     return checks
 
 
+def _adb_server_port() -> int:
+    """The port the adb client talks to ($ANDROID_ADB_SERVER_PORT, else 5037), as the adb client picks it."""
+    text = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else 5037
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _adb_checks() -> list[Check]:
+    """The phones adb sees; an adb server this check had to start is stopped again (`adb kill-server`), so the
+    doctor leaves the host as it found it (a server left running holds the phones' USB interfaces)."""
+    port = _adb_server_port()
+    running = _listening(port)
+    try:
+        lines = [line for line in _run(["adb", "-P", str(port), "devices"]).splitlines()[1:] if line.strip()]
+        checks = [Check("adb devices", "ok" if lines else "none",
+                        ", ".join(lines) if lines else "no phone attached (enable USB debugging, `adb devices`)",
+                        required=False)]
+        return checks + (_phones() if lines else [])
+    finally:
+        if not running:
+            _run(["adb", "-P", str(port), "kill-server"])
+
+
 def _run(argv: list[str], timeout_s: float = 10) -> str:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False).stdout
@@ -88,12 +120,7 @@ def run_checks() -> list[Check]:
     checks.append(Check("congestion controls", "ok" if cc.exists() else "warn",
                         cc.read_text().strip() if cc.exists() else "unknown", required=False))
     if shutil.which("adb"):
-        lines = [line for line in _run(["adb", "devices"]).splitlines()[1:] if line.strip()]
-        checks.append(Check("adb devices", "ok" if lines else "none",
-                            ", ".join(lines) if lines else "no phone attached (enable USB debugging, `adb devices`)",
-                            required=False))
-        if lines:
-            checks += _phones()
+        checks += _adb_checks()
     else:
         checks.append(Check("adb devices", "none", "adb not installed (apt-get install adb) — only for Android UEs",
                             required=False))

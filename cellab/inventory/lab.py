@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from cellab.bus import AgentLost, AgentTimeout, Controller, OperationError
 from cellab.contracts.core import ConfigureParams as CoreConfigureParams
@@ -23,7 +23,9 @@ from cellab.contracts.enb import ConfigureParams as EnbConfigureParams
 from cellab.contracts.enb import EnbClient, RadioOverrides, StatusResult
 from cellab.errors import CellabError
 from cellab.inputs import read_text
+from cellab.inventory.lab_faults import InventoryFaults
 from cellab.inventory.model import PROFILE_MAX_BYTES, Inventory
+from cellab.records import Strict
 
 ATTACH_TIMEOUT_S = 90.0  # phones need tens of seconds to find a restarted cell
 ATTACH_POLL_S = 1.0
@@ -44,14 +46,35 @@ def inventory_params_model(inventory: Inventory, attenuation: tuple[float, float
                                                         description=f"attenuation on {where}; null: unchanged"))
     if not fields:
         return None
-    from cellab.records import Strict
+    model = create_model("InventoryParams", __base__=RadioChecked, **fields)
+    enb = inventory.devices.enb[0] if inventory.devices.enb else None
+    model.enb_profile = enb.profile if enb is not None else None  # (`cellab schema` passes a stand-in eNB: None)
+    return model
 
-    return create_model("InventoryParams", __base__=Strict, **fields)
+
+class RadioChecked(Strict):
+    """Run parameters whose radio values go onto the eNB profile: the combination srsENB would refuse (an SR
+    offset past the period, a carrier outside its band) is refused when the run is planned, naming the profile;
+    the RAN room's rules decide, as its agent applies them (entry point `cellab.services: enb_overrides`)."""
+
+    enb_profile: ClassVar[Path | None] = None
+
+    @model_validator(mode="after")
+    def _profile_takes_them(self) -> RadioChecked:
+        radio = {k: getattr(self, k) for k in RADIO_PARAMS if getattr(self, k, None) is not None}
+        if radio and self.enb_profile is not None:
+            from cellab.contracts.registry import load
+
+            problems = load("cellab.services", "enb_overrides", "eNB profile check")(self.enb_profile, radio)
+            if problems:
+                raise ValueError(f"eNB profile {self.enb_profile} with these radio parameters: " + "; ".join(problems))
+        return self
 
 
-class InventoryLab:
+class InventoryLab(InventoryFaults):
     def __init__(self, inventory: Inventory, controller: Controller, ue_agents: list[str], request_s: float = 30.0):
         self.inventory = inventory
+        self.overrides = RadioOverrides()  # the run's radio parameters (an eNB restarted by a fault gets them)
         self.controller = controller
         self.ue_agents = ue_agents
         self.request_s = request_s
@@ -136,12 +159,18 @@ class InventoryLab:
             raise CellabError(f"{self.inventory.name}: devices.enb[0] ({entry.name}) names no profile: the eNB agent "
                               "renders srsENB's files from one (ran-config/examples/)")
         assert self.enb is not None
-        result = self.enb.configure(EnbConfigureParams(profile_yaml=read_text(entry.profile, PROFILE_MAX_BYTES),
-                                                       profile_name=Path(entry.profile).name, overrides=overrides))
+        self.overrides = overrides
+        result = self.enb.configure(self._enb_params(overrides))
         if result.restarted:
             self._ground_truth = None
             self._wait_for_attach()
         return result.restarted
+
+    def _enb_params(self, overrides: RadioOverrides) -> EnbConfigureParams:
+        entry = self.inventory.devices.enb[0]
+        assert entry.profile is not None  # _configure_enb refused an eNB without one
+        return EnbConfigureParams(profile_yaml=read_text(entry.profile, PROFILE_MAX_BYTES),
+                                  profile_name=Path(entry.profile).name, overrides=overrides)
 
     def _wait_for_attach(self) -> StatusResult:
         """Every UE of the inventory attached (the eNB counts its connected RNTIs), or the run fails with the

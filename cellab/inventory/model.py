@@ -16,7 +16,10 @@ from cellab import keyindex
 from cellab.bus.keys import check_key_file
 from cellab.contracts.attenuator import AttenuatorConfig
 from cellab.errors import CellabError, InputError, InputErrors, from_validation_error
+from cellab.contracts.server import ModuleName
 from cellab.inputs import Name, Serial, read_text, read_yaml
+from cellab.inventory import coherence
+from cellab.pathnames import check_text_tree
 
 ROLES = ("server", "ue", "enb", "core", "attenuator")
 
@@ -95,7 +98,7 @@ class ServerEntry(Strict):
     agent: str = Field(description="the server agent (agents[].name)")
     address: str = Field(description="address the UEs reach the server at: an address of the server agent's host "
                                      "(hosts[].address or hosts[].addresses), routed to from the core's UE subnet")
-    modules: list[str] = Field([], description="BPF congestion-control modules the server has")
+    modules: list[ModuleName] = Field([], description="BPF congestion-control modules the server has")  # type: ignore[valid-type]
 
 
 class Devices(Strict):
@@ -177,6 +180,7 @@ def load_inventory(path: str | Path) -> Inventory:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "", "a lab inventory is a YAML mapping (name, controller, hosts, agents, devices)")
+    check_text_tree(data, path, ("secret_key", "public_key", "profile", "subscribers"))
     try:
         inventory = Inventory.model_validate(data)  # not **data: a YAML key may be no string
     except ValidationError as exc:
@@ -196,6 +200,10 @@ def load_inventory(path: str | Path) -> Inventory:
                 if value is not None:
                     setattr(entry, field, base / value)
                     read_text(base / value, PROFILE_MAX_BYTES, field=f"devices.{group}[{i}].{field}")
+    errors = coherence.problems(inventory, path) + coherence.key_problems(inventory, path)
+    errors += coherence.profile_problems(inventory, path)
+    if errors:  # a bad address's own message first: the comparisons below assume addresses
+        raise InputErrors(errors)
     problems = address_problems(inventory, core_ue_subnets(inventory))
     if problems:
         raise InputErrors([InputError(path, field, message) for field, message in problems])

@@ -1,5 +1,6 @@
 """The report's per-cell sections: the comparisons the campaign names (each in every cell of the other factors),
-and, with a stopping rule (`until`), how many runs each cell took and why it stopped.
+and how many runs each cell took and why it stopped (with a stopping rule, `until`: its decision; without one: the
+planned repeats, done or not).
 
 The named comparisons are computed with the store's function (cellab.results.comparisons) over the runs the report
 uses, so the table shows the numbers results.sqlite keeps; the repeats come from the folder's repeats.json (the
@@ -25,7 +26,8 @@ METRIC_UNITS = {"throughput_bps": ("Mbit/s", 1e-6, 2), "rtt_p95_ms": ("ms", 1.0,
                 "fct_mean_s": ("s", 1.0, 3)}
 
 
-def _ratio(row: dict[str, Any]) -> Ratio:
+def ratio_of_row(row: dict[str, Any]) -> Ratio:
+    """A comparisons row (cellab.results.comparisons) as the Ratio the formatting takes."""
     return Ratio(n_base=row["n_base"], n_level=row["n_level"], median_base=row["median_base"],
                  median_level=row["median_level"], ratio=row["ratio"], low=row["low"], high=row["high"],
                  p_value=row["p_value"], note=row["note"])
@@ -61,7 +63,7 @@ def named_section(campaign: dict[str, Any], runs: list[Run]) -> Section | None:
             continue
         rows = []
         for row in named_comparison(str(name), spec, factors, runs):
-            ratio = _ratio(row)
+            ratio = ratio_of_row(row)
             rows.append([(stratum_text(row["stratum"]), "left"), (row["metric"], "left"),
                          f"{row['n_level']} / {row['n_base']}",
                          f"{_median(row['median_level'], row['metric'])} / {_median(row['median_base'], row['metric'])}",
@@ -72,12 +74,45 @@ def named_section(campaign: dict[str, Any], runs: list[Run]) -> Section | None:
     return section
 
 
-def repeats_section(root: Path, campaign: dict[str, Any]) -> Section | None:
-    """With a stopping rule: per cell, its runs, its ok runs, whether it stopped and why (repeats.json)."""
+REPEATS_TITLE = "Repeats: how many runs each cell took, and why it stopped"
+
+
+def fixed_repeats_section(campaign: dict[str, Any], runs: list[Run]) -> Section | None:
+    """Without a stopping rule: per cell of the matrix, its runs as planned by `repeat`, how many finished, and
+    why it stopped (all planned runs done, or the campaign stopped first)."""
+    if not runs:
+        return None
+    repeat = campaign.get("repeat") if isinstance(campaign.get("repeat"), int) else 1
+    cells: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: r.idx):
+        cells.setdefault(json.dumps(run.factors, sort_keys=True, default=str), []).append(run)
+    rows = []
+    for key, members in cells.items():
+        statuses = [r.shown_status for r in members]
+        ok, failed = statuses.count("ok"), statuses.count("failed")
+        finished = sum(s in ("ok", "failed", "invalid", "unreadable") for s in statuses)
+        if finished < len(members):
+            why = f"the campaign stopped before the cell's runs were all in: {finished} of {len(members)} finished"
+        else:
+            why = f"all {len(members)} planned run(s) done (repeat: {repeat}, no stopping rule)"
+        if failed:
+            why += f"; {failed} failed (`cellab run --resume DIR --retry-failed` runs them again)"
+        rows.append([(stratum_text(json.loads(key)), "left"), str(len(members)), str(ok),
+                     ("stopped" if finished == len(members) else "unfinished",
+                      "left" if finished == len(members) else "left status-running"), (why, "left")])
+    return Section("repeats", REPEATS_TITLE, notes=[
+        f"A fixed number of runs per cell (repeat: {repeat}); a stopping rule (`repeat: {{min, max, metric or "
+        "comparison, ci_fraction}`, docs/campaign.md `until`) would add runs until an interval is narrow enough."],
+                   tables=[Table(["cell", "runs", "ok", "state", "why"], rows)])
+
+
+def repeats_section(root: Path, campaign: dict[str, Any], runs: list[Run] | None = None) -> Section | None:
+    """Per cell, its runs, its ok runs, whether it stopped and why: with a stopping rule from repeats.json, else
+    from the runs (`runs`: every run of the folder, finished or not)."""
     rule = campaign.get("until")
     if not isinstance(rule, dict) and not isinstance(campaign.get("repeat"), dict):
-        return None
-    section = Section("repeats", "Repeats: how many runs each cell took, and why it stopped")
+        return fixed_repeats_section(campaign, runs or [])
+    section = Section("repeats", REPEATS_TITLE)
     section.notes.append(f"Stopping rule: {_rule_text(campaign)}.")
     path = Path(root) / REPEATS_FILE
     if not os.path.lexists(path):
@@ -112,8 +147,9 @@ def _rule_text(campaign: dict[str, Any]) -> str:
     return f"{target}, after at least {minimum} and at most {rule.get('max')} runs per cell"
 
 
-def cell_sections(root: Path, campaign: dict[str, Any], runs: list[Run]) -> list[Section]:
-    return [s for s in (named_section(campaign, runs), repeats_section(root, campaign)) if s is not None]
+def cell_sections(root: Path, campaign: dict[str, Any], runs: list[Run], every_run: list[Run]) -> list[Section]:
+    """runs: the ok runs (comparisons); every_run: the folder's runs, finished or not (repeats)."""
+    return [s for s in (named_section(campaign, runs), repeats_section(root, campaign, every_run)) if s is not None]
 
 
-__all__ = ["cell_sections", "named_section", "repeats_section", "stratum_text"]
+__all__ = ["cell_sections", "named_section", "ratio_of_row", "repeats_section", "stratum_text"]

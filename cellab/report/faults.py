@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from cellab.report.figures import FigureSet
 from cellab.report.model import Run, Section, Table, ValueOrder, is_number
 from cellab.report.stats import fmt_number
 
@@ -33,8 +34,9 @@ def _plan(run: Run) -> str:
     return str(run.factors.get(FAULT_FACTOR, run.params.get(FAULT_FACTOR, "none")))
 
 
-def fault_section(runs: list[Run], all_runs: list[Run], order: ValueOrder) -> Section | None:
-    """None when no run had faults."""
+def fault_section(runs: list[Run], all_runs: list[Run], order: ValueOrder, figures: FigureSet | None = None
+                  ) -> Section | None:
+    """None when no run had faults. With `figures`: each UE's outage and return on one time axis (fault_plot)."""
     faulted = [r for r in runs if fault_rows(r)]
     failed = [r for r in all_runs if not r.ok and _plan(r) != "none" and FAULT_FACTOR in r.factors]
     if not faulted and not failed:
@@ -68,6 +70,11 @@ def fault_section(runs: list[Run], all_runs: list[Run], order: ValueOrder) -> Se
                              _s(ue_row.get("reattach_after_end_s")), _s(ue_row.get("throughput_back_s")),
                              _s(ue_row.get("recovery_s")), _s(ue_row.get("longest_stall_s")),
                              _kb(ue_row.get("lost_bytes")), _s(run.metrics.get("retransmits"), 0)])
+    timelines = [(f"#{r.idx} {r.scheme} {_plan(r)}", r.metrics["fault_events"]) for r in faulted
+                 if isinstance(r.metrics.get("fault_events"), list) and r.metrics["fault_events"]]
+    if figures is not None and timelines:
+        section.figures.append(figures.add("fault-outages", "each UE's outage and return", "outages",
+                                           sorted(timelines, key=lambda t: t[0])))
     if rows:
         section.tables.append(Table(header, rows, "Every fault of every finished run, a line per UE it hit (a "
                                                   "fault of the eNB, S1, SGi or core hits every UE; retransmits: "

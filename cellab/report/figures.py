@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from cellab.report import plots
+from cellab.report import fault_plot, plots
 from cellab.report.timeline import TimelineRenderer
 
 PARALLEL_MIN_JOBS = 4  # fewer figures are drawn in this process: starting workers would cost more
@@ -71,7 +71,8 @@ def _close_renderers() -> None:
         _RENDERERS.popitem()[1].close()
 
 
-DRAW = {"throughput_delay": plots.throughput_delay, "cdfs": plots.cdfs, "confusion": plots.confusion}
+DRAW = {"throughput_delay": plots.throughput_delay, "cdfs": plots.cdfs, "confusion": plots.confusion,
+        "outages": fault_plot.outages}
 
 
 def render_batch(jobs: list[tuple[str, tuple, dict, int]]) -> list[tuple[bytes, bytes] | str]:

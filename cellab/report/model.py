@@ -72,6 +72,7 @@ class Run:
     params: dict[str, Any] = field(default_factory=dict)
     unreadable: str | None = None  # why the run's metrics cannot be used (file, run, column)
     problems: list[str] = field(default_factory=list)  # metrics left out for their type
+    flags: dict[str, str] = field(default_factory=dict)  # cellab.results.flags: flag -> what was seen
 
     @property
     def ok(self) -> bool:

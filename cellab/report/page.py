@@ -32,16 +32,19 @@ from cellab.report.cells import cell_sections
 from cellab.results.metrics import scalar_metrics
 from cellab.report.faults import fault_section
 from cellab.report.figures import FigureSet
+from cellab.report.flagged import flag_section
 from cellab.report.headline import headline, sr_probes_asked as _sr_probes_asked
 from cellab.report.model import (SCHEME_FACTORS, Run, Section, Table, ValueOrder, clean_metrics, samples,
                                  scheme_label, setting)
 from cellab.report.sections import (MAX_INLINE_TIMELINES, cdf_section, network_section, scatter_panels, sr_confusion,
                                     sr_probed, sr_section, throughput_delay_section, timeline_section)
 from cellab.report.stats import ks_2samp, wilson
+from cellab.report.strata import stratified_section
 from cellab.report.tables import (comparison_section, conditions_section, runs_section, ue_section,
                                   varied_factors)
 from cellab.safepath import SafeDir
 from cellab.report.damage import refuse_damaged
+from cellab.results.flags import run_flags
 from cellab.results.store_check import Folder, read_folder
 
 OUTPUT_FILES = ("report.html",)
@@ -51,6 +54,9 @@ REPORT_FILES = ("summary.json", "comparisons.json")
 # --- runs ---------------------------------------------------------------------------------------
 def load_runs(folder: Folder) -> list[Run]:
     fixed = folder.campaign.get("fixed") or {}
+    ue_metrics: dict[str, dict[str, Any]] = {}
+    for ue_row in folder.ue_runs:
+        ue_metrics.setdefault(ue_row.run_id, {})[ue_row.ue] = ue_row.metrics or {}
     runs = []
     for row in folder.runs:
         metrics, problems = clean_metrics(row.metrics or {})
@@ -59,7 +65,8 @@ def load_runs(folder: Folder) -> list[Run]:
         runs.append(Run(idx=row.idx, run_id=row.run_id, repeat=row.repeat, status=row.status, error=row.error,
                         factors=row.factors, metrics=metrics, params=row.params, unreadable=row.unreadable,
                         problems=problems, scheme=str(scheme) if scheme is not None else
-                        scheme_label(cc, setting("receiver", row.factors, fixed))))
+                        scheme_label(cc, setting("receiver", row.factors, fixed)),
+                        flags=run_flags(metrics, ue_metrics.get(row.run_id)) if row.status == "ok" else {}))
     return runs
 
 
@@ -111,7 +118,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f0f0f0; } .left { text-align: left; } .nowrap { white-space: nowrap; }
 td.hit { background: #dff0d8; font-weight: bold; }
 .status-failed, .status-unreadable { background: #fde2e2; }
-.status-aborted, .status-running, .status-pending { background: #fff4d6; }
+.status-aborted, .status-running, .status-pending, .status-flagged { background: #fff4d6; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; font-size: 0.9em; }
 dt { font-weight: bold; } dd { margin: 0; }
 figure { display: inline-block; margin: 0.5em 1em 1em 0; vertical-align: top; }
@@ -205,15 +212,17 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         figures = FigureSet()
         sr = sr_section(done, fixed, figures, _sr_probes_asked(campaign), order, varied_factors(campaign_factors))
         comparison, entries = comparison_section(done, campaign_factors, order)
-        lead = [sr, comparison] if sr_question(campaign) else [comparison, sr]
+        stratified = stratified_section(done, campaign_factors) if comparison is not None else None
+        lead = [sr, comparison, stratified] if sr_question(campaign) else [comparison, stratified, sr]
         conditions = conditions_section(campaign, done, [p.params for p in folder.plan], order)
-        plotted = [fault_section(done, runs, order), throughput_delay_section(done, facets, colors, figures),
+        plotted = [fault_section(done, runs, order, figures), throughput_delay_section(done, facets, colors, figures),
                    cdf_section(done, facets, colors, figures), network_section(done, order, figures)]
         tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
         answers = [s for s in lead if s is not None]  # the campaign's question first, then its conditions
-        cells = cell_sections(folder.root, campaign, done)  # named comparisons; with `until`, each cell's repeats
-        sections = [s for s in [*answers[:1], conditions, *answers[1:], *cells, *plotted, *tail] if s is not None]
+        cells = cell_sections(folder.root, campaign, done, runs)  # named comparisons; each cell's repeats
+        sections = [s for s in [*answers[:1], conditions, flag_section(done), *answers[1:], *cells, *plotted, *tail]
+                    if s is not None]
         figures.render(workers)
 
         answer = headline(runs, campaign, entries, sr_asked=_sr_probes_asked(campaign))
@@ -225,7 +234,8 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
             counts=", ".join(f"{k} {v}" for k, v in sorted(counts.items())), sections=sections,
             has_plots=any(s.figures for s in sections), headline=answer.lines)
         summary = [{"run_id": r.run_id, "status": r.status, "scheme": r.scheme, "factors": r.factors,
-                    "metrics": scalar_metrics(r.metrics), **({"unreadable": r.unreadable} if r.unreadable else {})}
+                    "metrics": scalar_metrics(r.metrics), "flags": r.flags,
+                    **({"unreadable": r.unreadable} if r.unreadable else {})}
                    for r in runs]
         stats = {"baseline": "each varied factor's first level in the campaign", "unit": "runs",
                  "ratio": "median(level) / median(baseline)", "interval": "95 % bootstrap, percentile, fixed seed",

@@ -258,7 +258,7 @@ def timeline_section(runs: list[Run], figures: FigureSet, max_inline: int = MAX_
             without.append(f"#{r.idx}")
             continue
         title = " · ".join([f"#{r.idx} {r.scheme}", *([r.facet] if r.facet != "all" else []),
-                            f"repeat {r.repeat}", r.run_id])
+                            f"repeat {r.repeat}", r.run_id, *([f"flagged: {', '.join(r.flags)}"] if r.flags else [])])
         name = f"timeline-{r.idx:03d}-{r.run_id}"
         inline = saved < max_inline
         figure = figures.add(name, title, "timeline", title, data, limits, inline=inline, dpi=TIMELINE_DPI)

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cellab.report import plots
-from cellab.report.model import Run, Section, Table, ValueOrder, is_number
+from cellab.report.model import Run, Section, Table, ValueOrder, is_number, samples
 from cellab.report.stats import fmt_number, fmt_p, fmt_ratio, sr_label
+from cellab.report.strata import few_runs_note
 from cellab.results.ratios import MIN_RUNS, Ratio, ratio_of_medians
 from cellab.results.store_check import UERow
 
@@ -89,8 +90,19 @@ def comparison_section(runs: list[Run], campaign_factors: dict[str, Any], order:
             cells += [_median_cell(r, scale, 2 if unit == "Mbit/s" else 1), (fmt_ratio(r), "left nowrap"),
                       fmt_p(r.p_value)]
         rows.append(cells)
-    section.tables.append(Table(header, rows))
-    return section, [{**e, **{m: e[m].as_dict() for m, _, _, _ in COMPARED}} for e in entries]
+    varied = varied_factors(campaign_factors)
+    pooled_over = {e["factor"]: [f for f in varied if f != e["factor"]] for e in entries}
+    caption = ""
+    if any(pooled_over.values()):
+        caption = ("Pooled: each factor's levels over every level of the other varied factors ("
+                   + "; ".join(f"{f} pooled over {', '.join(o)}" for f, o in pooled_over.items() if o)
+                   + "); within each level: the section \"Comparisons within each level of the other factors\"")
+    section.tables.append(Table(header, rows, caption=caption))
+    note = few_runs_note([(e["runs_level"], e["runs_baseline"]) for e in entries])
+    if note:
+        section.notes.append(note)
+    return section, [{**e, "pooled_over": pooled_over[e["factor"]], **{m: e[m].as_dict() for m, _, _, _ in COMPARED}}
+                     for e in entries]
 
 
 def _median(values: list[float]) -> float:
@@ -144,14 +156,23 @@ def conditions_section(campaign: dict[str, Any], runs: list[Run], planned_params
         items.append(("fixed", "; ".join(f"{k} = {with_unit(k, v)}" for k, v in held.items())))
     items.append(("repeats", f"{campaign.get('repeat', 1)} per combination"))
     items.append(("workload", _workload_text(workload)))
-    items.append(("throughput", "received payload rate over the whole run (throughput_bps, Mbit/s); CDFs use "
-                                + ("1 s iperf3 intervals" if workload.get("tool", "iperf3") == "iperf3"
-                                   else "0.1 s intervals of the received bytes")))
+    items.append(("throughput", "received payload rate over the whole run (throughput_bps, Mbit/s); "
+                                + _cdf_text(runs, workload)))
     items.append(("RTT shown", _rtt_text(runs, workload)))
     queues = sorted({str(with_unit("rlc_queue", p["rlc_queue"])) for p in planned_params if "rlc_queue" in p})
     if queues:
         items.append(("downlink queue", f"Downlink queue (rlc_queue): {', '.join(queues)}."))
     return Section("conditions", "Conditions", items=items)
+
+
+def _cdf_text(runs: list[Run], workload: dict[str, Any]) -> str:
+    """What the CDFs of the distributions section are drawn from, or why there are none (the section draws the
+    runs' own per-interval series; a run with several UEs keeps them per UE, in ues/<ue>/metrics.json)."""
+    if not any(samples(r.metrics, "throughput_series_bps").size for r in runs):
+        return ("no throughput CDF: no run keeps a per-interval series of its own (a run with several UEs keeps "
+                "each UE's in ues/<ue>/metrics.json)")
+    return "CDFs use " + ("1 s iperf3 intervals" if workload.get("tool", "iperf3") == "iperf3"
+                          else "0.1 s intervals of the received bytes")
 
 
 def _workload_text(workload: dict[str, Any]) -> str:
@@ -213,13 +234,17 @@ TABLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (  # (metric,
 
 def run_table(runs: list[Run], factor_names: list[str]) -> Table:
     columns = [c for c in TABLE_COLUMNS if any(c[0] in r.metrics for r in runs)]
-    header = ["#", "run id", "repeat", "scheme", *factor_names, "status", *(c[1] for c in columns), "error"]
+    flagged = any(r.flags for r in runs)
+    header = ["#", "run id", "repeat", "scheme", *factor_names, "status", *(["flags"] if flagged else []),
+              *(c[1] for c in columns), "error"]
     rows = []
     for r in runs:
         cells: list[Any] = [str(r.idx), (r.run_id, "left"), str(r.repeat), (r.scheme, "left")]
         cells += [(str(r.factors.get(f, "")), "left") for f in factor_names]
         status = r.shown_status
         cells.append((status, f"left status-{status}"))
+        if flagged:
+            cells.append((", ".join(r.flags), "left status-flagged" if r.flags else "left"))
         cells += [fmt(r.metrics[m]) if r.metrics.get(m) is not None else "" for m, _, fmt in columns]
         cells.append(("; ".join(filter(None, [r.unreadable, r.error])), "left"))
         rows.append(cells)

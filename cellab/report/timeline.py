@@ -1,5 +1,6 @@
-"""Per-run timelines: stacked axes on one time axis (attenuation; capacity vs throughput and each UE's; the
-radio's CQI from the recorded telemetry; RTT), each row only when present.
+"""Per-run timelines: stacked axes on one time axis (attenuation, the run's and each UE's; capacity vs throughput
+and each UE's; the radio's CQI from the recorded telemetry; RTT, the run's and each UE's), each row only when
+present.
 
 All timelines of a report share their axes (time, rate from zero, RTT from zero, attenuation): runs compare at a
 glance, and the decorations (axes, ticks, labels, legend) are the same picture for every run of one layout. They
@@ -83,6 +84,8 @@ class TimelineData:
     per_ue: dict[str, Series] = field(default_factory=dict)
     cqi: dict[str, Series] = field(default_factory=dict)
     rtt: Series | None = None
+    rtt_per_ue: dict[str, Series] = field(default_factory=dict)
+    atten_per_ue: dict[str, Series] = field(default_factory=dict)
     #: (start, end, re-attach or None, throughput back or None) per fault, s from the workload's start
     faults: tuple[tuple[float, float, float | None, float | None], ...] = ()
 
@@ -90,11 +93,12 @@ class TimelineData:
     def layout(self) -> tuple:
         """Runs with the same layout are drawn on one figure."""
         return (self.atten is not None, self.capacity is not None, self.throughput is not None,
-                tuple(self.per_ue), tuple(self.cqi), self.rtt is not None)
+                tuple(self.per_ue), tuple(self.cqi), self.rtt is not None, tuple(self.rtt_per_ue),
+                tuple(self.atten_per_ue))
 
     def all_series(self) -> list[Series]:
         return [s for s in (self.atten, self.capacity, self.throughput, self.rtt) if s is not None] + [
-            *self.per_ue.values(), *self.cqi.values()]
+            *self.per_ue.values(), *self.cqi.values(), *self.rtt_per_ue.values(), *self.atten_per_ue.values()]
 
 
 def timeline_data(series: object, max_points: int = MAX_LINE_POINTS,
@@ -108,11 +112,15 @@ def timeline_data(series: object, max_points: int = MAX_LINE_POINTS,
         return thin(*s, max_points) if s else None
 
     names = sorted(k for k in series if isinstance(k, str))
+
+    def each(prefix: str) -> dict[str, Series]:
+        """`<prefix>.<name>` series by name (each UE's or agent's)."""
+        return {k.split(".", 1)[1]: s for k in names if k.startswith(prefix + ".") and (s := get(k))}
+
     data = TimelineData(atten=get("attenuation_db"), capacity=get("capacity_bps"), throughput=get("throughput_bps"),
-                        per_ue={k.split(".", 1)[1]: s for k in names if k.startswith("throughput_bps.")
-                                and (s := get(k))},
-                        cqi={k.split(".", 1)[1]: s for k in names if k.startswith("cqi.") and (s := get(k))},
-                        rtt=get("rtt_ms"), faults=tuple((faults or [])[:MAX_FAULT_MARKS]))
+                        per_ue=each("throughput_bps"), cqi=each("cqi"), rtt=get("rtt_ms"),
+                        rtt_per_ue=each("rtt_ms"), atten_per_ue=each("attenuation_db"),
+                        faults=tuple((faults or [])[:MAX_FAULT_MARKS]))
     return data if data.all_series() else None
 
 
@@ -136,10 +144,10 @@ def timeline_limits(datas: list[TimelineData]) -> TimelineLimits:
     t_lo, t_hi = float(t.min()), float(t.max())
     return TimelineLimits(
         t_s=(t_lo, t_hi if t_hi > t_lo else t_lo + 1.0),
-        atten_db=value_range(values(lambda d: [d.atten])),
+        atten_db=value_range(values(lambda d: [d.atten, *d.atten_per_ue.values()])),
         rate_mbit=value_range(values(lambda d: [d.capacity, d.throughput, *d.per_ue.values()]) / BPS_PER_MBIT,
                               zero_based=True),
-        rtt_ms=value_range(values(lambda d: [d.rtt]), zero_based=True))
+        rtt_ms=value_range(values(lambda d: [d.rtt, *d.rtt_per_ue.values()]), zero_based=True))
 
 
 def _hold_to(t_s: np.ndarray, v: np.ndarray, t_end_s: float) -> Series:
@@ -154,9 +162,9 @@ class TimelineFigure:
     figure with the same geometry (its SVG is laid over the full figure's)."""
 
     def __init__(self, layout: tuple, limits: TimelineLimits, overlay: bool = False):
-        has_atten, has_capacity, has_throughput, ues, cqis, has_rtt = layout
-        rows = [r for r, present in (("atten", has_atten), ("rate", has_capacity or has_throughput or ues),
-                                     ("cqi", cqis), ("rtt", has_rtt)) if present]
+        has_atten, has_capacity, has_throughput, ues, cqis, has_rtt, rtt_ues, atten_ues = layout
+        rows = [r for r, present in (("atten", has_atten or atten_ues), ("rate", has_capacity or has_throughput or ues),
+                                     ("cqi", cqis), ("rtt", has_rtt or rtt_ues)) if present]
         height_in = 1.9 * len(rows) + 0.8
         self.fig, axes = plt.subplots(len(rows), 1, figsize=(9.0, height_in), sharex=True, squeeze=False)
         # legends to the right of the axes: each run's lines never cover them
@@ -171,6 +179,9 @@ class TimelineFigure:
 
         if has_atten:
             line("atten", "atten", drawstyle="steps-post", color="tab:purple")
+        for i, name in enumerate(atten_ues):  # a UE's colour is the same in every row
+            line("atten", f"atten.{name}", drawstyle="steps-post", linewidth=0.9, label=name,
+                 color=self.ue_color(ues, name, i))
         if has_capacity:
             line("rate", "capacity", color="tab:gray", label="capacity")
         if has_throughput:
@@ -181,6 +192,8 @@ class TimelineFigure:
             line("cqi", f"cqi.{name}", drawstyle="steps-post", linewidth=0.8, label=name, color=f"C{i % 10}")
         if has_rtt:
             line("rtt", "rtt", color="tab:red", linewidth=0.9)
+        for i, name in enumerate(rtt_ues):
+            line("rtt", f"rtt.{name}", linewidth=0.8, label=name, color=self.ue_color(ues, name, i))
         # fault marks, invisible until a run has faults: its span shaded, re-attach dashed, throughput back dotted
         self.marks: list[list[tuple[object, object, object]]] = []
         for _ in range(MAX_FAULT_MARKS):
@@ -204,14 +217,24 @@ class TimelineFigure:
             ax.grid(alpha=0.3)
         if "rate" in self.axes:
             self.axes["rate"].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        if len(cqis) > 1:
-            self.axes["cqi"].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        for row, several in (("cqi", len(cqis) > 1), ("atten", bool(atten_ues)), ("rtt", bool(rtt_ues))):
+            if several:
+                self.axes[row].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         axes[-1, 0].set_xlabel("time since workload start (s)")
 
+    @staticmethod
+    def ue_color(ues: tuple, name: str, i: int) -> str:
+        """The colour of the UE's throughput line when it has one, else its own in this row."""
+        return f"C{((ues.index(name) if name in ues else len(ues) + i) + 2) % 10}"
+
     def set_data(self, title: str, data: TimelineData) -> None:
+        t_end = max(float(s[0][-1]) for s in data.all_series())
         if data.atten is not None:
-            t_end = max(float(s[0][-1]) for s in data.all_series())
             self.lines["atten"].set_data(*_hold_to(*data.atten, t_end))
+        for name, s in data.atten_per_ue.items():
+            self.lines[f"atten.{name}"].set_data(*_hold_to(*s, t_end))
+        for name, s in data.rtt_per_ue.items():
+            self.lines[f"rtt.{name}"].set_data(*s)
         for key, s in (("capacity", data.capacity), ("throughput", data.throughput)):
             if s is not None:
                 self.lines[key].set_data(s[0], s[1] / BPS_PER_MBIT)

@@ -1,8 +1,10 @@
 """A campaign's comparisons, kept in its results.sqlite (table `comparisons`, one row per comparison and metric).
 
 Two kinds:
-- `factor`: each level of a varied factor against the factor's first level in the campaign (its baseline), pooled
-  over the other factors' levels, on throughput and p95 RTT: the numbers of the report's comparison table.
+- `factor`: each level of a varied factor against the factor's first level in the campaign (its baseline), on
+  throughput and p95 RTT: pooled over the other factors' levels (stratum `{}`: the report's pooled table) and,
+  when another factor varies too, within each cell of the other varied factors (its stratum, e.g.
+  {"channel": "mobile"}: the report's stratified table).
 - `named`: a comparison the campaign names (`comparisons: {NAME: {factor, level, baseline, metrics}}`), in every
   cell of the other factors (its `stratum`, e.g. {"channel": "mobile"}), so a stopping rule can decide on it
   (`until: {comparison: NAME, ...}`, cellab.results.stopping).
@@ -92,6 +94,29 @@ def factor_comparisons(campaign_factors: Mapping[str, Any], runs: list[Any],
     return out
 
 
+def stratified_comparisons(campaign_factors: Mapping[str, Any], runs: list[Any],
+                           metrics: tuple[str, ...] = COMPARED_METRICS) -> list[dict[str, Any]]:
+    """Each varied factor's levels against its first within each cell of the other varied factors (its stratum,
+    e.g. BBR against Cubic within channel=static, then within channel=mobile); none when no other factor varies."""
+    varied = varied_factors(campaign_factors)
+    out = []
+    for factor in varied:
+        others = {name: campaign_factors[name] for name in varied if name != factor}
+        if not others:
+            continue
+        levels = factor_levels(factor, campaign_factors, runs)
+        for stratum in strata({factor: campaign_factors[factor], **others}, factor, runs):
+            here = [r for r in runs if in_stratum(r, stratum)]
+            base_runs = _of_level(here, factor, levels[0])
+            for level in levels[1:]:
+                level_runs = _of_level(here, factor, level)
+                for metric in metrics:
+                    ratio = ratio_of_medians(values_of(base_runs, metric), values_of(level_runs, metric))
+                    out.append(_row("factor", f"{factor}:{level}-vs-{levels[0]}", factor, level, levels[0], stratum,
+                                    metric, ratio))
+    return out
+
+
 def strata(campaign_factors: Mapping[str, Any], factor: str, runs: list[Any]) -> list[dict[str, str]]:
     """The cells of the factors other than `factor`: every combination of their levels the runs have, in the
     campaign's order ([{}] when there is no other factor)."""
@@ -123,7 +148,7 @@ def named_comparison(name: str, spec: Mapping[str, Any], campaign_factors: Mappi
 def compute_comparisons(campaign: Mapping[str, Any], runs: list[Any]) -> list[dict[str, Any]]:
     """Every comparison of a campaign (its YAML as a mapping) over its ok runs (objects with factors, metrics)."""
     factors = campaign.get("factors") or {}
-    rows = factor_comparisons(factors, runs)
+    rows = factor_comparisons(factors, runs) + stratified_comparisons(factors, runs)
     for name, spec in (campaign.get("comparisons") or {}).items():
         if isinstance(spec, Mapping):
             rows += named_comparison(str(name), spec, factors, runs)
@@ -180,4 +205,5 @@ def read_comparisons(root: Path) -> list[dict[str, Any]]:
 
 
 __all__ = ["COLUMNS", "Sample", "compute_comparisons", "factor_comparisons", "factor_levels", "named_comparison",
-           "ok_samples", "read_comparisons", "store_comparisons", "strata", "varied_factors", "write_rows"]
+           "ok_samples", "read_comparisons", "store_comparisons", "strata", "stratified_comparisons", "varied_factors",
+           "write_rows"]

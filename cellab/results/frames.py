@@ -34,10 +34,11 @@ from cellab.inputs import JSON_MAX_BYTES, read_json
 from cellab.results.labels import scheme_label
 from cellab.results.software_store import DIGEST_KEY as SOFTWARE_DIGEST
 from cellab.results.software_store import rows_of as software_rows
-from cellab.results.store_check import Folder, db_json, read_folder, read_manifest
+from cellab.results.flags import read_flags, run_flags
+from cellab.results.store_check import Folder, db_json, read_folder, read_manifest, store_schema_version
 
-RUN_COLUMNS = ("run_id", "idx", "repeat", "status", "valid", "error", "unreadable", "attempts", "started_at",
-               "finished_at")
+RUN_COLUMNS = ("run_id", "idx", "repeat", "status", "valid", "flags", "error", "unreadable", "attempts",
+               "started_at", "finished_at")
 PLACEMENT = ("host", "lab", "instance", "worker", "slot")
 SOFTWARE = ("cellab_version", "cellab_commit", "cellab_local_changes", "kernel", "software_digest")
 TIMELINE_COLUMNS = ("run_id", "series", "t_s", "value", "unit")
@@ -166,11 +167,13 @@ class Results:
             "run_id": [r.run_id for r in rows], "idx": [r.idx for r in rows], "repeat": [r.repeat for r in rows],
             "status": [r.status for r in rows],
             "valid": [r.status == "ok" and r.unreadable is None and bool(r.metrics) for r in rows],
+            "flags": [", ".join(self._flags.get(r.run_id, {})) or None for r in rows],
             "error": [r.error for r in rows], "unreadable": [r.unreadable for r in rows],
             "attempts": [extra.get(r.run_id, {}).get("attempts") for r in rows],
             "started_at": [extra.get(r.run_id, {}).get("started_at") for r in rows],
             "finished_at": [extra.get(r.run_id, {}).get("finished_at") for r in rows]}
         kinds = {"run_id": "string", "idx": "Int64", "repeat": "Int64", "status": "string", "valid": "boolean",
+                 "flags": "string",
                  "error": "string", "unreadable": "string", "attempts": "Int64"}
         for name in self.factors:
             columns[name] = [r.factors.get(name) for r in rows]
@@ -194,6 +197,18 @@ class Results:
         for name in ("started_at", "finished_at"):
             frame[name] = pd.to_datetime(frame[name], unit="s", utc=True)
         return frame
+
+    @cached_property
+    def _flags(self) -> dict[str, dict[str, str]]:
+        """run_id -> flag -> detail: the store's run_flags, or for a store written before them (schema < 3) the
+        same flags computed from the runs' metrics (cellab.results.flags)."""
+        with closing(sqlite3.connect(f"file:{self.folder.db_path}?mode=ro", uri=True, timeout=30)) as db:
+            if store_schema_version(db) >= 3:
+                return read_flags(db)
+        per_ue: dict[str, dict[str, Any]] = {}
+        for u in self.folder.ue_runs:
+            per_ue.setdefault(u.run_id, {})[u.ue] = u.metrics or {}
+        return {r.run_id: run_flags(r.metrics, per_ue.get(r.run_id)) for r in self.folder.runs if r.status == "ok"}
 
     @cached_property
     def _ue_runs(self) -> pd.DataFrame:

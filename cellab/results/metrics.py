@@ -16,8 +16,8 @@ import numpy as np
 
 from cellab.errors import CellabError
 from cellab.results.cell_time import cell_clock
+from cellab.results.workload_timelines import PING_LINE, attenuation_timeline, per_ue_timeline
 
-_PING_LINE = re.compile(r"^\[(?P<t>[\d.]+)\].*icmp_seq=(?P<seq>\d+).*time=(?P<rtt>[\d.]+) ms")
 
 
 def iperf3_metrics(path: Path) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def ping_metrics(path: Path) -> dict[str, Any]:
     samples = []
     sent = 0
     for line in path.read_text(errors="replace").splitlines():
-        match = _PING_LINE.match(line)
+        match = PING_LINE.match(line)
         if match:
             samples.append(float(match["rtt"]))
         stat = re.match(r"^(\d+) packets transmitted", line)
@@ -124,6 +124,7 @@ class RunContext:
     sender_port: int = 5301  # the server port of this UE's flows (its capture packets)
     shared_capture: bool = False  # the capture holds other UEs' flows too: its flow metrics are the run's, not this UE's
     stack_clock: Any = None  # the run's StackClock (cellab.labs.clock): the SR estimate is read on it
+    channel: int = 1  # the attenuator channel in front of the UE: its attenuation line
 
 
 def _bins(t_s: np.ndarray, values: np.ndarray, step_s: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -245,24 +246,6 @@ def cell_metrics(tti_log: Path, mark: dict[str, float], t0_s: float, span_s: flo
     return out
 
 
-def attenuation_timeline(log: Path, t0_s: float, offset_s: float) -> dict[str, Any]:
-    """The attenuation the player applied (its JSONL log: a start event with t0_wall_s, then points)."""
-    t0_wall = None
-    t_list, db_list = [], []
-    for line in log.read_text().splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if row.get("event") == "start":
-            t0_wall = float(row["t0_wall_s"])
-        elif "applied_s" in row and t0_wall is not None and row.get("channel", 1) == 1:
-            t_list.append(t0_wall + float(row["applied_s"]) - offset_s - t0_s)
-            db_list.append(float(row["readback_db"] if row.get("readback_db") is not None else row["db"]))
-    if not t_list:
-        return {}
-    return {"attenuation_db": _series(np.asarray(t_list), np.asarray(db_list))}
-
-
 def _merge_timelines(*parts: dict[str, Any]) -> dict[str, Any]:
     timeline: dict[str, Any] = {}
     for part in parts:
@@ -286,7 +269,7 @@ def probe_run_metrics(artifacts: dict[str, Path], ctx: RunContext) -> dict[str, 
                                   artifacts.get("stack_clock_dl")))
     if "attenuation-log" in artifacts:
         parts.append({"timeline": attenuation_timeline(artifacts["attenuation-log"], ctx.t0_s,
-                                                       ctx.offsets_s.get("attenuator", 0.0))})
+                                                       ctx.offsets_s.get("attenuator", 0.0), ctx.channel)})
     if "pcap" in artifacts:
         if not ctx.shared_capture:
             parts.append(pcap_run_metrics(artifacts["pcap"]))
@@ -387,8 +370,7 @@ def multi_ue_metrics(per_ue: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rtts = [m["rtt_mean_ms"] for m in per_ue.values() if m.get("rtt_mean_ms") is not None]
     out: dict[str, Any] = {"ues": len(per_ue), "throughput_bps": float(sum(t or 0.0 for t in throughputs)),
                            "ue_fairness_jain": jain_fairness(throughputs)}
-    out["timeline"] = {f"throughput_bps.{name}": m["timeline"]["throughput_bps"] for name, m in per_ue.items()
-                       if isinstance(m.get("timeline"), dict) and "throughput_bps" in m["timeline"]}
+    out["timeline"] = per_ue_timeline(per_ue)
     if rtts:
         out["rtt_mean_ms"] = float(np.mean(rtts))
         out["rtt_p95_ms"] = float(max(m.get("rtt_p95_ms", m["rtt_mean_ms"]) for m in per_ue.values()
@@ -437,11 +419,12 @@ def telemetry_timeline(folder: Path, t0_s: float, ue_names: dict[int, str]) -> d
 
 def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts: dict[str, Path],
                       mark: dict[str, float] | None, t0_s: float, span_s: float,
-                      max_db: float | None) -> list[dict[str, Any]]:
+                      max_db: float | None, flows: dict[int, Any] | None = None) -> list[dict[str, Any]]:
     """Recovery per fault (cellab.faults.recovery.recovery_metrics) from the lab's own records: the virtual cell's events
     and TTI log (the faulted UE's delivered and dropped bytes per TTI) on the workload's time axis (its own clock);
     on srsran-zmq the attenuation it applied and srsue's RRC events, on the wall clock (`lab-events`). Without them
-    (a lab that keeps no clock), the times are the injector's and the throughput figures are left out."""
+    (a lab that keeps no clock), the times are the injector's and the throughput figures come from `flows` (UE index
+    -> (t_s, bytes): the UE's own flow, on an inventory) or are left out."""
     from cellab.faults.recovery import read_cell_events, read_lab_events, recovery_metrics
     from cellab.faults.spec import PER_UE_FIGURES, UE_FAULT_KINDS
 
@@ -464,9 +447,9 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
     bytes_by_ue: dict[int, tuple[Any, Any]] = {}
 
     def bytes_of(ue: int) -> tuple[Any, Any]:
-        """(delivered, dropped): (t_s, bytes) per TTI of one UE, or None without a TTI log."""
+        """(delivered, dropped): (t_s, bytes) per TTI of one UE, or its own flow without a TTI log."""
         if log is None:
-            return None, None
+            return (flows or {}).get(ue), None
         if ue not in bytes_by_ue:
             rec = log.ue(ue)
             t = to_wall(rec["tti"]) - t0_s

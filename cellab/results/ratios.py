@@ -100,5 +100,22 @@ def ratio_of_medians(base: Any, level: Any, seed: int = BOOTSTRAP_SEED) -> Ratio
     return out
 
 
+def smallest_p_value(n_level: int, n_base: int) -> float:
+    """The smallest two-sided Mann–Whitney U p-value n_level against n_base runs can ever give (exact test, the
+    two samples entirely apart, no ties): 2 / C(n_level + n_base, n_base), at most 1. 3 against 3: 0.1."""
+    if n_level < 1 or n_base < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_level + n_base, n_base))
+
+
+def runs_for_p(alpha: float) -> int:
+    """The fewest runs per side (equal sides) whose smallest possible p is below alpha."""
+    n = 1
+    while smallest_p_value(n, n) >= alpha:
+        n += 1
+    return n
+
+
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE", "INTERVAL_METHOD", "MIN_RUNS", "Ratio",
-           "TEST_METHOD", "bootstrap_interval", "median_difference", "median_ratio", "ratio_of_medians"]
+           "TEST_METHOD", "bootstrap_interval", "median_difference", "median_ratio", "ratio_of_medians", "runs_for_p",
+           "smallest_p_value"]

@@ -10,6 +10,7 @@
                         comparisons(kind, name, factor, level, baseline, stratum, metric, n_level, n_base,
                                     median_level, median_base, ratio, low, high, p_value, note, interval, test):
                                     one row per comparison and metric (cellab.results.comparisons)
+                        run_flags(run_id, flag, detail): a finished run's flags (cellab.results.flags)
         repeats.json    with a stopping rule (`until`): per cell, how many runs it took and why it stopped
         runs/<run_id>/  manifest.json, metrics.json, the agents' artifacts; ues/<ue>/ each UE's, with its metrics.json
 
@@ -17,8 +18,9 @@ A run row goes pending → running → ok | failed | aborted. A row left `runnin
 is redone on --resume; ok and failed rows are finished and never repeated.
 
 The database's `PRAGMA user_version` is its schema version (STORE_SCHEMA_VERSION): 0, a store written before
-versions were recorded, has runs and ue_runs; 2 adds comparisons. An older store opens as it is (readers find no
-comparisons) and is brought up to date the first time the store writes to it; a newer one is refused, naming
+versions were recorded, has runs and ue_runs; 2 adds comparisons; 3 adds run_flags. An older store opens as it is
+(readers find no comparisons, and the report computes the flags from the metrics) and is brought up to date the
+first time the store writes to it (its finished runs' flags filled in from their stored metrics); a newer one is refused, naming
 the file (cellab.results.store_check.check_db), and nothing in it is changed.
 """
 
@@ -36,8 +38,11 @@ from collections.abc import Iterator
 from cellab.errors import CellabError
 from cellab.inputs import name_problem
 from cellab.records import PlannedRun, write_atomic, write_json
+from cellab.results import flags
 from cellab.results.store_check import (STORE_SCHEMA_VERSION, check_folder, check_schema_version, db_json,
-                                        read_manifest, read_plan)
+                                        read_manifest, read_plan, store_schema_version)
+
+FLAGS_SINCE_VERSION = 3  # stores before it have no run_flags: the migration fills them in
 
 FINISHED = ("ok", "failed", "invalid")  # invalid: the lab lost real time; its numbers are of the host, not the model
 STATUSES = ("pending", "running", "ok", "failed", "aborted", "invalid")
@@ -84,7 +89,7 @@ CREATE TABLE IF NOT EXISTS comparisons (
     test TEXT NOT NULL,
     PRIMARY KEY (kind, name, stratum, metric)
 );
-"""
+""" + flags.TABLE_SQL
 
 
 class ResultStore:
@@ -144,6 +149,7 @@ class ResultStore:
             except BaseException:
                 db.close()
                 raise
+            before = store_schema_version(db)
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
@@ -152,6 +158,9 @@ class ResultStore:
             (table_sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()
             if "'invalid'" not in table_sql:  # written before runs could be invalid: the CHECK is part of the table
                 _widen_status_check(db)
+            if before < FLAGS_SINCE_VERSION:
+                with _Tx(db, close=False) as tx:
+                    flags.backfill(tx)
             db.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")  # every table above is there now
             self._schema_checked = True
         return _Tx(db)
@@ -264,6 +273,7 @@ class ResultStore:
                  json.dumps(metrics, sort_keys=True) if metrics is not None else None, new_attempts,
                  json.dumps(placement, sort_keys=True) if placement is not None else None, started_at, run.run_id),
             )
+            flags.write(db, run.run_id, flags.run_flags(metrics, ue_metrics))
 
     def save_record(self, run: PlannedRun, record: Any, started: bool = True) -> None:
         """A run step's record (cellab.run.step.RunRecord): status, metrics, attempts and where it ran; the run's
@@ -326,8 +336,9 @@ def _widen_status_check(db: sqlite3.Connection) -> None:
 class _Tx:
     """A connection used as `with store._db() as db:` that commits (or rolls back) and closes."""
 
-    def __init__(self, db: sqlite3.Connection):
+    def __init__(self, db: sqlite3.Connection, close: bool = True):
         self.db = db
+        self.close = close
 
     def __enter__(self) -> sqlite3.Connection:
         self.db.execute("BEGIN IMMEDIATE")
@@ -337,4 +348,5 @@ class _Tx:
         try:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
-            self.db.close()
+            if self.close:
+                self.db.close()

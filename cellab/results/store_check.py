@@ -30,8 +30,8 @@ RUN_COLUMNS = {"run_id", "idx", "repeat", "factors", "status", "error", "attempt
                "metrics"}
 PLAN_MAX_BYTES = 256 << 20  # 100,000 runs of a few hundred bytes each
 #: results.sqlite's `PRAGMA user_version` this cellab writes and reads up to (cellab.results.store says what each
-#: version holds): 0 before versions were recorded, 2 with the comparisons table
-STORE_SCHEMA_VERSION = 2
+#: version holds): 0 before versions were recorded, 2 with the comparisons table, 3 with run_flags
+STORE_SCHEMA_VERSION = 3
 
 
 class _Folder(Protocol):

@@ -9,7 +9,6 @@ who writes the record to the store. The in-process runner and a Dask worker call
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import time
@@ -26,8 +25,7 @@ from cellab.contracts.server import SENDER_PORT, CaptureParams, ServerClient, ch
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
 from cellab.faults.player import FaultPlayer
-from cellab.faults.recovery import FaultNotRecovered, not_recovered
-from cellab.faults.spec import NO_FAULT, FaultSpec, FaultStep
+from cellab.faults.recovery import FaultNotRecovered
 from cellab.records import PlannedRun, write_json
 from cellab.labs.clock import run_clock_timing
 from cellab.results.metrics import (
@@ -39,9 +37,11 @@ from cellab.results.metrics import (
     telemetry_timeline,
 )
 from cellab.results.provenance import run_provenance, software_versions
+from cellab.run.fault_steps import agent_fault_records, fault_apply, fault_recovery, run_faults
 from cellab.run.schedules import Schedules
 from cellab.run.session import LabSession
 from cellab.run.telemetry import host_busy_pct, host_cpu_times
+from cellab.results.workload_timelines import iperf3_timeline
 from cellab.run.workloads import WORKLOADS, RunUE, WorkloadTarget, clean_up, port_range
 
 
@@ -213,7 +213,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     if capture:
         first, last = port_range(workload.tool, len(ues))
         server.capture_start(CaptureParams(tag=f"{tag}-server", tcp_port=first, tcp_port_last=last))
-    faults = _run_faults(campaign, run, ues)
+    faults = run_faults(campaign, run, ues)
     cell_mark = session.lab.clock_mark()
     cpu_before = host_cpu_times()
     t0 = time.time()
@@ -224,7 +224,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     try:  # a schedule refused at its start must still stop the capture
         playing = _start_schedule(session, campaign, ues, results_root)
         if faults:
-            player = FaultPlayer(faults, _fault_apply(session, campaign, faults, ues, attenuation), t0).start()
+            player = FaultPlayer(faults, fault_apply(session, campaign, faults, ues, attenuation), t0).start()
         per_ue = _run_workloads(session, campaign, ues, run_dir, tag, capture, deadline)
         t_end = time.time()
         host_cpu_pct = host_busy_pct(cpu_before, host_cpu_times())
@@ -260,15 +260,18 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     ue_metrics = {}
     for ue in ues:
         artifacts = per_ue[ue.name] | shared
+        context = RunContext(
+            t0_s=t0, duration_s=workload.duration_s,
+            offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
+            cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
+            sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1, stack_clock=stack_clock,
+            channel=ue.channel or 1)
         if workload.tool == "probe":
-            context = RunContext(
-                t0_s=t0, duration_s=workload.duration_s,
-                offsets_s=role_offsets | {"ue": offsets[ue.agent]["offset_s"]},
-                cell_mark=cell_mark or None, sr_true_ms=sr_true_ms, cell_ue=ue.lab_index,
-                sender_port=SENDER_PORT + ue.slot, shared_capture=len(ues) > 1, stack_clock=stack_clock)
             ue_metrics[ue.name] = probe_run_metrics(artifacts, context)
-        else:
+        else:  # iperf3: its intervals, ping and the attenuation where the capture gives no timeline
             ue_metrics[ue.name] = run_metrics(artifacts, shared_capture=len(ues) > 1)
+            ue_metrics[ue.name]["timeline"] = iperf3_timeline(artifacts, context) \
+                | ue_metrics[ue.name].get("timeline", {})
     # one UE: the run's metrics are its own (as before multi-UE runs); several: totals and fairness
     metrics = dict(ue_metrics[ues[0].name]) if len(ues) == 1 else multi_ue_metrics(ue_metrics)
     if len(ues) > 1 and "pcap" in shared:  # the capture's flow metrics cover every UE: the run's
@@ -278,8 +281,10 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     metrics["host_cpu_pct"] = host_cpu_pct  # a busy host is the first suspect when a real stack loses real time
     unrecovered = None
     if faults:
-        unrecovered = _fault_recovery(session, campaign, faults, played, player, shared, cell_mark, t0, run_dir,
-                                      metrics)
+        inventory = campaign.lab.endswith((".yaml", ".yml"))  # no cell of its own: its agents say what happened
+        flows = agent_fault_records(session, ues, per_ue, offsets, t0, run_dir, shared) if inventory else None
+        unrecovered = fault_recovery(session, campaign, faults, played, player, shared, cell_mark, t0, run_dir,
+                                     metrics, flows)
     if timing.get("ttis"):  # how faithfully the emulation kept model time: columns in the report
         metrics["late_tti_pct"] = 100.0 * campaign.retry.late_ttis(timing) / timing["ttis"]
         metrics["late_tti_max_ms"] = timing.get("late_max_us", 0) / 1000
@@ -355,67 +360,6 @@ def _run_workloads(session: LabSession, campaign: Campaign, ues: list[RunUE], ru
     if failures:
         raise CellabError("; ".join(failures))
     return results
-
-
-def _run_faults(campaign: Campaign, run: PlannedRun, ues: list[RunUE]) -> list[FaultSpec]:
-    """The run's fault plan (the `faults` parameter names one of the campaign's), checked against its UEs."""
-    name = run.params.get("faults", NO_FAULT)
-    if name != NO_FAULT and name not in campaign.faults:  # validation refuses this; a hand-made plan could not
-        raise CellabError(f"run {run.run_id}: fault plan {name!r} is not in the campaign's faults")
-    faults = campaign.faults.get(name, [])
-    for fault in faults:
-        if fault.kind in ("radio_outage", "ue_pause") and fault.ue >= len(ues):
-            raise CellabError(f"fault {fault.kind} on UE {fault.ue}: run {run.run_id} has {len(ues)} UE(s)")
-    return faults
-
-
-def _fault_apply(session: LabSession, campaign: Campaign, faults: list[FaultSpec], ues: list[RunUE],
-                 attenuation: dict[int, float]) -> Callable[[int, bool], dict[str, Any]]:
-    """How each fault starts and ends, through whoever owns its box: a radio outage through the attenuator
-    agent (the channel to the attenuator's maximum, then back to the run's value); the others through the
-    lab's typed `inject_fault`."""
-    def apply(i: int, active: bool) -> dict[str, Any]:
-        fault = faults[i]
-        if fault.kind == "radio_outage":
-            ue = ues[fault.ue]
-            if session.attenuator is None or ue.channel is None:
-                raise CellabError(f"radio_outage on UE {ue.name}: no attenuator channel in front of it")
-            config = session.attenuator.config
-            value = config.max_db if active else attenuation.get(ue.channel, config.min_db)
-            return _attenuator(session, campaign.timeouts.request_s).set(
-                session.attenuator.name, ue.channel, value).model_dump()
-        return session.lab.inject_fault(FaultStep(kind=fault.kind, active=active, ue=fault.ue, daemon=fault.daemon))
-    return apply
-
-
-def _fault_recovery(session: LabSession, campaign: Campaign, faults: list[FaultSpec], played: list[dict[str, Any]],
-                    player: FaultPlayer | None, shared: dict[str, Path], cell_mark: dict[str, float], t0: float,
-                    run_dir: Path, metrics: dict[str, Any]) -> str | None:
-    """Recovery figures per fault into the run's metrics (and faults.json); why the lab did not recover, if it
-    did not (the run then fails with that state)."""
-    from cellab.results.metrics import fault_run_metrics
-
-    max_db = session.attenuator.config.max_db if session.attenuator is not None else None
-    rows = fault_run_metrics(faults, played, shared, cell_mark or None, t0, campaign.workload.duration_s, max_db)
-    try:
-        state = session.lab.fault_state()
-    except RUN_ERRORS as exc:
-        state = {"error": f"{type(exc).__name__}: {exc}"}
-    metrics["faults"] = rows
-    metrics["fault_marks"] = [{k: row.get(k) for k in ("kind", "start_s", "end_s", "rlf_s", "reattach_s",
-                                                       "throughput_back_s")} for row in rows]
-    first = rows[0]
-    for name in ("recovery_s", "disruption_s", "reattach_after_end_s", "longest_stall_s", "lost_bytes"):
-        if isinstance(first.get(name), (int, float)):
-            metrics[f"fault_{name}"] = first[name]
-    write_json(run_dir / "faults.json", {"plan": [f.model_dump() for f in faults], "played": played,
-                                         "recovery": rows, "final_state": state})
-    reasons = [*(player.errors if player else [])]
-    why = not_recovered(rows, state, campaign.workload.duration_s)
-    if why:
-        reasons.append(why)
-    return ("the lab did not recover from the run's faults: " + "; ".join(reasons)
-            + f" (measured: {json.dumps(state)})") if reasons else None
 
 
 def _lab_fault(session: LabSession) -> str | None:

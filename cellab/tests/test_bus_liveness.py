@@ -192,3 +192,29 @@ def test_request_waiting_for_a_restart_outlives_the_loss_of_the_old_agent(tmp_pa
         if agent is not None:
             agent.stop()
         controller.close()
+
+
+def test_an_agent_whose_ue_is_out_stays_alive_through_a_long_request_and_says_so(tmp_path: Path) -> None:
+    """Issue 41: an agent whose UE is out (or frozen) keeps its heartbeats, with the UE's state in them. A request
+    five times agent_lost_s long ends with its reply, the agent never lost, the controller knowing its UE is out;
+    only silence (SIGSTOP of the agent itself) makes it lost."""
+    with lab_bus(tmp_path, {"ue1": DemoAgent}) as (controller, agents):  # agent_lost_s = 1, heartbeats 0.2 s
+        agent = agents["ue1"]
+        assert controller.agents()["ue1"].ue_state is None  # nothing said yet
+        agent.set_ue_state("out", "radio off")
+        deadline = time.monotonic() + 1
+        while controller.agents()["ue1"].ue_state != "out" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert controller.agents()["ue1"].ue_state == "out"
+        started = time.monotonic()
+        assert controller.request("ue1", "sleep", {"duration_s": 5.0}, timeout_s=10) is not None
+        assert time.monotonic() - started >= 5.0
+        status = controller.agents()["ue1"]
+        assert not status.lost and status.ue_state == "out"
+        agent.set_ue_state("in")
+        deadline = time.monotonic() + 1
+        while controller.agents()["ue1"].ue_state != "in" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert controller.agents()["ue1"].ue_state == "in"
+        with pytest.raises(ValueError, match="allowed: in, out, paused"):
+            agent.set_ue_state("gone")

@@ -76,7 +76,8 @@ def test_the_store_keeps_the_reports_numbers_and_the_named_comparison_per_cell(t
         _finish(store, run, _value(run.factors, run.repeat))
     stored = store_comparisons(store, campaign.model_dump(mode="json"))
     assert read_comparisons(store.root) == [{**r, "stratum": json.loads(r["stratum"])} for r in stored]
-    factor_rows = {(r["factor"], r["level"], r["metric"]): r for r in stored if r["kind"] == "factor"}
+    factor_rows = {(r["factor"], r["level"], r["metric"]): r for r in stored  # the pooled rows: the report's table
+                   if r["kind"] == "factor" and r["stratum"] == "{}"}
     # scheme: reno and bbr against cubic; rate_mbit: 20 against 10; two metrics each
     assert len(factor_rows) == 6 and {k[:2] for k in factor_rows} == {("scheme", "reno"), ("scheme", "bbr"),
                                                                       ("rate_mbit", "20")}
@@ -114,7 +115,8 @@ def test_an_older_store_opens_and_gets_the_table_on_its_first_write(tmp_path):
     store_comparisons(old, campaign.model_dump(mode="json"))
     with sqlite3.connect(store.db_path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (STORE_SCHEMA_VERSION,)
-    assert len(read_comparisons(old.root)) == 6 + 4
+    # pooled 6, named 4, stratified 14 (scheme's 2 levels within each rate: 8; rate within each scheme: 6)
+    assert len(read_comparisons(old.root)) == 6 + 4 + 14
 
 
 def test_a_store_from_a_newer_cellab_is_refused_and_left_as_it_is(tmp_path):

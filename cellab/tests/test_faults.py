@@ -65,8 +65,6 @@ def test_faults_are_a_factor_none_and_each_plan_in_one_matrix(tmp_path):
     ("  outage-0.5s: [{kind: core_daemon, daemon: mme, at_s: 4, duration_s: 1}]",
      "faults.outage-0.5s[0].kind",
      "lab virtual cannot inject core_daemon (allowed: enb_restart, radio_outage, s1_cut, sgi_cut, ue_pause)"),
-    ("  outage-0.5s: [{kind: ue_pause, at_s: 4, duration_s: 3.5}]",
-     "faults.outage-0.5s[0].duration_s", "a 3.5 s ue_pause: the controller declares an agent silent for 5 s lost"),
     ("  outage-0.5s: [{kind: fire, at_s: 4, duration_s: 1}]", "faults.outage-0.5s[0].kind", "radio_outage"),
     ("  outage-0.5s: [{kind: radio_outage, at_s: 4, duration_s: 1, daemon: mme}]",
      "faults.outage-0.5s[0]", "only a core_daemon fault names one"),

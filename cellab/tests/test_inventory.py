@@ -18,11 +18,13 @@ hosts:
   - {name: bench, address: 192.0.2.20}
 agents:
   - {name: server1, role: server, host: edge1, public_key: keys/server1.key}
+  - {name: enb1, role: enb, host: edge1, public_key: keys/enb1.key}
+  - {name: core1, role: core, host: edge1, public_key: keys/core1.key}
   - {name: atten1, role: attenuator, host: bench, public_key: keys/atten1.key}
   - {name: phone1, role: ue, host: bench, public_key: keys/phone1.key}
 devices:
-  enb: [{name: enb1, rf: uhd, device_args: "type=b200", agent: server1}]
-  core: [{name: epc, flavour: open5gs, version: "2.7", agent: server1}]
+  enb: [{name: enb1, rf: uhd, device_args: "type=b200", agent: enb1}]
+  core: [{name: epc, flavour: open5gs, version: "2.7", agent: core1}]
   attenuators:
     - {name: box1, model: minicircuits-rcdat, transport: serial, address: /dev/ttyUSB0, channels: 4,
        min_db: 10, max_db: 95, agent: atten1}
@@ -34,7 +36,7 @@ devices:
 def make(tmp_path, text=INVENTORY):
     keys = tmp_path / "keys"
     keys.mkdir(exist_ok=True)
-    for name in ("controller", "server1", "atten1", "phone1"):  # real CURVE certificates: validate reads them
+    for name in ("controller", "server1", "enb1", "core1", "atten1", "phone1"):  # real CURVE certificates: validate reads them
         if not (keys / f"{name}.key").exists():
             generate_keypair(keys, name)
     path = tmp_path / "lab.yaml"

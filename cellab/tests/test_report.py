@@ -19,7 +19,7 @@ from cellab.results.store_check import read_folder
 pytestmark = pytest.mark.background  # no clock, no root: beside a lab test at SCHED_IDLE (conftest.py)
 
 SECTION_IDS = ("throughput-delay", "cdfs", "sr", "network", "timelines")
-ALWAYS = {"runs", "conditions"}  # every report: the run table and the conditions block
+ALWAYS = {"runs", "conditions", "repeats"}  # every report: the run table, the conditions, each cell's repeats
 
 
 # --- synthetic result folders -------------------------------------------------------------------
@@ -117,7 +117,7 @@ def test_full_campaign_has_every_section_and_self_contained_html(tmp_path):
     path = report.write_report(folder)
     html = path.read_text()
     assert path == folder / "report.html"
-    assert section_ids(html) == {*SECTION_IDS, *ALWAYS, "comparisons"}
+    assert section_ids(html) == {*SECTION_IDS, *ALWAYS, "comparisons", "stratified"}  # cc within each network
     assert not re.search(r"https?://", html) and "<script" not in html  # offline, no JS
     names = figure_names(html)
     assert {"throughput-vs-delay", "rtt-cdf", "throughput-cdf", "sr-confusion", "network-cdfs"} <= set(names)

@@ -64,6 +64,8 @@ def test_faults_as_a_factor_recover_on_the_runs_timeline(require_root, netns_pre
     # throughput came back after the re-attach, and the stall covers at least the outage and the procedure
     assert fault["throughput_back_s"] is not None and fault["throughput_back_s"] >= fault["reattach_s"] - 0.1
     assert fault["longest_stall_s"] >= fault["reattach_s"] - fault["start_s"] - 0.05
+    # the user plane restored (the first byte delivered after the end) after the re-attach, before throughput was back
+    assert fault["reattach_s"] - 0.01 <= fault["user_plane_restored_s"] <= fault["throughput_back_s"] + 0.1, fault
     assert report["final_state"]["rrc_state"] == {"0": "connected"}
 
     # the S1 cut: no RLF, packets lost at the cut, back after it
@@ -79,3 +81,9 @@ def test_faults_as_a_factor_recover_on_the_runs_timeline(require_root, netns_pre
     html = (folder / "report.html").read_text()
     assert "Faults and recovery" in html and "Recovery per fault plan and scheme" in html
     assert "re-attach" in html and "dashed green" in html
+    # each UE's outage and return on one time axis (issue 41), from the runs' fault events
+    assert "each UE&#39;s outage and return" in html or "each UE's outage and return" in html
+    assert (folder / "report" / "fault-outages.svg").is_file()
+    events = json.loads((folder / "runs" / rows["outage"][0] / "metrics.json").read_text())["fault_events"]
+    assert [e["event"] for e in events][:2] == ["fault_start", "out_of_sync"]
+    assert {"rlf", "reattach", "fault_end"} <= {e["event"] for e in events}

@@ -2,9 +2,10 @@
 instance with two UEs (one short timeline, no campaign):
 - enb_restart 0.5 s, then 0.1 s (shorter than T310): every UE loses the cell and comes back through a new
   connection; checked in TTIs from the cell's own events, and the recovery rows from those events;
-- ue_pause of UE 1 for 1 s while the server sends it a UDP flow every 20 ms: its agent (a stand-in with the
-  agent's argv), the agent's child and the echo server in its namespace are frozen, no packet reaches its
-  namespace (lte0's receive counter, the TTI log), nothing answers, and the flow comes back after the end;
+- ue_pause of UE 1 for 1 s while the server sends it a UDP flow every 20 ms: the child of its agent (a stand-in
+  with the agent's argv) and the echo server in its namespace are frozen, the agent itself runs on (its
+  heartbeats: issue 41), no packet reaches its namespace (lte0's receive counter, the TTI log), nothing answers,
+  and the flow comes back after the end;
 - a pause left active is thawed by the lab's down. Root: namespaces, the cgroup v2 freezer."""
 
 from __future__ import annotations
@@ -148,9 +149,9 @@ def _play_and_check(lab, tmp_path: Path, counter: Path, child: int) -> None:
     assert 0.2 <= rows[0]["reattach_after_end_s"] <= 0.6, rows[0]
     assert rows[2]["rlf_s"] is None  # ue_pause: the modem stayed connected
 
-    # ue_pause: frozen (the agent, its child in another session, the echo in the namespace), nothing reached
-    # the namespace, the cell dropped what its modem received, and the flow came back after the end
-    assert seen["frozen_pids"] >= 3 and seen["count_end"] == seen["count_start"]
+    # ue_pause: frozen (the agent's child in another session, the echo in the namespace) while the agent ran on,
+    # nothing reached the namespace, the cell dropped what its modem received, and the flow came back after the end
+    assert seen["frozen_pids"] >= 2 and int(seen["count_end"]) > int(seen["count_start"])
     assert seen["state"]["ue_paused"] == [1] and seen["child_cgroup"].endswith(f"cellab-{lab.prefix}-ue1")
     assert seen["rx_end"] == seen["rx_start"]
     (host_down,), (host_up,) = tti_of("ue_host_down", ue=1), tti_of("ue_host_up", ue=1)
@@ -174,9 +175,8 @@ def _play_and_check(lab, tmp_path: Path, counter: Path, child: int) -> None:
 
     # a pause left active at teardown: the lab's down thaws it
     lab.inject_fault(FaultStep(kind="ue_pause", active=True, ue=1))
-    frozen_at = counter.read_text()
+    assert _cgroup(child).endswith(f"cellab-{lab.prefix}-ue1")
     lab.down()
     assert not (cgroup2_root() / f"cellab-{lab.prefix}-ue1").exists()
-    time.sleep(0.1)
-    assert int(counter.read_text()) > int(frozen_at)
+    assert "cellab-" not in _cgroup(child)
 

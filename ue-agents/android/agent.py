@@ -29,6 +29,8 @@ from cellab.contracts.ue import (
     Iperf3ClientParams,
     Iperf3ClientResult,
     ProbeFetchParams,
+    RadioParams,
+    RadioResult,
     SignalReading,
 )
 from cellab.errors import CellabError
@@ -36,7 +38,7 @@ from cellab.paths import find_program
 from cellab.ue.probe_runner import fetch_argv
 from cellab.ue.ue_provenance import AndroidProvenance
 
-from .adbclient import Adb, PhoneError, PhoneGone
+from .adbclient import DEFAULT_PORT, Adb, PhoneError, PhoneGone
 from .phone import DEVICE_DIR, PROBE_DEVICE_PATH, Phone, PhoneInfo
 from .signallog import SignalLogger
 
@@ -113,9 +115,13 @@ class AndroidUEAgent(AndroidProvenance, Agent):
     def _signal_log(self, tag: str) -> SignalLogger:
         def publish(reading: SignalReading) -> None:
             self.publish("signal", reading.model_dump())
+            self.set_ue_state("in", f"{self.phone.label}: serving cell pci {reading.pci}")
+
+        def no_service(why: str) -> None:  # no LTE serving cell: out (coverage, radio off), the agent alive
+            self.set_ue_state("out", why)
 
         logger = SignalLogger(self.phone.signal, self.artifact_dir / f"{tag}-signal.jsonl",
-                              period_s=self.signal_period_s, on_sample=publish)
+                              period_s=self.signal_period_s, on_sample=publish, on_error=no_service)
         self._loggers.append(logger)
         return logger.start()
 
@@ -142,6 +148,15 @@ class AndroidUEAgent(AndroidProvenance, Agent):
         except CellabError:
             reading = None  # still attaching: the caller reads `signal` when it needs it
         return PrepareResult(steps=steps, signal=reading)
+
+    @operation(concurrent=True)
+    def set_radio(self, params: RadioParams) -> RadioResult:
+        """Off: airplane mode on (the modem leaves the cell, as out of coverage); on: off again (it attaches anew)."""
+        try:
+            self.phone.set_airplane(not params.on)
+        except CellabError as exc:
+            raise self._fail(exc) from None
+        return RadioResult(on=params.on, how=f"{self.phone.label}: airplane mode {'off' if params.on else 'on'}")
 
     @operation
     def self_check(self) -> SelfCheckResult:
@@ -175,7 +190,12 @@ class AndroidUEAgent(AndroidProvenance, Agent):
         if value == wanted:
             return ok(what, "on" if value == "1" else "off")
         return fail(what, f"{why}; `cellab doctor --lab LAB --fix` (the agent's prepare) or "
-                          f"`adb -s {self.phone.serial} shell {fix}`")
+                          f"`{self._adb_hint()} shell {fix}`")
+
+    def _adb_hint(self) -> str:
+        """The adb command line a person types for this phone: with -P when its server is not on adb's default."""
+        port = "" if self.adb.port == DEFAULT_PORT else f" -P {self.adb.port}"
+        return f"adb{port} -s {self.phone.serial}"
 
     @operation(concurrent=True)
     def signal(self) -> SignalReading:

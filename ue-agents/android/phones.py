@@ -95,6 +95,15 @@ class VirtualPhone:
         return ",".join((["shell_v2"] if self.shell_v2 else []) + ["cmd"])
 
     # --- radio ----------------------------------------------------------------------------------
+    def set_airplane(self, on: bool) -> None:
+        """Airplane mode: on a cell, the modem leaves it (the cell holds this UE's host: nothing passes), off: back."""
+        self.state.airplane = on
+        if self.cell_ctl is not None:
+            from cellab.labs.cellctl import CellControl
+
+            with CellControl(self.cell_ctl, timeout_ms=1500) as cell:
+                cell.request("set_ue_host", ue=self.cell_ue, up=not on)
+
     def radio(self) -> dict[str, int]:
         values = dict(RECORDED_RADIO)
         if self.state.airplane:
@@ -110,6 +119,8 @@ class VirtualPhone:
             with CellControl(self.cell_ctl, timeout_ms=1500) as cell:  # type: ignore[arg-type]
                 ue = cell.ue_stats(self.cell_ue)
         except CellControlError:
+            return {"rsrp": UNAVAILABLE, "rsrq": UNAVAILABLE, "rssnr": UNAVAILABLE, "cqi": UNAVAILABLE}
+        if ue.get("rrc_state", "connected") != "connected":  # no serving cell: the modem reports none
             return {"rsrp": UNAVAILABLE, "rsrq": UNAVAILABLE, "rssnr": UNAVAILABLE, "cqi": UNAVAILABLE}
         sinr = ue.get("sinr_db")
         cqi = ue.get("cqi")

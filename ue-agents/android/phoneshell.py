@@ -148,12 +148,13 @@ class PhoneShell:
 
     def _cmd_cmd(self, args: list[str], root: bool) -> Execution:
         if args[:2] == ["connectivity", "airplane-mode"] and len(args) == 3 and args[2] in ("enable", "disable"):
-            self.phone.state.airplane = args[2] == "enable"
+            self.phone.set_airplane(args[2] == "enable")
             return _done()
         return _done(err=f"cmd: unsupported: {' '.join(args)}\n", code=255)
 
     def _cmd_am(self, args: list[str], root: bool) -> Execution:
         if args[:3] == ["broadcast", "-a", "android.intent.action.AIRPLANE_MODE"]:
+            self.phone.set_airplane(self.phone.state.airplane)  # the setting put before takes effect now
             return _done("Broadcasting: Intent { act=android.intent.action.AIRPLANE_MODE }\nBroadcast completed: result=0\n")
         return _done(err="am: unsupported\n", code=255)
 

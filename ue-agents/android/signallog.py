@@ -23,8 +23,10 @@ class SignalLogger:
     A failed read (phone gone, no LTE) is a line with the unavailable RSRP and the error, not a stop."""
 
     def __init__(self, read: Callable[[], SignalReading], path: Path, *, period_s: float = PERIOD_S,
-                 on_sample: Callable[[SignalReading], None] | None = None):
+                 on_sample: Callable[[SignalReading], None] | None = None,
+                 on_error: Callable[[str], None] | None = None):
         self.read, self.path, self.period_s, self.on_sample = read, Path(path), period_s, on_sample
+        self.on_error = on_error
         self.samples = 0
         self.errors = 0
         self._stop = threading.Event()
@@ -61,6 +63,8 @@ class SignalLogger:
             reading = self.read()
         except CellabError as exc:
             self.errors += 1
+            if self.on_error is not None:
+                self.on_error(str(exc))
             return {"time_ms": time_ms, "rsrp_dbm": UNAVAILABLE, "error": str(exc)[:200]}
         self.samples += 1
         if self.on_sample is not None:
