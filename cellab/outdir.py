@@ -13,14 +13,6 @@ from cellab.errors import InputError
 ALLOWED = ["an existing folder", "a new name in an existing folder"]
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device")):
-        if test(mode):
-            return name
-    return "not a folder"
-
-
 def check_out_dir(path: str | Path, source: str, option: str) -> Path:
     """`path` as a Path when it names a folder or a place for a new one; InputError naming `option` otherwise."""
     text = os.fspath(path)
@@ -38,6 +30,7 @@ def check_out_dir(path: str | Path, source: str, option: str) -> Path:
             raise InputError(source, option, f"{text}: {exc.strerror or exc}", ALLOWED) from None
         if not stat.S_ISDIR(mode):
             what = "it is" if place == out else f"{place} is"
-            raise InputError(source, option, f"{text}: {what} a {_kind(mode)}, not a folder", ALLOWED)
+            kind = "file" if stat.S_ISREG(mode) else "special file (a FIFO, socket or device)"
+            raise InputError(source, option, f"{text}: {what} a {kind}, not a folder", ALLOWED)
         break
     return out
