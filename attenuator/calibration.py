@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cellab.errors import CellabError, InputError, from_validation_error
 from cellab.inputs import JSON_MAX_BYTES, read_json
@@ -25,6 +25,9 @@ from .config import AttenuatorConfig
 from .driver import quantize_db
 
 ReadRsrp = Callable[[], float]
+MAX_RESIDUAL_DB = 6.0  # one point this far off the line is a fault (4x the RMS a fit may have), not noise
+MAX_RISE_DB = 3.0  # RSRP may rise this much between sweep steps (measurement noise, twice the RMS allowed)
+RESIDUAL_AGREE_DB = 0.01  # stated residuals vs the points' own (a fit rounds to 1e-6 dB)
 
 
 class CalibrationError(CellabError):
@@ -61,6 +64,7 @@ class Calibration(BaseModel):
                              "attenuation rises; 0 would divide by zero)")
         if self.min_db >= self.max_db:
             raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
+        plausible_fit(self)
         return self
 
     def rsrp_at(self, db: float) -> float:
@@ -80,11 +84,52 @@ class FitPolicy(BaseModel):
     rsrp_ceiling_dbm: float = -44.0
 
 
+def in_range(points: list[SweepPoint], pol: FitPolicy) -> list[SweepPoint]:
+    """The points inside the UE's reporting range: the ones a fit uses."""
+    return [p for p in points if pol.rsrp_floor_dbm < p.rsrp_dbm < pol.rsrp_ceiling_dbm and math.isfinite(p.rsrp_dbm)]
+
+
+def rise(points: list[SweepPoint]) -> tuple[SweepPoint, SweepPoint] | None:
+    """The first two points, in attenuation order, where RSRP rises by more than MAX_RISE_DB as attenuation
+    rises: more attenuation never brings more signal, so such a sweep measured something else."""
+    ordered = sorted(points, key=lambda p: p.db)
+    for before, after in zip(ordered, ordered[1:], strict=False):
+        if after.db > before.db and after.rsrp_dbm - before.rsrp_dbm > MAX_RISE_DB:
+            return before, after
+    return None
+
+
+def plausible_fit(cal: Calibration, pol: FitPolicy | None = None) -> None:
+    """A stored fit as `fit` would have made it: residuals within the policy (and RMS <= largest), points that
+    fall as attenuation rises, and stated residuals that the points' own residuals from the line confirm."""
+    pol = pol or FitPolicy()
+    rms, worst = cal.residual_rms_db, cal.max_residual_db
+    if not 0 <= rms <= pol.max_residual_rms_db:
+        raise ValueError(f"residual_rms_db: {rms} dB outside [0, {pol.max_residual_rms_db}] dB: a fit that poor "
+                         "is refused")
+    if not rms - 1e-6 <= worst <= MAX_RESIDUAL_DB:
+        raise ValueError(f"max_residual_db: {worst} dB outside [residual_rms_db ({rms}), {MAX_RESIDUAL_DB}] dB")
+    bad = rise([p for p in cal.points if math.isfinite(p.rsrp_dbm)])
+    used = in_range(cal.points, pol)
+    if bad:
+        raise ValueError(f"points: RSRP rises from {bad[0].rsrp_dbm} dBm at {bad[0].db} dB to {bad[1].rsrp_dbm} dBm "
+                         f"at {bad[1].db} dB (by more than {MAX_RISE_DB} dB): points that rise and fall are no "
+                         "calibration")
+    if not used:
+        return
+    residuals = [p.rsrp_dbm - cal.rsrp_at(p.db) for p in used]
+    found_rms = math.sqrt(sum(r * r for r in residuals) / len(residuals))
+    found_worst = max(abs(r) for r in residuals)
+    if abs(found_rms - rms) > RESIDUAL_AGREE_DB or abs(found_worst - worst) > RESIDUAL_AGREE_DB:
+        raise ValueError(f"points: their residuals from a_dbm - b_db_per_db * db are {found_rms:.3f} dB RMS, "
+                         f"{found_worst:.3f} dB at most; the file says {rms} and {worst}")
+
+
 def fit(
     points: list[SweepPoint], shield_box: str, ue: str, earfcn: int, policy: FitPolicy | None = None
 ) -> Calibration:
     pol = policy or FitPolicy()
-    used = [p for p in points if pol.rsrp_floor_dbm < p.rsrp_dbm < pol.rsrp_ceiling_dbm and math.isfinite(p.rsrp_dbm)]
+    used = in_range(points, pol)
     if len(used) < pol.min_points:
         raise CalibrationError(
             f"calibration {shield_box}/{ue}/{earfcn}: {len(used)} usable points (need {pol.min_points}); "
@@ -107,6 +152,12 @@ def fit(
         raise CalibrationError(f"{where}: slope {b:.3f} dB/dB outside [{pol.min_slope}, {pol.max_slope}]: is the UE behind this attenuator?")
     if rms > pol.max_residual_rms_db:
         raise CalibrationError(f"{where}: residual RMS {rms:.2f} dB > {pol.max_residual_rms_db} dB (max {worst:.2f} dB): fit refused")
+    if worst > MAX_RESIDUAL_DB:
+        raise CalibrationError(f"{where}: a point {worst:.2f} dB off the line (> {MAX_RESIDUAL_DB} dB): fit refused")
+    bad = rise([p for p in points if math.isfinite(p.rsrp_dbm)])
+    if bad:
+        raise CalibrationError(f"{where}: RSRP rises from {bad[0].rsrp_dbm:.1f} dBm at {bad[0].db} dB to "
+                               f"{bad[1].rsrp_dbm:.1f} dBm at {bad[1].db} dB: fit refused")
     return Calibration(
         shield_box=shield_box, ue=ue, earfcn=earfcn, a_dbm=round(a, 6), b_db_per_db=round(b, 6),
         residual_rms_db=round(rms, 6), max_residual_db=round(worst, 6),
@@ -156,6 +207,32 @@ def sweep(
             readings.append(float(read_rsrp()))
         out.append(SweepPoint(db=applied, rsrp_dbm=sum(readings) / len(readings), samples=len(readings)))
     return out
+
+
+class SweepOptions(BaseModel):
+    """A sweep's settings as a person gives them (`cellab atten calibrate`): checked before any device is touched."""
+
+    model_config = ConfigDict(extra="forbid")
+    start_db: float = Field(ge=0, le=200, allow_inf_nan=False)
+    stop_db: float = Field(ge=0, le=200, allow_inf_nan=False)
+    step_db: float = Field(gt=0, le=200, allow_inf_nan=False)
+    settle_s: float = Field(ge=0, le=600, allow_inf_nan=False)
+    samples: int = Field(ge=1, le=1000)
+    ue_index: int = Field(ge=0, le=15)
+    earfcn: int = Field(ge=0, le=262143)  # 36.101's EARFCN range
+    channel: int = Field(ge=1, le=64)
+
+
+def check_sweep_options(source: str, **values: object) -> SweepOptions:
+    """The options named as a person typed them (`--settle-s`), with their ranges."""
+    try:
+        return SweepOptions.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-")
+        bounds = {k: v for k, v in (err.get("ctx") or {}).items() if k in ("ge", "gt", "le", "lt")}
+        raise InputError(source, option, f"{values.get(str(err['loc'][0]))!r}: {err['msg']}",
+                         [" ".join(f"{k} {v}" for k, v in bounds.items())] if bounds else None) from None
 
 
 def cell_rsrp_reader(endpoint: str, ue_index: int, timeout_s: float = 2.0) -> ReadRsrp:

@@ -127,8 +127,13 @@ def calibrate_cmd(
     settle_s: float = typer.Option(1.0), samples: int = typer.Option(3), name: str | None = typer.Option(None),
 ) -> None:
     """Sweep, fit RSRP = a − b·dB, refuse a poor fit, store it per (box, UE, EARFCN)."""
-    from .calibration import CalibrationStore, cell_rsrp_reader, fit, sweep
+    from cellab.bus.names import check_endpoint
 
+    from .calibration import CalibrationStore, cell_rsrp_reader, check_sweep_options, fit, sweep
+
+    check_endpoint(cell_ctl, "cellab atten calibrate", "--cell-ctl")
+    check_sweep_options("cellab atten calibrate", start_db=start_db, stop_db=stop_db, step_db=step_db,
+                        settle_s=settle_s, samples=samples, ue_index=ue_index, earfcn=earfcn, channel=channel)
     with _open(config, name) as drv:
         try:
             points = sweep(drv, channel, cell_rsrp_reader(cell_ctl, ue_index), start_db, stop_db, step_db,
@@ -145,7 +150,7 @@ def emulate_cmd(
     vendor: str = typer.Argument(..., help="minicircuits | jfw | adaura | keysight"),
     transport: str = typer.Option("serial", help="serial | telnet | http"),
     pty_link: Path | None = typer.Option(None, help="symlink for the pseudo-terminal (serial)"),
-    port: int = typer.Option(0, help="TCP port (telnet/http/keysight); 0 = any free port"),
+    port: int = typer.Option(0, min=0, max=65535, help="TCP port (telnet/http/keysight); 0 = any free port"),
     channels: int | None = typer.Option(None, min=1, max=16, help="channels of the box (default: the family's)"),
     cell_ctl: str | None = typer.Option(None, help="the virtual cell's control endpoint: every value the box "
                                                    "applies on channel N goes to the cell's UE N-1"),
@@ -153,6 +158,27 @@ def emulate_cmd(
     """Run a device emulator until Ctrl-C (for trying drivers by hand; with --cell-ctl, a box of any family in
     front of the virtual cell, as `cellab rehearse` uses it)."""
     dev, forwarder = _emulated_device(vendor, channels, cell_ctl)
+    try:
+        server, where = _serve(dev, vendor, transport, pty_link, port)
+    except OSError as exc:  # the port is taken, or not ours to bind
+        if forwarder is not None:
+            forwarder.close()
+        if transport == "serial" and vendor != "keysight":
+            raise InputError("cellab atten emulate", "--pty-link", f"no pseudo-terminal: {exc}") from None
+        raise InputError("cellab atten emulate", "--port", f"cannot listen on port {port}: {exc.strerror or exc}",
+                         ["0 (any free port)", "a free port 1..65535"]) from None
+    done = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    print(json.dumps({"event": "ready", "vendor": vendor, "address": where}), flush=True)
+    done.wait()
+    server.stop()
+    if forwarder is not None:
+        forwarder.close()
+
+
+def _serve(dev: object, vendor: str, transport: str, pty_link: Path | None, port: int) -> tuple[object, str]:
+    """The emulator's server started, and the address a driver reaches it at."""
     if vendor == "keysight":
         server = dev.serve(port)  # type: ignore[attr-defined]
         where = f"TCPIP::127.0.0.1::{server.port}::SOCKET"
@@ -163,18 +189,11 @@ def emulate_cmd(
         server = dev.serve_telnet(port)  # type: ignore[attr-defined]
         where = server.address
     elif transport == "http" and hasattr(dev, "serve_http"):
-        server = dev.serve_http(port)
+        server = dev.serve_http(port)  # type: ignore[attr-defined]
         where = server.url
     else:
         raise InputError("command line", "transport", f"{vendor} has no {transport!r} emulator", ["serial", "telnet", "http"])
-    done = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    print(json.dumps({"event": "ready", "vendor": vendor, "address": where}), flush=True)
-    done.wait()
-    server.stop()
-    if forwarder is not None:
-        forwarder.close()
+    return server, where
 
 
 def _emulated_device(vendor: str, channels: int | None, cell_ctl: str | None):

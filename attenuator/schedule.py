@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cellab.contracts.attenuator import Point
 from cellab.errors import InputError, from_validation_error
@@ -21,6 +21,8 @@ from .driver import quantize_db
 
 MAX_POINTS = 2_000_000  # a schedule that expands past this is a mistake, not an experiment
 MAX_DURATION_S = 7 * 86400.0  # a week: longer is a typo (and overflows the player's ns arithmetic sooner or later)
+MIN_SEGMENT_S = 0.001  # the player's resolution (player.SPIN_S): a shorter ramp, step or sine is a hidden jump
+MIN_SINE_SAMPLES = 2  # samples per period below which a sampled sine is no sine (Nyquist)
 
 
 class ClipReport(BaseModel):
@@ -82,6 +84,7 @@ def parse_csv(text: str, source: str = "<csv>") -> Schedule:
         raise InputError(source, "header", f"got {','.join(header)!r}", ["t_s,channel,db"])
     points: list[Point] = []
     last_t = -math.inf
+    at_instant: dict[int, str] = {}  # channel -> row of its point at last_t
     for line, row in rows[1:]:
         where = f"row {line}"
         if len(row) != 3:
@@ -101,6 +104,12 @@ def parse_csv(text: str, source: str = "<csv>") -> Schedule:
             raise InputError(source, f"{where}.db", f"{row[2]!r}: attenuation must be a finite number")
         if t_s < last_t:
             raise InputError(source, f"{where}.t_s", f"time {t_s} goes back (previous row {last_t}): times must be non-decreasing")
+        if t_s > last_t:
+            at_instant.clear()
+        if channel in at_instant:
+            raise InputError(source, f"{where}.t_s", f"channel {channel} has a second value at t={t_s} s ({at_instant[channel]} "
+                             "sets one): a channel holds one value at one instant", ["one row per channel and time"])
+        at_instant[channel] = where
         last_t = t_s
         points.append(Point(t_s=t_s, channel=channel, db=db, source=where))
         if len(points) > MAX_POINTS:
@@ -111,36 +120,56 @@ def parse_csv(text: str, source: str = "<csv>") -> Schedule:
 
 
 # ---------------------------------------------------------------- YAML segments
+def _unique_channels(value: list[int] | None) -> list[int] | None:
+    if value is not None and len(set(value)) != len(value):
+        raise ValueError(f"channels {value} name a channel twice (two values at one instant on one channel)")
+    return value
+
+
+MinSegmentS = Annotated[float, Field(ge=MIN_SEGMENT_S, allow_inf_nan=False,
+                                     description=f"at least {MIN_SEGMENT_S} s (the player's resolution)")]
+
+
 class _Seg(BaseModel):
     model_config = ConfigDict(extra="forbid")
     channels: list[int] | None = Field(None, min_length=1, description="default: the file's channels")
+
+    _channels_once = field_validator("channels")(_unique_channels)
 
 
 class Hold(_Seg):
     kind: Literal["hold"]
     db: float = Field(allow_inf_nan=False)
-    duration_s: float = Field(ge=0, allow_inf_nan=False)
+    duration_s: float = Field(ge=0, allow_inf_nan=False, description=f"0 (the last segment only) or at least "
+                                                                      f"{MIN_SEGMENT_S} s")
+
+    @field_validator("duration_s")
+    @classmethod
+    def _playable(cls, value: float) -> float:
+        if 0 < value < MIN_SEGMENT_S:
+            raise ValueError(f"{value} s is shorter than the player's {MIN_SEGMENT_S} s: a hidden jump")
+        return value
 
 
 class Ramp(_Seg):
     kind: Literal["ramp"]
     from_db: float = Field(allow_inf_nan=False)
     to_db: float = Field(allow_inf_nan=False)
-    duration_s: float = Field(gt=0, allow_inf_nan=False)
+    duration_s: MinSegmentS
 
 
 class Steps(_Seg):
     kind: Literal["steps"]
     values_db: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(min_length=1)
-    dwell_s: float = Field(gt=0, allow_inf_nan=False)
+    dwell_s: MinSegmentS
 
 
 class Sine(_Seg):
     kind: Literal["sine"]
     mean_db: float = Field(allow_inf_nan=False)
     amplitude_db: float = Field(ge=0, allow_inf_nan=False)
-    period_s: float = Field(gt=0, allow_inf_nan=False)
-    duration_s: float = Field(gt=0, allow_inf_nan=False)
+    period_s: MinSegmentS
+    duration_s: MinSegmentS
     phase_deg: float = Field(0.0, allow_inf_nan=False)
 
 
@@ -148,6 +177,13 @@ class Repeat(_Seg):
     kind: Literal["repeat"]
     times: int = Field(ge=1, le=100_000)
     segments: list[Segment] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _no_zero_hold(self) -> Repeat:
+        if any(isinstance(seg, Hold) and seg.duration_s == 0 for seg in self.segments):
+            raise ValueError("a 0 s hold inside a repeat is replaced at once by the next segment's value: two values "
+                             "at one instant on one channel")
+        return self
 
 
 Segment = Annotated[Hold | Ramp | Steps | Sine | Repeat, Field(discriminator="kind")]
@@ -162,6 +198,31 @@ class ScheduleFile(BaseModel):
     update_interval_s: float = Field(0.1, ge=0.001, le=60, allow_inf_nan=False, description="sampling of ramp and sine")
     clip: bool = Field(False, description="clip out-of-range values to the limits (reported) instead of refusing")
     segments: list[Segment] = Field(min_length=1)
+
+    _channels_once = field_validator("channels")(_unique_channels)
+
+    @model_validator(mode="after")
+    def _playable(self) -> ScheduleFile:
+        for i, seg in enumerate(self.segments, start=1):
+            if isinstance(seg, Hold) and seg.duration_s == 0 and i < len(self.segments):
+                raise ValueError(f"segment {i}: a 0 s hold before the last segment is replaced at once by the next "
+                                 "segment's value: two values at one instant on one channel (hold at least "
+                                 f"{MIN_SEGMENT_S} s)")
+        for i, seg in _sines(self.segments, "segment "):
+            if seg.period_s < MIN_SINE_SAMPLES * self.update_interval_s:
+                raise ValueError(f"{i}: period_s {seg.period_s} s is under {MIN_SINE_SAMPLES} samples of "
+                                 f"update_interval_s ({self.update_interval_s} s): the sine cannot be played")
+        return self
+
+
+def _sines(segs: list, label: str) -> list[tuple[str, Sine]]:
+    out: list[tuple[str, Sine]] = []
+    for i, seg in enumerate(segs, start=1):
+        if isinstance(seg, Sine):
+            out.append((f"{label}{i}", seg))
+        elif isinstance(seg, Repeat):
+            out.extend(_sines(seg.segments, f"{label}{i}.segment "))
+    return out
 
 
 def _expand(segs: list, chans: list[int], dt: float, t: float, label: str, out: list[Point]) -> float:

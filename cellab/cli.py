@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cellab.errors import CellabError
+from cellab.outdir import check_out_dir
 from cellab.paths import RUNS_OUT
 
 app = typer.Typer(help="cellab: hardware-in-the-loop LTE lab toolkit (the virtual lab is the default).",
@@ -137,6 +138,8 @@ def run(
     from cellab.run.runner import Runner
 
     check_slots(slots)
+    if campaign_file is not None:
+        check_out_dir(out, "cellab run", "--out")  # before the lab: a file named --out ended in a traceback after it
     if slots is not None and cluster is not None:
         raise CellabError("--slots and --cluster: give one (a cluster's workers say how many slots they offer)")
     if (tls is not None or insecure) and cluster is None:
@@ -187,6 +190,7 @@ def rerun_cmd(
     two runs first, then both runs' results side by side."""
     from cellab.run.rerun import describe, rerun
 
+    check_out_dir(out, "cellab rerun", "--out")
     folder, summary = rerun(run_dir, out, prefix, console=err_console, allow_changed_files=allow_changed_files)
     console.print(f"rerun: {folder}")
     console.print(describe(summary), highlight=False)

@@ -24,3 +24,18 @@ def env_seconds(name: str, default: float, minimum: float = 0.0) -> float:
         raise InputError(f"${name}", "", f"{raw[:40]!r} is not a number of seconds",
                          [f"{minimum:g}..{MAX_SECONDS:g}"])
     return value
+
+
+MAX_BYTES = 1 << 50
+
+
+def env_bytes(name: str, default: int, minimum: int = 1) -> int:
+    """$name as a byte count (default when unset or empty): 0 (no bound) or a whole number in [minimum, 2**50]."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    value = int(raw) if raw.isascii() and raw.isdigit() else -1
+    if value != 0 and not minimum <= value <= MAX_BYTES:
+        raise InputError(f"${name}", "", f"{raw[:40]!r} is not a number of bytes",
+                         ["0 (no bound)", f"{minimum}..{MAX_BYTES}"])
+    return value

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import yaml
 
-from cellab.errors import InputError, describe_char
+from cellab.errors import InputError, describe_char, shown_key
 from cellab.pathnames import check_path
 
 YAML_MAX_BYTES = 256 << 10  # a campaign, inventory or schedule is a few kB; pure-Python parsing takes ~1 s here
@@ -272,13 +272,30 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a finite number")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: with a key twice, which value counts is up to the reader."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def parse_json(text: str | bytes, source: Source) -> Any:
     if isinstance(text, bytes):
         text = decode_text(text, source)
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputError(source, f"line {exc.lineno}", f"bad JSON: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise InputError(source, shown_key(exc.args[0]), "duplicate key: the object names it twice",
+                         ["each key once"]) from None
     except ValueError as exc:
         raise InputError(source, "", f"bad JSON: {exc}", ["finite numbers"]) from None
     except RecursionError:

@@ -15,6 +15,7 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ def file_hash(path: str | Path) -> str | None:
     path = Path(path)
     try:
         st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a device or a FIFO: no content to hash (/dev/zero never ends)
+            return None
         key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
         if key not in _hashes:
             digest = hashlib.sha256()

@@ -141,6 +141,7 @@ struct cell_params {
     uint64_t seed;
     const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
     const char *clock_path, *clock_out_path; /* --clock: a recorded stack clock; --clock-out: the cell's own */
+    uint64_t log_max_bytes; /* --log-max-bytes: each log and its older segment together at most this; 0 = no cap */
     char srv_netns[64], srv_tun[32];
 };
 
@@ -164,6 +165,8 @@ struct cell {
     void *zctx, *ctl, *pub;
     int ctl_fd;
     FILE *tti_log;
+    uint64_t tti_log_bytes, clock_out_bytes, clock_out_records; /* in the current segments; clock records ever */
+    int64_t tti_log_start_unix_s;                              /* every segment's header says the cell's start */
     struct trace trace, trace_up;
     int have_trace, have_trace_up;
     uint64_t tti, delay_ticks, start_ns, rng;
@@ -275,6 +278,11 @@ void clock_start(struct cell *c, uint64_t start_mono);
 void clock_tti_ran(struct cell *c, uint64_t t, uint64_t now_mono);
 int64_t cell_wall_ns(const struct cell *c); /* the cell's own clock now (telemetry's wall_ns) */
 json_t *clock_json(const struct cell *c);
+
+/* logcap.c: a log in segments of at most log_max_bytes / 2 (PATH, then PATH.1) */
+FILE *log_create(const char *path, size_t buffer_bytes); /* O_NOFOLLOW; NULL on failure (errno) */
+int log_full(uint64_t max_bytes, uint64_t written_bytes, size_t more_bytes);
+FILE *log_rotate(FILE *f, const char *path, size_t buffer_bytes); /* PATH -> PATH.1, a new PATH; NULL: stopped */
 
 /* tti.c: one TTI of the model */
 void run_tti(struct cell *c, uint64_t t);

@@ -38,6 +38,9 @@ def up(
     trace: Annotated[Path | None, typer.Option(help="Mahimahi downlink trace instead of the radio model")] = None,
     trace_up: Annotated[Path | None, typer.Option(help="Mahimahi uplink trace instead of SR and grants")] = None,
     seed: int = typer.Option(1, help="random seed"),
+    log_max_mb: float | None = typer.Option(None, min=0.0625, max=1 << 30, help="bound of the cell's TTI log and "
+                                            "own clock in /run, each with its older segment (default 256, or "
+                                            "$CELLAB_LAB_LOG_MAX_BYTES)"),
 ) -> None:
     """Build the namespaces and start the cell."""
     try:
@@ -53,6 +56,8 @@ def up(
         })
         lab.lease = lease
         lab.cell_keeps_lease = True
+        if log_max_mb is not None:
+            lab.log_max_bytes = int(log_max_mb * (1 << 20))
         topo = lab.up()
     except CellabError as exc:
         _fail(exc)

@@ -17,6 +17,7 @@
 #define CLOCK_VERSION 1
 #define CLOCK_HEADER_MAX 4096
 #define CLOCK_MAX_RECORDS (1ULL << 27) /* 37 hours of TTIs */
+#define CLOCK_OUT_BUFFER_BYTES (1 << 16)
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t n, const char *fmt, ...)
@@ -144,21 +145,27 @@ static int64_t lte_sample_rate_hz(int n_prb)
            : n_prb <= 75 ? 23040000 : 30720000;
 }
 
+/* A segment's header: its first record is the cell's clock_out_records-th (first_tti counts them). */
+static void clock_out_header(struct cell *c)
+{
+    int64_t rate = c->clock.n ? c->clock.sample_rate_hz : lte_sample_rate_hz(c->p.n_prb);
+    int n = fprintf(c->clock_out,
+                    "{\"format\": \"%s\", \"version\": %d, \"direction\": \"dl\", \"sample_rate_hz\": %lld, "
+                    "\"samples_per_tti\": %lld, \"clock\": \"CLOCK_REALTIME\", \"run_id\": \"\", \"first_tti\": %llu, "
+                    "\"source\": \"cellab-cell\"}\n",
+                    CLOCK_FORMAT, CLOCK_VERSION, (long long)rate, (long long)(rate / 1000),
+                    (unsigned long long)c->clock_out_records);
+    c->clock_out_bytes = n > 0 ? (uint64_t)n : 0;
+}
+
 void clock_out_open(struct cell *c)
 {
     if (!c->p.clock_out_path)
         return;
-    int fd = open(c->p.clock_out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644); /* no link */
-    c->clock_out = fd < 0 ? NULL : fdopen(fd, "wb");
+    c->clock_out = log_create(c->p.clock_out_path, CLOCK_OUT_BUFFER_BYTES);
     if (!c->clock_out)
         die("--clock-out %s: %s", c->p.clock_out_path, strerror(errno));
-    setvbuf(c->clock_out, NULL, _IOFBF, 1 << 16);
-    int64_t rate = c->clock.n ? c->clock.sample_rate_hz : lte_sample_rate_hz(c->p.n_prb);
-    fprintf(c->clock_out,
-            "{\"format\": \"%s\", \"version\": %d, \"direction\": \"dl\", \"sample_rate_hz\": %lld, "
-            "\"samples_per_tti\": %lld, \"clock\": \"CLOCK_REALTIME\", \"run_id\": \"\", \"first_tti\": 0, "
-            "\"source\": \"cellab-cell\"}\n",
-            CLOCK_FORMAT, CLOCK_VERSION, (long long)rate, (long long)(rate / 1000));
+    clock_out_header(c);
     fflush(c->clock_out);
 }
 
@@ -179,7 +186,15 @@ void clock_tti_ran(struct cell *c, uint64_t t, uint64_t now_mono)
     if (wall <= c->clock_out_last_ns)
         wall = c->clock_out_last_ns + 1;
     c->clock_out_last_ns = wall;
+    if (log_full(c->p.log_max_bytes, c->clock_out_bytes, sizeof(wall))) {
+        c->clock_out = log_rotate(c->clock_out, c->p.clock_out_path, CLOCK_OUT_BUFFER_BYTES);
+        if (!c->clock_out)
+            return;
+        clock_out_header(c);
+    }
     fwrite(&wall, sizeof(wall), 1, c->clock_out);
+    c->clock_out_bytes += sizeof(wall);
+    c->clock_out_records++;
 }
 
 /* The cell's own clock now: ns since the epoch (the wall clock at its start plus monotonic time since). */

@@ -9,6 +9,8 @@
 #include "radio.h"
 #include "ttilog.h"
 
+#define TTILOG_BUFFER_BYTES (1 << 20)
+
 /* What the UE could have received this TTI with the whole cell: the capacity reports compare against. */
 static uint32_t dl_capacity_bytes(const struct cell *c, const struct ue *u, uint64_t t)
 {
@@ -22,10 +24,25 @@ static uint32_t dl_capacity_bytes(const struct cell *c, const struct ue *u, uint
     return bits / 8 > UINT16_MAX ? UINT16_MAX : (uint32_t)(bits / 8);
 }
 
+static void write_header(struct cell *c)
+{
+    struct ttilog_header h = {TTILOG_MAGIC, TTILOG_VERSION, sizeof(struct ttilog_rec), (uint16_t)c->p.n_ues,
+                              (uint16_t)c->p.n_prb, 0, c->tti_log_start_unix_s};
+    fwrite(&h, sizeof(h), 1, c->tti_log);
+    c->tti_log_bytes = sizeof(h);
+}
+
 void write_tti_records(struct cell *c, uint64_t t)
 {
     if (!c->tti_log)
         return;
+    if (log_full(c->p.log_max_bytes, c->tti_log_bytes, (size_t)c->p.n_ues * sizeof(struct ttilog_rec))) {
+        c->tti_log = log_rotate(c->tti_log, c->p.tti_log_path, TTILOG_BUFFER_BYTES);
+        if (!c->tti_log)
+            return;
+        write_header(c);
+    }
+    c->tti_log_bytes += (uint64_t)c->p.n_ues * sizeof(struct ttilog_rec);
     for (int k = 0; k < c->p.n_ues; k++) {
         struct ue *u = &c->ue[k];
         struct ttilog_rec r = {
@@ -48,12 +65,10 @@ void ttilog_open(struct cell *c)
 {
     if (!c->p.tti_log_path)
         return;
-    c->tti_log = fopen(c->p.tti_log_path, "wb");
+    c->tti_log = log_create(c->p.tti_log_path, TTILOG_BUFFER_BYTES);
     if (!c->tti_log)
         die("--tti-log %s: %s", c->p.tti_log_path, strerror(errno));
-    setvbuf(c->tti_log, NULL, _IOFBF, 1 << 20);
-    struct ttilog_header h = {TTILOG_MAGIC, TTILOG_VERSION, sizeof(struct ttilog_rec), (uint16_t)c->p.n_ues,
-                              (uint16_t)c->p.n_prb, 0, (int64_t)time(NULL)};
-    fwrite(&h, sizeof(h), 1, c->tti_log);
+    c->tti_log_start_unix_s = (int64_t)time(NULL);
+    write_header(c);
     fflush(c->tti_log);
 }

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cellab.bus import wire
-from cellab.bus.errors import OperationFailed
+from cellab.inputs import INT64_MAX
+from cellab.bus.errors import InvalidParams, OperationFailed
 from cellab.bus.operation import BoundOperation, operation
 from cellab.software import host_record
 
@@ -23,7 +24,7 @@ class ReadArtifactParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=4096)
-    offset_bytes: int = Field(0, ge=0)
+    offset_bytes: int = Field(0, ge=0, le=INT64_MAX, description="a file offset (off_t): 0..2**63-1")
     length_bytes: int = Field(wire.DEFAULT_CHUNK_BYTES, gt=0, le=wire.MAX_CHUNK_BYTES)
 
     @field_validator("name")
@@ -90,15 +91,21 @@ class BuiltinOps:
     @operation(_inline=True)
     def read_artifact(self, params: ReadArtifactParams) -> RawReply:
         root = self.artifact_dir.resolve()
-        path = (root / params.name).resolve()
+        try:
+            path = (root / params.name).resolve()
+        except (RuntimeError, OSError) as exc:  # a link loop (RuntimeError before Python 3.13), a name too long
+            raise InvalidParams(f"{params.name!r} cannot be resolved: a symbolic link loop or an unreadable name "
+                                f"({exc})", field="params.name") from None
         if not path.is_relative_to(root):
-            raise OperationFailed("resolves outside artifact_dir", field="params.name")
+            raise InvalidParams("resolves outside artifact_dir", field="params.name")
         if not path.is_file():
             raise OperationFailed(f"no artifact {params.name!r}", field="params.name",
                                   allowed=[a["name"] for a in self.list_artifacts()["artifacts"]][:20])
         with path.open("rb") as src:
             size = os.fstat(src.fileno()).st_size
-            src.seek(params.offset_bytes)
-            data = src.read(params.length_bytes)
+            data = b""
+            if params.offset_bytes < size:  # past the end: nothing to read (a seek there may fail on some file systems)
+                src.seek(params.offset_bytes)
+                data = src.read(params.length_bytes)
         return RawReply({"size_bytes": size, "offset_bytes": params.offset_bytes,
                          "eof": params.offset_bytes + len(data) >= size}, data)

@@ -60,3 +60,8 @@ class OperationFailed(Exception):
         self.field = field
         self.allowed = allowed
         super().__init__(message)
+
+
+class InvalidParams(OperationFailed):
+    """Raised by an operation for parameters only the agent can judge (a name that is a link loop on its disk):
+    the controller sees a validation error naming the field, as for parameters its model refuses."""

@@ -141,7 +141,11 @@ def _is_curve_key(key: bytes) -> bool:
 
 def _load(path: Path, field: str) -> tuple[bytes, bytes | None]:
     path = Path(path)
-    if not path.exists():
+    try:
+        found = path.exists()
+    except OSError as exc:  # a name too long, a loop of links: exists() raises rather than say no
+        raise InputError(str(path)[:200], field, f"cannot read: {exc.strerror or exc}") from None
+    if not found:
         raise InputError(path, field, "key file not found; make one with `cellab keys NAME`")
     return parse_certificate(read_text(path, KEY_MAX_BYTES, field), path, field)
 

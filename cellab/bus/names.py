@@ -7,7 +7,8 @@ import re
 from cellab.errors import InputError
 from cellab.inputs import name_problem
 
-_ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc)://.+$")
+# tcp: a host (or interface, or `*` to bind) and a port 1..65535 (or `*`); ipc and inproc: a non-blank name
+_ENDPOINT_RE = re.compile(r"^(tcp://[^\s/:]+|tcp://\[[0-9A-Fa-f:.]+\]):(\*|[1-9]\d{0,4})$|^(ipc|inproc)://\S.*$")
 
 
 def is_name(value: object) -> bool:
@@ -25,7 +26,9 @@ def check_name(name: str, source: str = "agent") -> str:
 
 
 def check_endpoint(endpoint: str, source: str, field: str) -> str:
-    if not isinstance(endpoint, str) or not _ENDPOINT_RE.fullmatch(endpoint):
+    match = _ENDPOINT_RE.fullmatch(endpoint) if isinstance(endpoint, str) else None
+    port = match.group(2) if match else None
+    if match is None or (port not in (None, "*") and int(port) > 65535) or "\n" in endpoint:
         raise InputError(source, field, f"{endpoint!r} is not a ZeroMQ endpoint",
                          ["tcp://HOST:PORT", "ipc://PATH", "inproc://NAME"])
     return endpoint

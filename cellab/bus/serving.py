@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from cellab.bus import wire
 from cellab.bus.builtin_ops import RawReply
-from cellab.bus.errors import OperationFailed
+from cellab.bus.errors import InvalidParams, OperationFailed
 from cellab.bus.names import short
 from cellab.bus.operation import BoundOperation
 from cellab.bus.throttle import Throttle
@@ -196,7 +196,8 @@ class Serving:
         except OperationFailed as exc:
             if exc.fatal:
                 self._call_safe_state(f"op {op.name} failed fatally")
-            return self._error(header, "failed", str(exc), field=exc.field, allowed=exc.allowed)
+            kind = "validation" if isinstance(exc, InvalidParams) else "failed"
+            return self._error(header, kind, str(exc), field=exc.field, allowed=exc.allowed)
         except Exception as exc:  # an operation bug: report it, and do not leave devices half-configured
             log.exception("op %s raised", op.name, extra={"event": "op_crashed", "agent": self.name, "op": op.name})
             self._call_safe_state(f"op {op.name} crashed")

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 
+from cellab.campaign.probe_log import check_time_order
 from cellab.errors import InputError
 from cellab.inputs import DATA_MAX_BYTES, bounded_int, csv_dicts, finite_float, read_bytes, read_text
 from cellab.records import write_atomic
@@ -41,10 +42,12 @@ def trace_from_probe_log(path: Path) -> list[int]:
     if {"ms", "bytes"} <= set(header):
         t_ms = np.array([finite_float(r["ms"], path, f"row {line}.ms", 0) for line, r in rows])
         size = np.array([finite_float(r["bytes"], path, f"row {line}.bytes", 0, MAX_ROW_BYTES) for line, r in rows])
+        check_time_order(path, rows, t_ms.tolist(), "ms")
     elif {"t_ns", "dir", "len"} <= set(header):
         data = [(line, r) for line, r in rows if r["dir"] == "0"]
         t_ms = np.array([bounded_int(r["t_ns"], path, f"row {line}.t_ns", 0) / 1e6 for line, r in data])
         size = np.array([finite_float(r["len"], path, f"row {line}.len", 0, MAX_ROW_BYTES) for line, r in data])
+        check_time_order(path, data, (t_ms * 1e6).tolist(), "t_ns")
     else:
         raise InputError(path, "header", f"columns {sorted(header)} are neither probe log",
                          ["ms,flow,bytes,... (--ms-log)", "t_ns,flow,dir,seq,ack,len,... (--log)"])

@@ -45,7 +45,7 @@ def kind_of(path: Path) -> str:
         return "core profile"
     if "cells" in keys and keys & {"enb", "rf"}:
         return "eNB profile"
-    if keys & {"points", "channels"} and not keys & {"factors", "workload"}:
+    if keys & {"points", "channels", "segments"} and not keys & {"factors", "workload"}:
         return "attenuation schedule"
     return "campaign"
 

@@ -93,13 +93,17 @@ def worker_cmd(
         close_pool()  # every lab instance this worker brought up goes down with it
 
 
-def tls_cmd(folder: Path = typer.Argument(..., help="a new folder for ca.pem, ca.key, node.pem, node.key"),
+def tls_cmd(folder: str = typer.Argument(..., help="a new folder for ca.pem, ca.key, node.pem, node.key"),
             host: list[str] | None = typer.Option(None, help="a name or address the cluster's hosts use (repeat)")
             ) -> None:
     """Make the cluster's certificates: a CA and one node certificate for the scheduler, workers and controller."""
     from cellab.cluster.tls import make_certs
+    from cellab.cluster.tls_names import check_cert_host
+    from cellab.outdir import check_out_dir
 
-    for name, path in make_certs(folder, host or []).items():
+    where = check_out_dir(folder, "cellab tls", "FOLDER")  # "" is not the current folder: a CA key lands there
+    hosts = [check_cert_host(h) for h in host or []]
+    for name, path in make_certs(where, hosts).items():
         typer.echo(f"{name}: {path}")
 
 

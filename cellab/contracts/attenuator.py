@@ -11,6 +11,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cellab.contracts.attenuator_options import option_problem
 from cellab.contracts.base import Contract, Model as ContractModel, Op, RoleClient
 from cellab.contracts.health import SelfCheckResult
 from cellab.inputs import Name
@@ -81,6 +82,13 @@ class AttenuatorConfig(BaseModel):
             raise ValueError(f"min_db ({self.min_db}) must be below max_db ({self.max_db})")
         if self.safe_db is not None and not self.min_db <= self.safe_db <= self.max_db:
             raise ValueError(f"safe_db ({self.safe_db}) must lie within [min_db, max_db] = [{self.min_db}, {self.max_db}]")
+        if self.step_db > self.max_db - self.min_db:
+            raise ValueError(f"step_db ({self.step_db}) is larger than the range [min_db, max_db] = [{self.min_db}, "
+                             f"{self.max_db}]: no step could be played")
+        for key, value in self.options.items():
+            problem = option_problem(key, value)
+            if problem:
+                raise ValueError(f"options.{key}: {problem[0]} (allowed: {', '.join(map(str, problem[1]))})")
         return self
 
     @property

@@ -43,6 +43,7 @@ from cellab.report.strata import stratified_section
 from cellab.report.tables import (comparison_section, conditions_section, runs_section, ue_section,
                                   varied_factors)
 from cellab.safepath import SafeDir
+from cellab.report.damage import refuse_damaged
 from cellab.results.flags import run_flags
 from cellab.results.store_check import Folder, read_folder
 
@@ -194,6 +195,7 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
     """Build report.html and report/ from a result folder; workers: processes drawing figures (default: one
     per CPU, CELLAB_REPORT_WORKERS)."""
     folder = read_folder(Path(result_dir))
+    refuse_damaged(folder)
     campaign = folder.campaign
     campaign_factors = campaign.get("factors") or {}
     fixed = campaign.get("fixed") or {}

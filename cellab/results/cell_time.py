@@ -21,8 +21,9 @@ def cell_clock(mark: dict[str, float], clock_file: Path | None) -> Callable[[Any
     clock = StackClock.from_file(clock_file) if clock_file is not None and Path(clock_file).is_file() else None
     if clock is not None and clock.ttis:
         on_clock = np.vectorize(clock.wall_at, otypes=[np.float64])
-        first = clock.first_tti + 1.0  # record k (stack TTI first_tti + k + 1 begins): when the cell ran its TTI k
-        return lambda ttis: on_clock(np.asarray(ttis, dtype=np.float64) + first)
+        # the cell's TTI k is stack TTI k + 1 (it begins then): its clock's first_tti counts the records of the
+        # segments before the file's first (a capped log, emulator/logcap.c), 0 for a whole one
+        return lambda ttis: on_clock(np.asarray(ttis, dtype=np.float64) + 1.0)
     return lambda ttis: (np.asarray(ttis, dtype=np.float64) - mark["tti"]) / 1000.0 + mark["t_s"]
 
 

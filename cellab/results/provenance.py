@@ -23,8 +23,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+from cellab.errors import InputError, shown_key
 from cellab.paths import find_program
 from cellab.software import file_hash, host_record
 
@@ -147,10 +150,36 @@ def _is_hash(key: str, *values: str | None) -> bool:
         any(v is not None and len(v) in (16, 64) and all(c in "0123456789abcdef" for c in v) for v in values)
 
 
-def changed_files(provenance: dict[str, Any]) -> list[dict[str, str | None]]:
-    """The files a run depended on whose content is not what it was then: [{path, then, now}] (now None: gone)."""
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def recorded_files(manifest: dict[str, Any], source: str | Path) -> dict[str, str]:
+    """A manifest's provenance.files as `cellab run` writes them (absolute path -> sha256 hex), or an InputError
+    naming the manifest and the entry: a rerun must not hash a device, or trip over a value of another type."""
+    provenance = manifest.get("provenance")
+    if provenance is None:
+        return {}
+    if not isinstance(provenance, dict):
+        raise InputError(source, "provenance", f"a JSON {type(provenance).__name__}, not an object")
+    files = provenance.get("files")
+    if files is None:
+        return {}
+    if not isinstance(files, dict):
+        raise InputError(source, "provenance.files", f"a JSON {type(files).__name__}, not an object (path: sha256)")
+    for path, digest in files.items():
+        if not (path.startswith("/") and "\0" not in path and len(path) <= 4096):
+            raise InputError(source, f"provenance.files.{shown_key(path)[:80]}", "not an absolute file path")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise InputError(source, f"provenance.files.{shown_key(path)[:80]}", f"{str(digest)[:70]!r} is no sha256",
+                             ["64 lower-case hex digits"])
+    return files
+
+
+def changed_files(files: dict[str, str]) -> list[dict[str, str | None]]:
+    """The files a run depended on (recorded_files) whose content is not what it was then: [{path, then, now}]
+    (now None: gone, or no longer a regular file)."""
     out = []
-    for path, then in sorted((provenance.get("files") or {}).items()):
+    for path, then in sorted(files.items()):
         now = file_hash(path)
         if now != then:
             out.append({"path": path, "then": then, "now": now})

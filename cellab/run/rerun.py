@@ -20,7 +20,7 @@ from rich.console import Console
 
 from cellab.errors import CellabError, InputError
 from cellab.records import write_json
-from cellab.results.provenance import changed_files, software_differences
+from cellab.results.provenance import changed_files, recorded_files, software_differences
 
 
 class ChangedFiles(CellabError):
@@ -91,7 +91,7 @@ def rerun(run_dir: Path, out: Path, prefix: str | None = None, console: Console 
 
     store, run = locate(run_dir)
     original_manifest = store.manifest(run.run_id)
-    changed = changed_files(original_manifest.get("provenance") or {})
+    changed = changed_files(recorded_files(original_manifest, store.run_dir(run.run_id) / "manifest.json"))
     if changed and not allow_changed_files:
         raise ChangedFiles(Path(run_dir), changed)  # before the campaign loads: it may name a file that is gone
     campaign = load_campaign(store.campaign_path())

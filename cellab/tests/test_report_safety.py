@@ -1,7 +1,8 @@
 """`cellab report` on hostile or damaged result folders (issue 27): output is created, never followed through a
 symbolic link; database columns of the wrong type, broken JSON and numbers beyond range end in an error naming
-the file, run and column, or in the run shown as unreadable; a folder that contradicts itself is refused; and a
-fuzz test damages a small folder's rows and files at random: the report renders or raises CellabError."""
+the file, run and column; so do metrics the report cannot draw (a number that is text, a series that is no list:
+issue 42, the report is not drawn from a damaged store); a folder that contradicts itself is refused; and a fuzz
+test damages a small folder's rows and files at random: the report renders or raises CellabError."""
 
 from __future__ import annotations
 
@@ -120,28 +121,44 @@ def test_safedir_refuses_links_and_odd_names(tmp_path):
     ('{"rtt_series_ms": [1.0, 2e300]}', "rtt_series_ms[1]: 2e+300 is beyond range"),
     ('{"retransmits": 123456789012345678901234567890}', "retransmits: 123456789012345678901234567890 does not fit"),
     ('{"x": NaN}', "NaN is not a finite number"),
+    ('{"throughput_bps": 1' + "0" * 400 + "}", "throughput_bps: 1000"),  # 10^400 as an integer
+    ('{"throughput_bps": 1e400}', "throughput_bps: inf is beyond range"),
 ])
-def test_unreadable_metrics_show_the_run_as_unreadable(tmp_path, value, says):
+def test_unreadable_metrics_are_refused_naming_the_run(tmp_path, value, says):
     folder = small_folder(tmp_path)
     execute(folder, "UPDATE runs SET metrics = ? WHERE run_id = 'r1'", value)
-    html = report.write_report(folder).read_text()
-    assert "status-unreadable" in html and "1 run(s) unreadable" in html
-    assert "results.sqlite: runs.r1.metrics" in html and says in html
-    summary = json.loads((folder / "report" / "summary.json").read_text())
-    assert "runs.r1.metrics" in summary[1]["unreadable"]
+    with pytest.raises(CellabError) as err:
+        report.write_report(folder)
+    assert "results.sqlite: runs.r1.metrics" in str(err.value) and says in str(err.value), str(err.value)
+    assert "not drawn from a damaged store" in str(err.value) and not (folder / "report.html").exists()
 
 
-def test_metrics_of_the_wrong_type_are_left_out_by_name(tmp_path):
+@pytest.mark.parametrize(("metrics", "says"), [
+    ({"throughput_bps": "fast"}, "runs.r1.metrics.throughput_bps: is 'fast', not a number"),
+    ({"rtt_p95_ms": True}, "runs.r1.metrics.rtt_p95_ms: is True, not a number"),
+    ({"rtt_series_ms": {"a": 1}}, "runs.r1.metrics.rtt_series_ms: is {'a': 1}, not a list of numbers"),
+    ({"sr_regime": 7}, "runs.r1.metrics.sr_regime: is 7, not text"),
+    ({"timeline": {"throughput_bps": {"t_s": [0, "x", 2], "v": [1e6, 2e6, None]}}},
+     "runs.r1.metrics.timeline.throughput_bps: is"),
+    ({"timeline": {"rtt_ms": [1, 2]}}, "runs.r1.metrics.timeline.rtt_ms: is [1, 2]"),
+    ({"timeline": {"rtt_ms": {"t_s": [0, 1], "v": [1]}}}, "timeline.rtt_ms: has 2 times and 1 values"),
+    ({"ack_gap_ms": ["a", None, 3.0]}, "runs.r1.metrics.ack_gap_ms: is ['a', None, 3.0], not a list of numbers"),
+    ({"owd_p95_ms": "12"}, "runs.r1.metrics.owd_p95_ms: is '12', not a number"),
+])
+def test_metrics_of_the_wrong_type_are_refused_by_name(tmp_path, metrics, says):
     folder = small_folder(tmp_path)
-    damaged = {"throughput_bps": "fast", "rtt_p95_ms": True, "rtt_series_ms": {"a": 1}, "sr_regime": 7,
-               "timeline": {"throughput_bps": {"t_s": [0, "x", 2], "v": [1e6, 2e6, None]}, "rtt_ms": [1, 2]},
-               "ack_gap_ms": ["a", None, 3.0]}
-    execute(folder, "UPDATE runs SET metrics = ? WHERE run_id = 'r1'", json.dumps(damaged))
+    execute(folder, "UPDATE runs SET metrics = ? WHERE run_id = 'r1'", json.dumps(metrics))
+    with pytest.raises(InputError) as err:
+        report.write_report(folder)
+    assert str(folder / "results.sqlite") in str(err.value) and says in str(err.value), str(err.value)
+    assert not (folder / "report.html").exists()
+
+
+def test_a_ue_row_of_the_wrong_type_is_refused_by_name(tmp_path):
+    folder = small_folder(tmp_path)
     execute(folder, "UPDATE ue_runs SET metrics = ? WHERE ue = 'ue1'", '{"throughput_bps": [1]}')
-    html = report.write_report(folder).read_text()
-    assert "throughput_bps is &#39;fast&#39;, not a number" in html and "rtt_p95_ms is True, not a number" in html
-    assert "rtt_series_ms is {&#39;a&#39;: 1}, not a list of numbers" in html and "sr_regime is 7, not text" in html
-    assert "timeline-001-r1" in html  # the readable part of its timeline is drawn
+    with pytest.raises(InputError, match=r"ue_runs\.r0\.ue1\.metrics\.throughput_bps: is \[1\], not a number"):
+        report.write_report(folder)
 
 
 @pytest.mark.parametrize(("sql", "args", "says"), [
@@ -150,7 +167,7 @@ def test_metrics_of_the_wrong_type_are_left_out_by_name(tmp_path):
     ("UPDATE runs SET idx = ? WHERE run_id = 'r1'", ("one",), "runs.r1.idx: 'one' is not an integer"),
     ("UPDATE runs SET status = ? WHERE run_id = 'r1'", ("exploded",), "runs.r1.status: 'exploded' is no run status"),
     ("UPDATE runs SET status = ? WHERE run_id = 'r1'", (b"\xff\xfe",), "runs.r1.status: not UTF-8 text (byte offset 0)"),
-    ("UPDATE runs SET metrics = ? WHERE run_id = 'r1'", (3,), None),  # an INTEGER where JSON belongs: unreadable
+    ("UPDATE runs SET metrics = ? WHERE run_id = 'r1'", (3,), "runs.r1.metrics: a JSON int, not an object"),
     ("UPDATE runs SET run_id = ? WHERE run_id = 'r1'", ("../../etc",), "'../../etc' is not a run id"),
     ("INSERT INTO runs (run_id, idx, repeat, factors, status) VALUES (?, 9, 0, '{}', 'ok')", ("ghost",),
      "runs.ghost: run ghost is in the database but not in plan.json"),
@@ -163,10 +180,7 @@ def test_a_damaged_or_contradictory_database_is_named(tmp_path, sql, args, says)
     if "DELETE FROM runs" in sql:
         execute(folder, "DELETE FROM ue_runs WHERE run_id = ?", *args)
     execute(folder, sql, *args)
-    if says is None:
-        assert "status-unreadable" in report.write_report(folder).read_text()
-        return
-    with pytest.raises(InputError) as err:
+    with pytest.raises(CellabError) as err:
         report.write_report(folder)
     assert str(folder / "results.sqlite") in str(err.value) and says in str(err.value), str(err.value)
     assert not (folder / "report.html").exists()
@@ -295,10 +309,14 @@ def test_the_pristine_folder_renders_for_real(capsys, pristine, tmp_path):
 @settings(max_examples=8, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(damages=st.lists(readable_damage, min_size=2, max_size=3))
-def test_fuzzed_metrics_are_drawn_without_a_failed_figure(pristine, tmp_path_factory, damages):
+def test_fuzzed_metrics_are_refused_or_drawn_without_a_failed_figure(pristine, tmp_path_factory, damages):
     folder = tmp_path_factory.mktemp("draw") / "folder"
     shutil.copytree(pristine, folder)
     for what, name, n, value in damages:
         apply(folder, what, name, n, value)
-    html = report.write_report(folder, workers=1).read_text()
+    try:
+        html = report.write_report(folder, workers=1).read_text()
+    except CellabError as exc:
+        assert "not drawn from a damaged store" in str(exc) and not (folder / "report.html").exists()
+        return
     assert 'class="missing"' not in html, html[html.index('class="missing"'):][:400]

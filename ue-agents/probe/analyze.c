@@ -314,6 +314,7 @@ static int run_events(struct analyze_ctx *c)
     char line[512];
     uint64_t lineno = 0, last_t = 0;
     int flow_map[PIPE_MAX_FLOWS];
+    uint64_t flow_last_t[PIPE_MAX_FLOWS] = {0};
     for (int i = 0; i < PIPE_MAX_FLOWS; i++)
         flow_map[i] = -1;
     while (fgets(line, sizeof(line), in)) {
@@ -333,6 +334,15 @@ static int run_events(struct analyze_ctx *c)
             add_msg(c->missing, &c->n_missing, "events after the first malformed line");
             break;
         }
+        if (flow_map[flow] >= 0 && t < flow_last_t[flow]) { /* the recording's clock stepped back */
+            char msg[300];
+            snprintf(msg, sizeof(msg), "%s: line %llu: time goes back in flow %d: %llu after %llu ns", c->input,
+                     (unsigned long long)lineno, flow, t, (unsigned long long)flow_last_t[flow]);
+            add_msg(c->errors, &c->n_errors, msg);
+            add_msg(c->missing, &c->n_missing, "events from the first one out of time order");
+            break;
+        }
+        flow_last_t[flow] = t;
         c->records++;
         if (flow_map[flow] < 0) {
             char label[32];
