@@ -30,6 +30,7 @@ from cellab.cluster.result import BadResult, check_result
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.records import PlannedRun, write_json
+from cellab.results.cluster_events import add_event
 from cellab.results.stopping import after_run
 from cellab.run.step import RunRecord, ue_count
 
@@ -240,6 +241,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                         record.placement = {**record.placement, "transport": transport}
                         files = _manifest_placement(files, record.placement)
                     _store(runner, run, record, files, counts)
+                    _note_retired(runner, run, record)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
                     for extra in more:
@@ -300,6 +302,18 @@ def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, 
     runner.stored(run, record, counts)
     if record.status != "ok":
         runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {_plain(record.error)}")
+
+
+def _note_retired(runner: Runner, run: PlannedRun, record: RunRecord) -> None:
+    """A bench that left the pool with this run (its health check, or failed runs in a row): recorded in the
+    campaign folder for the report's own section, and said on the console."""
+    retired = record.placement.get("retired")
+    if not isinstance(retired, dict):
+        return
+    add_event(runner.store.root, "retired", worker=retired.get("worker"), bench=retired.get("bench"),
+              reason=retired.get("reason"), run_id=run.run_id)
+    runner.console.print(f"[yellow]bench worker {_plain(retired.get('worker'))} retired:[/] "
+                         f"{_plain(retired.get('reason'))}")
 
 
 def _manifest_placement(files: dict[str, bytes], placement: dict[str, Any]) -> dict[str, bytes]:

@@ -16,6 +16,7 @@ import queue
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ WORKER_LAB_ENV = "CELLAB_WORKER_LAB"
 WORKER_SLOTS_ENV = "CELLAB_WORKER_SLOTS"
 VLAB_RESOURCE = "vlab"
 BENCH_RESOURCE = "bench"  # every bench worker offers it: `lab: bench` runs on any bench (with its `requires`)
-MAX_RUN_FOLDER_BYTES = 2 << 30
-RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool  # what one task may send back (a long capture is ~100 MB)
+MAX_RUN_FOLDER_BYTES = 2 << 30  # what one task may send back (a long capture is ~100 MB)
+RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool (quarantine)
 
 
 def bench_resource(inventory_name: str) -> str:
@@ -51,6 +52,7 @@ class Slot:
         self.session: Any = None
         self.session_key: tuple[Any, ...] | None = None
         self.failures_in_a_row = 0  # a bench that fails its health check or RETIRE_AFTER runs leaves the pool
+        self.retired: dict[str, Any] | None = None  # why and when this bench left the pool
         self.jobs: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._serve, name=f"cellab-slot{index}", daemon=True)
         self.thread.start()
@@ -94,7 +96,10 @@ class Slot:
         campaign_dir = self.scratch / key
         campaign_dir.mkdir(parents=True, exist_ok=True)
         lab = job["lab"]
-        if lab.startswith("bench:"):
+        # only a bench (this worker's inventory) is ever quarantined: an embedded slot (`--slots`, a virtual or
+        # wired lab) is this host's own, and retiring it would strand the campaign for nothing it did
+        bench = lab.startswith("bench:")
+        if bench:
             lab = os.environ.get(WORKER_LAB_ENV, "")
             if not lab:
                 raise CellabError(f"worker {self.worker_name} drives no inventory lab, and {job['lab']} was asked")
@@ -115,31 +120,48 @@ class Slot:
             session = LabSession(lab, ue_count=job["ue_count"],
                                  purpose=f"worker {self.worker_name} slot {self.index}")
             try:
-                session.open()  # an inventory lab's health check: every agent answers, the core starts
-                check_module_params(session, [run], campaign_file)
-            except BaseException as exc:
+                try:
+                    session.open()  # an inventory lab's health check: every agent answers, the core starts
+                except CellabError as exc:
+                    if not bench:
+                        raise
+                    # the bench's own fault: its run fails naming why, and the bench leaves the pool
+                    failed = RunRecord(run.run_id, "failed", 1, f"{exc}; {self.retire('its health check failed')}",
+                                       placement={**where, "retired": self.retired})
+                    return {"record": failed.as_dict(), "files": {}}
+                check_module_params(session, [run], campaign_file)  # a campaign's mistake: no bench's fault
+            except BaseException:
                 session.close()
-                if isinstance(exc, CellabError) and lab == os.environ.get(WORKER_LAB_ENV):
-                    raise CellabError(f"{exc}; {self.retire('its health check failed')}") from None
                 raise
             self.session, self.session_key = session, session_key
         run_dir = campaign_dir / "runs" / run.run_id
         try:
             record: RunRecord = execute_run(self.session, campaign, run, run_dir, campaign_dir, where,
                                             log=lambda text: print(text, flush=True))
-            self.failures_in_a_row = 0 if record.status == "ok" else self.failures_in_a_row + 1
-            if self.failures_in_a_row >= RETIRE_AFTER:
+            self.failures_in_a_row = failures_after(self.failures_in_a_row, record.status)
+            if bench and self.failures_in_a_row >= RETIRE_AFTER:
                 record.error = f"{record.error}; {self.retire(f'{RETIRE_AFTER} runs in a row failed')}"
+                record.placement = {**record.placement, "retired": self.retired}
             return {"record": record.as_dict(), "files": pack_folder(run_dir)}
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def retire(self, why: str) -> str:
-        """Take this worker out of the pool (its queued runs go to the others) and say so."""
+        """Take this bench's worker out of the pool (its queued runs go to the others) and say so; the
+        controller records `self.retired` (the run's placement carries it) for the report."""
+        self.retired = {"worker": self.worker_name, "bench": os.environ.get(WORKER_LAB_ENV, ""), "reason": why,
+                        "at": time.time()}
         loop = getattr(self.worker, "loop", None)
         if loop is not None:
             loop.add_callback(self.worker.close_gracefully)
         return f"worker {self.worker_name} left the pool: {why}"
+
+
+def failures_after(in_a_row: int, status: str) -> int:
+    """A bench's failed runs in a row after a run of `status`: an ok run clears them, a failed one adds one;
+    an invalid run (the host lost real time: a validity matter, not the bench's) and an aborted one (the
+    user, or a worker lost) leave the count as it was."""
+    return 0 if status == "ok" else in_a_row + 1 if status == "failed" else in_a_row
 
 
 def pack_folder(folder: Path) -> dict[str, bytes]:
