@@ -88,13 +88,14 @@ def _where(got: dict[str, float], span_speed_up: float | None = None) -> None:
           f"bring-up {got['bring_up_s']:4.1f} s, teardown {got['teardown_s']:4.1f} s", flush=True)
 
 
-def _sleeping_run(job: dict[str, Any]) -> dict[str, Any]:
-    """A stand-in run task: sleeps, returns a record and one small file, as a real run's task would."""
-    time.sleep(FLEET_SLEEP_S)
+def sleeping_run(job: dict[str, Any], sleep_s: float = FLEET_SLEEP_S) -> dict[str, Any]:
+    """A stand-in run task: sleeps, returns a record and one small file, as a real run's task would (importable
+    by worker processes; the cluster's fault tests use it too)."""
+    time.sleep(sleep_s)
     now = time.time()
     record = {"run_id": job["run"]["run_id"], "status": "ok", "attempts": 1, "error": None,
               "metrics": {"throughput_mbps": 1.0}, "ue_metrics": {"ue0": {"throughput_mbps": 1.0}},
-              "placement": {"worker": "stand-in"}, "started_at": now - FLEET_SLEEP_S, "finished_at": now}
+              "placement": {"worker": "stand-in"}, "started_at": now - sleep_s, "finished_at": now}
     return {"record": record, "files": {"manifest.json": b"{}\n"}}
 
 
@@ -115,7 +116,7 @@ def fleet_part(folder: Path) -> None:
     with LocalCluster(n_workers=FLEET_WORKERS, threads_per_worker=1, processes=False, dashboard_address=None,
                       resources={"vlab": 1}, silence_logs=40) as cluster, Client(cluster) as client:
         started = time.monotonic()
-        counts = run_distributed(runner, client=client, task=_sleeping_run)
+        counts = run_distributed(runner, client=client, task=sleeping_run)
         wall_s = time.monotonic() - started
     ideal_s = FLEET_RUNS * FLEET_SLEEP_S / FLEET_WORKERS
     print(f"fleet: {FLEET_RUNS} sleeping runs ({FLEET_SLEEP_S * 1000:.0f} ms each) on {FLEET_WORKERS} workers: "

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 import uuid
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +199,6 @@ def _wait_for_workers(client: Any, wait_s: float, servable: Any) -> dict[str, An
 def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[str, int], wait_s: float,
               task: Any = None, transport: str | None = None) -> dict[str, int]:
     from distributed import wait
-    from distributed.client import FutureCancelledError
 
     from cellab.cluster.worker import close_pool, run_task
 
@@ -264,9 +264,9 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                         run = by_key[future.key]
                         _store(runner, run, RunRecord(run.run_id, "aborted", 1, why), {}, counts)
                         progress.advance(bar)
-        except FutureCancelledError as exc:
-            raise CellabError(f"the Dask scheduler stopped the campaign ({exc}); everything finished is stored; "
-                              f"`cellab run --resume {store.root}` continues it") from None
+        except CancelledError as exc:  # one future's or, from wait(), many futures' (FuturesCancelledError)
+            raise CellabError(f"the Dask scheduler stopped the campaign ({_cancelled_why(exc)}); everything finished "
+                              f"is stored; `cellab run --resume {store.root}` continues it") from None
         except OSError as exc:
             raise CellabError(f"lost the Dask scheduler ({type(exc).__name__}: {exc}); everything finished is "
                               f"stored; `cellab run --resume {store.root}` continues it") from None
@@ -327,6 +327,14 @@ def _manifest_placement(files: dict[str, bytes], placement: dict[str, Any]) -> d
         return files
     manifest["placement"] = placement
     return {**files, "manifest.json": (json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n").encode()}
+
+
+def _cancelled_why(exc: BaseException) -> str:
+    """Dask's reason for cancelled runs in a line (its message lists every cancelled future)."""
+    text = str(exc)
+    if "connection-lost" in text or "lost the connection" in text:
+        return "it was lost: the runs in flight were cancelled"
+    return (text.splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _plain(text: str | None) -> str:
