@@ -27,6 +27,7 @@ from cellab.cluster.worker import (
     tag_resource,
 )
 from cellab.cluster.address import check_security, probe
+from cellab.cluster.hostscope import HostGuard, modules_used, module_listing, place
 from cellab.cluster.result import BadResult, check_result
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
@@ -210,17 +211,30 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     _check_servable(todo, needs, _wait_for_workers(client, wait_s, lambda workers: not _unserved(todo, needs, workers)))
     by_key: dict[str, PlannedRun] = {}
     futures = []
+    guard, held, noted = _host_guard(todo), [], set()
+
     def submit(run: PlannedRun) -> Any:
+        """The run's future, or None when it is held back (a host-scoped parameter: cellab.cluster.hostscope)."""
         lab = run.params.get("lab", campaign.lab)
         needs.setdefault(run.run_id, lab_resources(lab, campaign.requires))
+        where = place(guard, run, lambda: client.scheduler_info(n_workers=-1)["workers"], needs[run.run_id],
+                      lambda held_run, host, why: _note_serialized(runner, held_run, host, why, noted))
+        if where is None:
+            held.append(run)
+            return None
         job = {"campaign_text": text, "run": run.model_dump(), "lab": job_lab(lab),
                "ue_count": ue_count(run.params.get("ues")), "marker": f"cellab-{token}-{run.run_id}",
                "retry_after_worker_loss": campaign.retry.after_worker_loss}
         future = client.submit(task, job, key=f"cellab-run-{run.run_id}-{token}", pure=False,
-                               resources=needs[run.run_id])
+                               resources=needs[run.run_id], **where)
         by_key[future.key] = run
         futures.append(future)
         return future
+
+    def submit_held() -> set[Any]:
+        again = held[:]
+        held.clear()
+        return {f for f in map(submit, again) if f is not None}
 
     for run in todo:
         submit(run)
@@ -229,13 +243,15 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
         bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
         try:
             pending, stranded_since, lost_since = set(futures), None, None
-            while pending:
+            while pending or held:
                 try:
-                    done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+                    done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED") if pending \
+                        else (set(), set())
                 except TimeoutError:  # nothing finished within POLL_S: look at the cluster
                     done = set()
                 for future in done:
                     run = by_key[future.key]
+                    guard.release(run)
                     record, files = _outcome(future, run)
                     if transport:  # where it ran includes how its result travelled, in the store and the manifest
                         record.placement = {**record.placement, "transport": transport}
@@ -244,10 +260,11 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     _note_retired(runner, run, record)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
-                    for extra in more:
-                        pending.add(submit(extra))
+                    pending |= {f for f in map(submit, more) if f is not None}
                     if more:
                         progress.update(bar, total=len(store.planned()))
+                if done and held:  # runs in flight ended: a held-back run may agree with a host now
+                    pending |= submit_held()
                 lost_since = None if client.status == "running" else (lost_since or time.monotonic())
                 if lost_since is not None:
                     if time.monotonic() - lost_since > SCHEDULER_GRACE_S:
@@ -262,6 +279,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     pending -= set(stranded)
                     for future, why in stranded.items():
                         run = by_key[future.key]
+                        guard.release(run)
                         _store(runner, run, RunRecord(run.run_id, "aborted", 1, why), {}, counts)
                         progress.advance(bar)
         except CancelledError as exc:  # one future's or, from wait(), many futures' (FuturesCancelledError)
@@ -302,6 +320,20 @@ def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, 
     runner.stored(run, record, counts)
     if record.status != "ok":
         runner.console.print(f"[yellow]run {run.run_id} {record.status}:[/] {_plain(record.error)}")
+
+
+def _host_guard(todo: list[PlannedRun]) -> HostGuard:
+    """The guard of host-scoped parameters, with the catalog asked only when some run uses a server module."""
+    return HostGuard(module_listing() if any(modules_used(run.params) for run in todo) else None)
+
+
+def _note_serialized(runner: Runner, run: PlannedRun, host: str, why: tuple[str, str, str], noted: set[str]) -> None:
+    """A run held back from `host` (once per run: `noted`): recorded for the report's cluster section."""
+    if run.run_id in noted:
+        return
+    noted.add(run.run_id)
+    param, value, other = why
+    add_event(runner.store.root, "serialized", run_id=run.run_id, host=host, param=param, value=value, other=other)
 
 
 def _note_retired(runner: Runner, run: PlannedRun, record: RunRecord) -> None:
