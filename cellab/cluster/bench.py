@@ -99,6 +99,29 @@ def sleeping_run(job: dict[str, Any], sleep_s: float = FLEET_SLEEP_S) -> dict[st
     return {"record": record, "files": {"manifest.json": b"{}\n"}}
 
 
+def folder_run(job: dict[str, Any], size_bytes: int) -> dict[str, Any]:
+    """A stand-in run task whose run folder holds a capture of `size_bytes` (written in 1 MiB blocks of a
+    pattern) beside its manifest: it returns it as a real run's task does (cellab.cluster.worker.shipped)."""
+    from distributed import get_worker
+
+    from cellab.cluster.worker import shipped
+    from cellab.run.step import RunRecord
+
+    folder = Path(tempfile.mkdtemp(prefix="cellab-folder-run-"))
+    try:
+        (folder / "manifest.json").write_text("{}\n")
+        block = bytes(range(256)) * 4096
+        with open(folder / "capture.pcap", "wb") as out:
+            for start in range(0, size_bytes, len(block)):
+                out.write(block[:size_bytes - start])
+        now = time.time()
+        record = RunRecord(job["run"]["run_id"], "ok", 1, placement={"worker": "stand-in"}, started_at=now,
+                           finished_at=now)
+        return shipped(record, folder, get_worker().address)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def fleet_part(folder: Path) -> None:
     from distributed import Client, LocalCluster
 

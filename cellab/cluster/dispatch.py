@@ -9,6 +9,7 @@ record and its run folder's files, written here as they arrive.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -16,6 +17,7 @@ import time
 import uuid
 from concurrent.futures import CancelledError
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cellab.campaign.model import ANY_BENCH
@@ -28,7 +30,8 @@ from cellab.cluster.worker import (
 )
 from cellab.cluster.address import check_security, probe
 from cellab.cluster.hostscope import HostGuard, modules_used, module_listing, place
-from cellab.cluster.result import BadResult, check_result
+from cellab.cluster.outbox import fetch, limit_bytes
+from cellab.cluster.result import BadResult, check_outbox, check_result
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.records import PlannedRun, write_json
@@ -252,11 +255,12 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                 for future in done:
                     run = by_key[future.key]
                     guard.release(run)
-                    record, files = _outcome(future, run)
+                    record, files, outbox = _outcome(future, run)
                     if transport:  # where it ran includes how its result travelled, in the store and the manifest
                         record.placement = {**record.placement, "transport": transport}
                         files = _manifest_placement(files, record.placement)
-                    _store(runner, run, record, files, counts)
+                    _store(runner, run, record, files, counts,
+                           functools.partial(fetch, client, outbox) if outbox else None)
                     _note_retired(runner, run, record)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
@@ -300,12 +304,16 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     return counts
 
 
-def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int]) -> None:
-    """One run's checked record and files into the store. A store that cannot take them (a disk full, a file that
-    is a folder's name too) fails that run, naming why; the campaign goes on. Only when even the failed record
-    cannot be written does the campaign stop, saying so (not as a lost scheduler: storing is not Dask's)."""
+def _store(runner: Runner, run: PlannedRun, record: RunRecord, files: dict[str, bytes], counts: dict[str, int],
+           fetch: Callable[[Path], Any] | None = None) -> None:
+    """One run's checked record and files into the store (`fetch`: the files left on the worker, streamed into
+    the run's folder). A store that cannot take them (a disk full, a file that is a folder's name too, a worker
+    gone before its files came) fails that run, naming why; the campaign goes on. Only when even the failed
+    record cannot be written does the campaign stop, saying so (not as a lost scheduler: storing is not Dask's)."""
     try:
-        runner.store.import_files(run, files)
+        folder = runner.store.import_files(run, files)
+        if fetch is not None:
+            fetch(folder)
         runner.store.save_record(run, record, started=False)
     except (CellabError, OSError, sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
         why = f"the controller could not store its result ({type(exc).__name__}: {exc})"
@@ -392,9 +400,10 @@ def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
     return out
 
 
-def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]:
-    """A finished task's record and files; a task that raised is a failed run, one whose worker died an
-    aborted run naming the worker (unfinished: `--resume` runs it again)."""
+def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes], dict[str, Any] | None]:
+    """A finished task's record, inline files and outbox (the files left on the worker, or None); a task that
+    raised is a failed run, one whose worker died an aborted run naming the worker (unfinished: `--resume`
+    runs it again)."""
     from distributed import KilledWorker
 
     try:
@@ -402,15 +411,16 @@ def _outcome(future: Any, run: PlannedRun) -> tuple[RunRecord, dict[str, bytes]]
     except KilledWorker as exc:
         worker = getattr(exc.last_worker, "name", None) or getattr(exc.last_worker, "address", "?")
         return RunRecord(run.run_id, "aborted", 1, f"worker {worker} was lost while it ran this run (--resume "
-                         "runs it again)", placement={"worker": worker}), {}
+                         "runs it again)", placement={"worker": worker}), {}, None
     except (CellabError, OSError) as exc:
-        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__}: {exc}"), {}
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__}: {exc}"), {}, None
     except Exception as exc:  # noqa: BLE001 - a worker-side failure of any kind fails this run only
         if type(exc).__name__ in ("CommClosedError", "CancelledError", "FutureCancelledError"):
             raise
-        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}
+        return RunRecord(run.run_id, "failed", 1, f"{type(exc).__name__} on the worker: {exc}"), {}, None
     try:
         record, files = check_result(result, run)
+        outbox = check_outbox(result, files, limit_bytes())
     except BadResult as exc:
-        return RunRecord(run.run_id, "failed", 1, f"the worker's result was refused: {exc}"), {}
-    return record, {"/".join(parts): data for parts, data in files.items()}
+        return RunRecord(run.run_id, "failed", 1, f"the worker's result was refused: {exc}"), {}, None
+    return record, {"/".join(parts): data for parts, data in files.items()}, outbox

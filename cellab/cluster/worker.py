@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from cellab.cluster.outbox import FolderTooLarge, close_outbox, ship
 from cellab.errors import CellabError
 from cellab.records import write_atomic
 
@@ -31,7 +32,6 @@ WORKER_LAB_ENV = "CELLAB_WORKER_LAB"
 WORKER_SLOTS_ENV = "CELLAB_WORKER_SLOTS"
 VLAB_RESOURCE = "vlab"
 BENCH_RESOURCE = "bench"  # every bench worker offers it: `lab: bench` runs on any bench (with its `requires`)
-MAX_RUN_FOLDER_BYTES = 2 << 30  # what one task may send back (a long capture is ~100 MB)
 RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool (quarantine)
 
 
@@ -142,7 +142,7 @@ class Slot:
             if bench and self.failures_in_a_row >= RETIRE_AFTER:
                 record.error = f"{record.error}; {self.retire(f'{RETIRE_AFTER} runs in a row failed')}"
                 record.placement = {**record.placement, "retired": self.retired}
-            return {"record": record.as_dict(), "files": pack_folder(run_dir)}
+            return shipped(record, run_dir, str(getattr(self.worker, "address", self.worker_name)))
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -164,19 +164,16 @@ def failures_after(in_a_row: int, status: str) -> int:
     return 0 if status == "ok" else in_a_row + 1 if status == "failed" else in_a_row
 
 
-def pack_folder(folder: Path) -> dict[str, bytes]:
-    """Every regular file below `folder` (path relative to it -> content); links are not followed."""
-    files: dict[str, bytes] = {}
-    total = 0
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()
-        total += len(data)
-        if total > MAX_RUN_FOLDER_BYTES:
-            raise CellabError(f"{folder}: the run folder is larger than {MAX_RUN_FOLDER_BYTES >> 20} MiB")
-        files[str(path.relative_to(folder))] = data
-    return files
+def shipped(record: Any, run_dir: Path, worker_address: str) -> dict[str, Any]:
+    """A finished run's task result: its record and small files inline, the others left in this worker's
+    outbox for the controller to fetch in chunks (cellab.cluster.outbox); a folder above the per-run limit
+    fails the run, naming its size and the limit."""
+    try:
+        files, outbox = ship(run_dir, worker_address)
+    except FolderTooLarge as exc:
+        record.status, record.error = "failed", f"{record.error + '; ' if record.error else ''}{exc}"
+        files, outbox = {}, None
+    return {"record": record.as_dict(), "files": files} | ({"outbox": outbox} if outbox else {})
 
 
 class SlotPool:
@@ -224,6 +221,7 @@ def close_pool() -> None:
         if _pool is not None:
             _pool.close()
             _pool = None
+    close_outbox()  # run folders the controller did not fetch (it gave up, or refused the result) go too
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:

@@ -157,7 +157,7 @@ def test_the_controller_records_a_retired_bench_and_the_report_shows_it(tmp_path
               "ue_metrics": None, "placement": {"worker": "wb", "retired": retired}, "started_at": now - 1,
               "finished_at": now}
     counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
-    got, files = dispatch._outcome(_Done({"record": record, "files": {}}), run)
+    got, files, _ = dispatch._outcome(_Done({"record": record, "files": {}}), run)
     dispatch._store(runner, run, got, files, counts)
     dispatch._note_retired(runner, run, got)
     (event,) = read_events(root)[0]
