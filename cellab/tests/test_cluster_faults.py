@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cellab.cluster import dispatch, worker
-from cellab.cluster.bench import sleeping_run
+from cellab.cluster.standins import sleeping_run
 from cellab.errors import CellabError
 from cellab.run.runner import Runner
 from cellab.tests.test_cluster import VENV_BIN, _spawn, folder_digest

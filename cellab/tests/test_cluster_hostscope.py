@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from cellab.cluster import dispatch, hostscope
-from cellab.cluster.bench import sleeping_run
+from cellab.cluster.standins import sleeping_run
 from cellab.contracts.server import ModuleInfo
 from cellab.records import PlannedRun
 from cellab.report.cluster import cluster_section

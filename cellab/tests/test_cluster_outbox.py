@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from cellab.cluster import dispatch, outbox
-from cellab.cluster.bench import folder_run
+from cellab.cluster.standins import folder_run
 from cellab.cluster.result import BadResult, check_outbox
 from cellab.run.runner import Runner
 
