@@ -274,7 +274,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     if time.monotonic() - lost_since > SCHEDULER_GRACE_S:
                         raise OSError(f"no answer from it for {SCHEDULER_GRACE_S:g} s (client {client.status})")
                     continue  # it may come back: Dask reconnects by itself
-                stranded = _unservable(client, pending, by_key, needs)
+                stranded = _unservable(client, pending, by_key, needs, guard.pinned)
                 stranded_since = (stranded_since or time.monotonic()) if stranded else None
                 if stranded and time.monotonic() - stranded_since > STRANDED_GRACE_S:
                     # the benches that could serve these left the pool (health check, failures) and none came
@@ -384,19 +384,24 @@ def _plain(text: str | None) -> str:
     return escape(str(text))
 
 
-def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun],
-                needs: dict[str, dict[str, int]]) -> dict[Any, str]:
-    """Pending runs that no connected worker offers the resources for any more, with the reason."""
+def _unservable(client: Any, pending: set[Any], by_key: dict[str, PlannedRun], needs: dict[str, dict[str, int]],
+                pinned: dict[str, list[str]]) -> dict[Any, str]:
+    """Pending runs that no connected worker offers the resources for any more (or, for a run placed on one
+    host for a host-scoped parameter, none of that host's workers), with the reason."""
     if not pending:
         return {}
     workers = client.scheduler_info(n_workers=-1)["workers"]
     offers = [dict(w.get("resources") or {}) for w in workers.values()]
     out = {}
     for future in pending:
-        wanted = needs[by_key[future.key].run_id]
+        run_id = by_key[future.key].run_id
+        wanted = needs[run_id]
         if not _served(wanted, offers):
             out[future] = (f"no connected worker can serve it any more (it needs {', '.join(sorted(wanted))}); "
                            "`--resume` runs it once such a worker is back")
+        elif run_id in pinned and not set(pinned[run_id]) & set(workers):
+            out[future] = ("the workers of the host it was placed on (for a host-scoped module parameter) left; "
+                           "`--resume` runs it again")
     return out
 
 

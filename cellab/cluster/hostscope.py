@@ -57,6 +57,7 @@ class HostGuard:
         self.listing = listing
         self.in_flight: dict[str, dict[str, Counter[str]]] = {}  # host -> param -> value -> runs holding it
         self.placed: dict[str, tuple[str, dict[str, str]]] = {}  # run id -> (host, what it holds)
+        self.pinned: dict[str, list[str]] = {}  # run id -> the worker addresses it may run on
 
     def holds(self, run: PlannedRun) -> dict[str, str]:
         return held_values(run.params, self.listing)
@@ -81,6 +82,7 @@ class HostGuard:
         self.placed[run.run_id] = (host, holds)
 
     def release(self, run: PlannedRun) -> None:
+        self.pinned.pop(run.run_id, None)
         host, holds = self.placed.pop(run.run_id, ("", {}))
         for param, value in holds.items():
             self.in_flight[host][param][value] -= 1
@@ -112,4 +114,5 @@ def place(guard: HostGuard, run: PlannedRun, workers: Callable[[], dict[str, Any
         note(run, first, guard.conflict(first, holds) or ("?", "?", "?"))
         return None
     guard.claim(run, host, holds)
+    guard.pinned[run.run_id] = serving[host]
     return {"workers": serving[host], "allow_other_workers": False}

@@ -96,3 +96,20 @@ def test_a_run_holds_the_default_of_a_host_scoped_parameter_it_does_not_name():
     assert guard.conflict("h1", {"c2tcp.target_ms": "60"}) == ("c2tcp.target_ms", "60", "30")
     guard.release(run)
     assert guard.choose({"c2tcp.target_ms": "60"}, ["h1"]) == "h1"
+
+
+class _Future:
+    key = "k1"
+
+
+class _Client:
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {"tcp://h2:1": {"host": "h2", "resources": {"vlab": 1}}}}
+
+
+def test_a_run_placed_on_a_host_whose_workers_left_is_stranded():
+    run = PlannedRun(run_id="r1", index=0, repeat=0, factors={}, params={})
+    by_key, needs = {"k1": run}, {"r1": {"vlab": 1}}
+    assert dispatch._unservable(_Client(), {_Future()}, by_key, needs, {}) == {}  # h2 serves it
+    stranded = dispatch._unservable(_Client(), {_Future()}, by_key, needs, {"r1": ["tcp://h1:1"]})
+    assert "host-scoped" in next(iter(stranded.values()))
