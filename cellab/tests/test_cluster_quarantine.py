@@ -174,3 +174,22 @@ def test_a_damaged_events_file_is_named_not_a_traceback(tmp_path):
     assert "partly unreadable" in cluster_section(tmp_path).notes[0]
     (tmp_path / EVENTS_FILE).write_text("[not json")
     assert "unreadable" in read_events(tmp_path)[1]
+
+
+def test_the_report_page_has_the_cluster_section(tmp_path):
+    from cellab.report.page import write_report
+    from cellab.results.cluster_events import add_event
+
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("name: q\nlab: wired\nrepeat: 2\nworkload: {tool: iperf3, duration_s: 2}\n")
+    runner = Runner.new(campaign, tmp_path / "out")
+    for run in list(runner.store.pending()):
+        runner.store.import_files(run, {"manifest.json": b"{}"})
+        now = time.time()
+        runner.store.save_record(run, RunRecord(run.run_id, "failed", 1, "boom", placement={"worker": "wb"},
+                                                started_at=now, finished_at=now), started=False)
+    add_event(runner.store.root, "retired", worker="wb", bench="/labs/b.yaml", reason="its health check failed",
+              run_id=run.run_id)
+    runner.hold.release()
+    page = write_report(runner.store.root, workers=1).read_text()
+    assert 'id="cluster"' in page and "Retired benches" in page and "its health check failed" in page
