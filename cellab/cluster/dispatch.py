@@ -3,8 +3,9 @@
 Each run is one task (`cellab.cluster.worker.run_task`) that asks for the Dask resources of its lab: `vlab=1` for an
 embedded lab kind, `bench-NAME=1` for an inventory lab, and `tag-T=1` for every tag the campaign requires.
 Placement, exclusivity and the worker fleet are Dask's; cellab only checks before the first task that some
-connected worker can serve each run, and stays the only writer of the result folder: every task returns its
-record and its run folder's files, written here as they arrive.
+connected worker can serve each run, keeps runs that disagree on a host-scoped module parameter off one host at
+once (cellab.cluster.hostscope), and stays the only writer of the result folder: every task returns its record
+and its run folder's files (the large ones pulled in chunks: cellab.cluster.outbox), written here as they arrive.
 """
 
 from __future__ import annotations

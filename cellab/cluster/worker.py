@@ -4,8 +4,11 @@ A worker offers Dask resources: `vlab=K` (K embedded-lab instances on this host:
 `bench-NAME=1` for the inventory lab it drives (`cellab worker --lab bench.yaml`), plus `tag-T=1` for each of
 that inventory's tags. Dask never starts more tasks asking for a resource than the worker offers, so each
 task finds a free slot. A slot is a long-lived thread that owns one lab instance (a `LabSession`, kept from run
-to run of the same campaign, so agents and namespaces come up once): it runs the run step there, packs the run
-folder, and returns the record and the files. The controller writes them; the worker keeps nothing.
+to run of the same campaign, so agents and namespaces come up once): it runs the run step there and returns the
+record with the run folder's small files; the others wait in this worker's outbox until the controller has
+pulled them in chunks (cellab.cluster.outbox). The controller writes them; the worker keeps nothing after.
+Quarantine: a bench worker (never an embedded slot) leaves the pool after a failed health check or
+RETIRE_AFTER failed runs in a row (invalid and aborted runs do not count).
 """
 
 from __future__ import annotations
