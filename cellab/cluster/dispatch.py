@@ -246,7 +246,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     with runner._progress() as progress:
         bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
         try:
-            pending, stranded_since, lost_since = set(futures), None, None
+            pending, stranded_since, lost_since, looked_at = set(futures), None, None, 0.0
             while pending or held:
                 try:
                     done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED") if pending \
@@ -275,6 +275,9 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                     if time.monotonic() - lost_since > SCHEDULER_GRACE_S:
                         raise OSError(f"no answer from it for {SCHEDULER_GRACE_S:g} s (client {client.status})")
                     continue  # it may come back: Dask reconnects by itself
+                if time.monotonic() - looked_at < POLL_S:  # the cluster is asked once per POLL_S, not per run
+                    continue
+                looked_at = time.monotonic()
                 stranded = _unservable(client, pending, by_key, needs, guard.pinned)
                 stranded_since = (stranded_since or time.monotonic()) if stranded else None
                 if stranded and time.monotonic() - stranded_since > STRANDED_GRACE_S:
