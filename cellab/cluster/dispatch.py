@@ -262,7 +262,8 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                         files = _manifest_placement(files, record.placement)
                     _store(runner, run, record, files, counts,
                            functools.partial(fetch, client, outbox) if outbox else None)
-                    _note_retired(runner, run, record)
+                    _note_retired(runner, run, record, client)
+                    future.release()  # stored: the worker need not keep the result (a retiring one cannot)
                     progress.advance(bar)
                     more = after_run(campaign, store, run, runner.console.print)  # a stopping rule may want more
                     pending |= {f for f in map(submit, more) if f is not None}
@@ -348,12 +349,18 @@ def _note_serialized(runner: Runner, run: PlannedRun, host: str, why: tuple[str,
     add_event(runner.store.root, "serialized", run_id=run.run_id, host=host, param=param, value=value, other=other)
 
 
-def _note_retired(runner: Runner, run: PlannedRun, record: RunRecord) -> None:
-    """A bench that left the pool with this run (its health check, or failed runs in a row): recorded in the
-    campaign folder for the report's own section, and said on the console."""
+def _note_retired(runner: Runner, run: PlannedRun, record: RunRecord, client: Any = None) -> None:
+    """A bench that left the pool with this run (its health check, or failed runs in a row): its worker retired
+    (once its result is here), recorded in the campaign folder for the report's own section, said on the console."""
     retired = record.placement.get("retired")
     if not isinstance(retired, dict):
         return
+    address = retired.get("address")
+    if client is not None and isinstance(address, str) and address:
+        try:
+            client.retire_workers(workers=[address], close_workers=True)
+        except Exception:  # noqa: BLE001 - a worker already gone is retired all the same
+            pass
     add_event(runner.store.root, "retired", worker=retired.get("worker"), bench=retired.get("bench"),
               reason=retired.get("reason"), run_id=run.run_id)
     runner.console.print(f"[yellow]bench worker {_plain(retired.get('worker'))} retired:[/] "

@@ -98,6 +98,10 @@ class Slot:
         key = hashlib.sha256(job["campaign_text"].encode()).hexdigest()[:16]
         campaign_dir = self.scratch / key
         campaign_dir.mkdir(parents=True, exist_ok=True)
+        if self.retired is not None:
+            from distributed import Reschedule
+
+            raise Reschedule()  # this bench left the pool: the run goes to another worker that serves it
         lab = job["lab"]
         # only a bench (this worker's inventory) is ever quarantined: an embedded slot (`--slots`, a virtual or
         # wired lab) is this host's own, and retiring it would strand the campaign for nothing it did
@@ -150,13 +154,11 @@ class Slot:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def retire(self, why: str) -> str:
-        """Take this bench's worker out of the pool (its queued runs go to the others) and say so; the
-        controller records `self.retired` (the run's placement carries it) for the report."""
+        """Mark this bench retired and say so. The run's placement carries `self.retired`: the controller, once
+        it has this result, records it for the report and retires the worker (closing it here would lose the
+        result with it); runs that reach this slot meanwhile are handed back to Dask for another worker."""
         self.retired = {"worker": self.worker_name, "bench": os.environ.get(WORKER_LAB_ENV, ""), "reason": why,
-                        "at": time.time()}
-        loop = getattr(self.worker, "loop", None)
-        if loop is not None:
-            loop.add_callback(self.worker.close_gracefully)
+                        "at": time.time(), "address": str(getattr(self.worker, "address", ""))}
         return f"worker {self.worker_name} left the pool: {why}"
 
 

@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import pytest
+from distributed import Reschedule
 
 from cellab.cluster import dispatch, worker
 from cellab.errors import CellabError
@@ -21,22 +22,9 @@ from cellab.run.step import RunRecord
 from cellab.testkit.helpers import write_lab
 
 
-class _Loop:
-    def __init__(self):
-        self.calls = []
-
-    def add_callback(self, fn):
-        self.calls.append(fn)
-
-
 class _Worker:
     name = "bench-worker"
-
-    def __init__(self):
-        self.loop = _Loop()
-
-    def close_gracefully(self):  # what retire() schedules on the worker's loop
-        pass
+    address = "tcp://127.0.0.1:1"
 
 
 class _Session:
@@ -102,15 +90,16 @@ def test_a_bench_retires_after_two_failed_runs_in_a_row(slot, bench_lab):
     assert [_retired(r) for r in outcomes[:3]] == [None, None, None]  # an ok run in between clears the count
     retired = _retired(outcomes[3])
     assert retired and retired["reason"] == "2 runs in a row failed" and retired["worker"] == "bench-worker"
-    assert "left the pool" in outcomes[3]["record"]["error"]
-    assert fake.loop.calls == [fake.close_gracefully]
+    assert "left the pool" in outcomes[3]["record"]["error"] and retired["address"] == fake.address
+    with pytest.raises(Reschedule):  # a retired bench hands the runs that still reach it back to Dask
+        made.submit(_job(bench_lab, 4))
 
 
 def test_invalid_and_aborted_runs_never_count_against_a_bench(slot, bench_lab):
     made, fake, statuses = slot
     statuses += ["invalid", "invalid", "aborted", "invalid", "failed", "invalid", "ok"]
     outcomes = [made.submit(_job(bench_lab, i)) for i in range(7)]
-    assert all(_retired(r) is None for r in outcomes) and fake.loop.calls == []
+    assert all(_retired(r) is None for r in outcomes)
 
 
 def test_an_embedded_slot_is_never_retired(slot, monkeypatch):
@@ -119,12 +108,12 @@ def test_an_embedded_slot_is_never_retired(slot, monkeypatch):
     statuses += ["failed"] * 4
     outcomes = [made.submit(_job("wired", i)) for i in range(4)]
     assert [r["record"]["status"] for r in outcomes] == ["failed"] * 4
-    assert all(_retired(r) is None for r in outcomes) and fake.loop.calls == []
+    assert all(_retired(r) is None for r in outcomes)
     _Session.health_ok = False  # a lab that does not come up fails its run, and the slot stays
     made.session_key = None
     with pytest.raises(CellabError, match="did not answer"):
         made.submit(_job("virtual", 9))
-    assert fake.loop.calls == []
+    assert made.retired is None
 
 
 def test_a_failed_health_check_retires_a_bench_and_fails_its_run(slot, bench_lab):
@@ -133,7 +122,8 @@ def test_a_failed_health_check_retires_a_bench_and_fails_its_run(slot, bench_lab
     result = made.submit(_job(bench_lab, 0))
     assert result["record"]["status"] == "failed" and "did not answer" in result["record"]["error"]
     assert _retired(result)["reason"] == "its health check failed"
-    assert fake.loop.calls == [fake.close_gracefully]
+    with pytest.raises(Reschedule):
+        made.submit(_job(bench_lab, 1))
 
 
 class _Done:
