@@ -1,14 +1,14 @@
-"""`make bench BENCH=scale`: a campaign across lab instances, and a fleet of benches past this machine.
+"""`make bench BENCH=scale`: a campaign across lab instances, and the controller past this machine's labs.
 
-1. One 16-run campaign on `wired` (iperf3, 3 s) run in process (the baseline), then on a local Dask cluster with
-   1, 2 and 4 slots; the same on `virtual` with 1 and 2 slots. Per setting: wall time, speed-up against 1
-   slot, the per-run dispatch overhead against the in-process runner, and the host's CPU use (busy share of
-   all cores, /proc/stat) during the campaign; and where the wall time went: the runs themselves (first start
-   to last end in the store, their own speed-up) against the fixed cost of bringing the cluster and the lab
-   instances up before the first run and down after the last.
-2. 2,000 runs that only sleep (a stand-in task that returns a small record and a small file, as a real run's
-   task returns its record and folder) across 32 Dask workers (threads of one local cluster): what the
-   controller and the store sustain — runs per second, per-run controller overhead, store writes per second.
+1. The controller (cellab.cluster.fleet_bench): 2,000 sleeping runs on 8 Dask worker processes under the nanny
+   against the same on threads; the store's writes per second on their own; the controller's peak memory with
+   a 1 GiB run folder against a 1 MiB one.
+2. One 16-run campaign on `wired` (iperf3, 3 s) run in process (the baseline), then on a local Dask cluster with
+   1, 2 and 4 slots; the same on `virtual`. Per setting: wall time, speed-up against 1 slot, the per-run
+   dispatch overhead against the in-process runner, and the host's CPU use (busy share of all cores,
+   /proc/stat) during the campaign; and where the wall time went: the runs themselves (first start to last
+   end in the store, their own speed-up) against the fixed cost of bringing the cluster and the lab instances
+   up before the first run and down after the last.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -32,9 +31,6 @@ CAMPAIGN = """
     timeouts: {{run_s: 120, request_s: 20}}
     retry: {{max_attempts: 2, backoff_s: 0.5}}
 """
-FLEET_RUNS = 2000
-FLEET_WORKERS = 32
-FLEET_SLEEP_S = 0.05
 
 
 def _campaign(lab: str, folder: Path, duration_s: int) -> Path:
@@ -88,48 +84,15 @@ def _where(got: dict[str, float], span_speed_up: float | None = None) -> None:
           f"bring-up {got['bring_up_s']:4.1f} s, teardown {got['teardown_s']:4.1f} s", flush=True)
 
 
-def _sleeping_run(job: dict[str, Any]) -> dict[str, Any]:
-    """A stand-in run task: sleeps, returns a record and one small file, as a real run's task would."""
-    time.sleep(FLEET_SLEEP_S)
-    now = time.time()
-    record = {"run_id": job["run"]["run_id"], "status": "ok", "attempts": 1, "error": None,
-              "metrics": {"throughput_mbps": 1.0}, "ue_metrics": {"ue0": {"throughput_mbps": 1.0}},
-              "placement": {"worker": "stand-in"}, "started_at": now - FLEET_SLEEP_S, "finished_at": now}
-    return {"record": record, "files": {"manifest.json": b"{}\n"}}
-
-
-def fleet_part(folder: Path) -> None:
-    from distributed import Client, LocalCluster
-
-    from cellab.cluster.dispatch import run_distributed
-    from cellab.run.runner import Runner
-
-    campaign = folder / "fleet.yaml"
-    campaign.write_text(textwrap.dedent(f"""
-        name: fleet
-        lab: wired
-        repeat: {FLEET_RUNS // 2}
-        factors: {{cc: [cubic, reno]}}
-    """))
-    runner = Runner.new(campaign, folder / "out", console=Console(stderr=True, quiet=True))
-    with LocalCluster(n_workers=FLEET_WORKERS, threads_per_worker=1, processes=False, dashboard_address=None,
-                      resources={"vlab": 1}, silence_logs=40) as cluster, Client(cluster) as client:
-        started = time.monotonic()
-        counts = run_distributed(runner, client=client, task=_sleeping_run)
-        wall_s = time.monotonic() - started
-    ideal_s = FLEET_RUNS * FLEET_SLEEP_S / FLEET_WORKERS
-    print(f"fleet: {FLEET_RUNS} sleeping runs ({FLEET_SLEEP_S * 1000:.0f} ms each) on {FLEET_WORKERS} workers: "
-          f"wall {wall_s:.1f} s (sleep alone {ideal_s:.1f} s), {counts['ok']} ok", flush=True)
-    print(f"  controller: {FLEET_RUNS / wall_s:.0f} runs/s stored, {wall_s / FLEET_RUNS * 1000:.1f} ms per run "
-          f"(each run: its files written, one store transaction: {FLEET_RUNS / wall_s:.0f} transactions/s)", flush=True)
-
-
 def main() -> None:
+    from cellab.cluster.fleet_bench import fleet_part, memory_part, store_part
+
     folder = Path(tempfile.mkdtemp(prefix="cellab-scale-"))
     try:
-        fleet_part(folder)
+        store_part(folder, fleet_part(folder))
+        memory_part()
         campaign_part("wired", [1, 2, 4], 3, folder)
-        campaign_part("virtual", [1, 2], 3, folder)
+        campaign_part("virtual", [1, 2, 4], 3, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

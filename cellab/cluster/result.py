@@ -24,6 +24,7 @@ STATUSES = ("ok", "failed", "aborted", "invalid")  # what a run's record may say
 MAX_ATTEMPTS = 1000
 MAX_ERROR_CHARS = 20_000
 MAX_PATH_CHARS, MAX_PART_CHARS = 1024, 255
+MAX_BOXED_FILES = 100_000
 RECORD_FIELDS = tuple(f.name for f in fields(RunRecord))
 
 
@@ -112,9 +113,9 @@ def check_result(result: Any, run: PlannedRun) -> tuple[RunRecord, dict[tuple[st
     """The record and files of one run's result, every field checked (BadResult naming the first bad one)."""
     if type(result) is not dict:
         raise BadResult(f"the result is a {type(result).__name__}, not an object with record and files")
-    unknown = sorted(map(str, set(result) - {"record", "files"}))
+    unknown = sorted(map(str, set(result) - {"record", "files", "outbox"}))
     if unknown or "record" not in result:
-        raise BadResult(f"the result has keys {sorted(map(str, result))} (allowed: record, files)")
+        raise BadResult(f"the result has keys {sorted(map(str, result))} (allowed: record, files, outbox)")
     record = result["record"]
     if type(record) is not dict:
         raise BadResult(f"record is a {type(record).__name__}, not an object")
@@ -149,3 +150,35 @@ def check_result(result: Any, run: PlannedRun) -> tuple[RunRecord, dict[tuple[st
             raise BadResult(f"files[{_show(rel)}] is a {type(data).__name__}, not bytes")
         checked[parts] = data
     return RunRecord(run.run_id, status, attempts, error, metrics, ue_metrics, placement, started, finished), checked
+
+
+def check_outbox(result: dict[str, Any], inline: dict[tuple[str, ...], bytes], limit_bytes: int) -> dict[str, Any] | None:
+    """A checked result's outbox (cellab.cluster.outbox: the run folder's files left on the worker), or None:
+    the worker's address, a box name, and [path, size] pairs whose paths stay in the run folder, appear once and
+    not inline, and whose sizes add up to no more than the per-run limit."""
+    outbox = result.get("outbox")
+    if outbox is None:
+        return None
+    if type(outbox) is not dict or set(outbox) != {"worker", "box", "files"}:
+        raise BadResult(f"outbox is {_show(outbox)} (allowed: an object of worker, box, files)")
+    worker, box, listed = outbox["worker"], outbox["box"], outbox["files"]
+    if type(worker) is not str or not 1 <= len(worker) <= 300 or not worker.isprintable():
+        raise BadResult(f"outbox.worker is {_show(worker)}, not a worker address")
+    if type(box) is not str or len(box) != 32 or any(c not in "0123456789abcdef" for c in box):
+        raise BadResult(f"outbox.box is {_show(box)} (allowed: 32 hexadecimal digits)")
+    if type(listed) is not list or not 1 <= len(listed) <= MAX_BOXED_FILES:
+        raise BadResult(f"outbox.files is {_show(listed)} (allowed: a list of 1..{MAX_BOXED_FILES} [path, size])")
+    seen: set[tuple[str, ...]] = set(inline)
+    total = 0
+    for entry in listed:
+        if type(entry) is not list or len(entry) != 2 or type(entry[1]) is not int or entry[1] < 0:
+            raise BadResult(f"outbox.files has {_show(entry)} (allowed: [path, size in bytes])")
+        parts = check_file_path(entry[0], "outbox.files")
+        if parts in seen:
+            raise BadResult(f"outbox.files: {_show(entry[0])} appears twice")
+        seen.add(parts)
+        total += entry[1]
+    if total > limit_bytes:
+        raise BadResult(f"outbox.files declare {total / 2**20:.1f} MiB, more than the limit of "
+                        f"{limit_bytes >> 20} MiB per run")
+    return {"worker": worker, "box": box, "files": [list(e) for e in listed]}

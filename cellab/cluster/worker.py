@@ -4,8 +4,11 @@ A worker offers Dask resources: `vlab=K` (K embedded-lab instances on this host:
 `bench-NAME=1` for the inventory lab it drives (`cellab worker --lab bench.yaml`), plus `tag-T=1` for each of
 that inventory's tags. Dask never starts more tasks asking for a resource than the worker offers, so each
 task finds a free slot. A slot is a long-lived thread that owns one lab instance (a `LabSession`, kept from run
-to run of the same campaign, so agents and namespaces come up once): it runs the run step there, packs the run
-folder, and returns the record and the files. The controller writes them; the worker keeps nothing.
+to run of the same campaign, so agents and namespaces come up once): it runs the run step there and returns the
+record with the run folder's small files; the others wait in this worker's outbox until the controller has
+pulled them in chunks (cellab.cluster.outbox). The controller writes them; the worker keeps nothing after.
+Quarantine: a bench worker (never an embedded slot) leaves the pool after a failed health check or
+RETIRE_AFTER failed runs in a row (invalid and aborted runs do not count).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import queue
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cellab.cluster.outbox import FolderTooLarge, close_outbox, ship
 from cellab.errors import CellabError
 from cellab.records import write_atomic
 
@@ -30,8 +35,7 @@ WORKER_LAB_ENV = "CELLAB_WORKER_LAB"
 WORKER_SLOTS_ENV = "CELLAB_WORKER_SLOTS"
 VLAB_RESOURCE = "vlab"
 BENCH_RESOURCE = "bench"  # every bench worker offers it: `lab: bench` runs on any bench (with its `requires`)
-MAX_RUN_FOLDER_BYTES = 2 << 30
-RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool  # what one task may send back (a long capture is ~100 MB)
+RETIRE_AFTER = 2  # a bench whose runs fail this many times in a row leaves the pool (quarantine)
 
 
 def bench_resource(inventory_name: str) -> str:
@@ -51,6 +55,7 @@ class Slot:
         self.session: Any = None
         self.session_key: tuple[Any, ...] | None = None
         self.failures_in_a_row = 0  # a bench that fails its health check or RETIRE_AFTER runs leaves the pool
+        self.retired: dict[str, Any] | None = None  # why and when this bench left the pool
         self.jobs: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._serve, name=f"cellab-slot{index}", daemon=True)
         self.thread.start()
@@ -93,8 +98,15 @@ class Slot:
         key = hashlib.sha256(job["campaign_text"].encode()).hexdigest()[:16]
         campaign_dir = self.scratch / key
         campaign_dir.mkdir(parents=True, exist_ok=True)
+        if self.retired is not None:
+            from distributed import Reschedule
+
+            raise Reschedule()  # this bench left the pool: the run goes to another worker that serves it
         lab = job["lab"]
-        if lab.startswith("bench:"):
+        # only a bench (this worker's inventory) is ever quarantined: an embedded slot (`--slots`, a virtual or
+        # wired lab) is this host's own, and retiring it would strand the campaign for nothing it did
+        bench = lab.startswith("bench:")
+        if bench:
             lab = os.environ.get(WORKER_LAB_ENV, "")
             if not lab:
                 raise CellabError(f"worker {self.worker_name} drives no inventory lab, and {job['lab']} was asked")
@@ -115,46 +127,58 @@ class Slot:
             session = LabSession(lab, ue_count=job["ue_count"],
                                  purpose=f"worker {self.worker_name} slot {self.index}")
             try:
-                session.open()  # an inventory lab's health check: every agent answers, the core starts
-                check_module_params(session, [run], campaign_file)
-            except BaseException as exc:
+                try:
+                    session.open()  # an inventory lab's health check: every agent answers, the core starts
+                except CellabError as exc:
+                    if not bench:
+                        raise
+                    # the bench's own fault: its run fails naming why, and the bench leaves the pool
+                    failed = RunRecord(run.run_id, "failed", 1, f"{exc}; {self.retire('its health check failed')}",
+                                       placement={**where, "retired": self.retired})
+                    return {"record": failed.as_dict(), "files": {}}
+                check_module_params(session, [run], campaign_file)  # a campaign's mistake: no bench's fault
+            except BaseException:
                 session.close()
-                if isinstance(exc, CellabError) and lab == os.environ.get(WORKER_LAB_ENV):
-                    raise CellabError(f"{exc}; {self.retire('its health check failed')}") from None
                 raise
             self.session, self.session_key = session, session_key
         run_dir = campaign_dir / "runs" / run.run_id
         try:
             record: RunRecord = execute_run(self.session, campaign, run, run_dir, campaign_dir, where,
                                             log=lambda text: print(text, flush=True))
-            self.failures_in_a_row = 0 if record.status == "ok" else self.failures_in_a_row + 1
-            if self.failures_in_a_row >= RETIRE_AFTER:
+            self.failures_in_a_row = failures_after(self.failures_in_a_row, record.status)
+            if bench and self.failures_in_a_row >= RETIRE_AFTER:
                 record.error = f"{record.error}; {self.retire(f'{RETIRE_AFTER} runs in a row failed')}"
-            return {"record": record.as_dict(), "files": pack_folder(run_dir)}
+                record.placement = {**record.placement, "retired": self.retired}
+            return shipped(record, run_dir, str(getattr(self.worker, "address", self.worker_name)))
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def retire(self, why: str) -> str:
-        """Take this worker out of the pool (its queued runs go to the others) and say so."""
-        loop = getattr(self.worker, "loop", None)
-        if loop is not None:
-            loop.add_callback(self.worker.close_gracefully)
+        """Mark this bench retired and say so. The run's placement carries `self.retired`: the controller, once
+        it has this result, records it for the report and retires the worker (closing it here would lose the
+        result with it); runs that reach this slot meanwhile are handed back to Dask for another worker."""
+        self.retired = {"worker": self.worker_name, "bench": os.environ.get(WORKER_LAB_ENV, ""), "reason": why,
+                        "at": time.time(), "address": str(getattr(self.worker, "address", ""))}
         return f"worker {self.worker_name} left the pool: {why}"
 
 
-def pack_folder(folder: Path) -> dict[str, bytes]:
-    """Every regular file below `folder` (path relative to it -> content); links are not followed."""
-    files: dict[str, bytes] = {}
-    total = 0
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()
-        total += len(data)
-        if total > MAX_RUN_FOLDER_BYTES:
-            raise CellabError(f"{folder}: the run folder is larger than {MAX_RUN_FOLDER_BYTES >> 20} MiB")
-        files[str(path.relative_to(folder))] = data
-    return files
+def failures_after(in_a_row: int, status: str) -> int:
+    """A bench's failed runs in a row after a run of `status`: an ok run clears them, a failed one adds one;
+    an invalid run (the host lost real time: a validity matter, not the bench's) and an aborted one (the
+    user, or a worker lost) leave the count as it was."""
+    return 0 if status == "ok" else in_a_row + 1 if status == "failed" else in_a_row
+
+
+def shipped(record: Any, run_dir: Path, worker_address: str) -> dict[str, Any]:
+    """A finished run's task result: its record and small files inline, the others left in this worker's
+    outbox for the controller to fetch in chunks (cellab.cluster.outbox); a folder above the per-run limit
+    fails the run, naming its size and the limit."""
+    try:
+        files, outbox = ship(run_dir, worker_address)
+    except FolderTooLarge as exc:
+        record.status, record.error = "failed", f"{record.error + '; ' if record.error else ''}{exc}"
+        files, outbox = {}, None
+    return {"record": record.as_dict(), "files": files} | ({"outbox": outbox} if outbox else {})
 
 
 class SlotPool:
@@ -202,6 +226,7 @@ def close_pool() -> None:
         if _pool is not None:
             _pool.close()
             _pool = None
+    close_outbox()  # run folders the controller did not fetch (it gave up, or refused the result) go too
 
 
 def run_task(job: dict[str, Any]) -> dict[str, Any]:

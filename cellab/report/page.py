@@ -29,6 +29,7 @@ from jinja2 import Environment, select_autoescape
 
 from cellab.report import plots
 from cellab.report.cells import cell_sections
+from cellab.report.cluster import cluster_section
 from cellab.results.metrics import scalar_metrics
 from cellab.report.faults import fault_section
 from cellab.report.figures import FigureSet
@@ -217,7 +218,7 @@ def write_report(result_dir: Path, *, workers: int | None = None) -> Path:
         conditions = conditions_section(campaign, done, [p.params for p in folder.plan], order)
         plotted = [fault_section(done, runs, order, figures), throughput_delay_section(done, facets, colors, figures),
                    cdf_section(done, facets, colors, figures), network_section(done, order, figures)]
-        tail = [runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
+        tail = [cluster_section(folder.root), runs_section(runs, [f for f in factor_names if f != "scheme"]), ue_section(folder.ue_runs, done),
                 timeline_section(done, figures, MAX_INLINE_TIMELINES)]
         answers = [s for s in lead if s is not None]  # the campaign's question first, then its conditions
         cells = cell_sections(folder.root, campaign, done, runs)  # named comparisons; each cell's repeats

@@ -51,7 +51,8 @@ def _feed(runner, result) -> tuple[dict, dict]:
     """The controller's storing path for one finished task: (its row, the counts)."""
     run = next(iter(runner.store.pending()))
     counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
-    dispatch._store(runner, run, *dispatch._outcome(_Done(result), run), counts)
+    record, files, _ = dispatch._outcome(_Done(result), run)
+    dispatch._store(runner, run, record, files, counts)
     (row,) = [r for r in runner.store.rows() if r["run_id"] == run.run_id]
     return row, counts
 
@@ -176,7 +177,8 @@ def test_an_error_while_storing_is_not_a_lost_scheduler(runner, monkeypatch):
     monkeypatch.setattr(runner.store, "save_record", broken)
     counts = {"ok": 0, "failed": 0, "aborted": 0, "invalid": 0}
     with pytest.raises(CellabError) as caught:
-        dispatch._store(runner, run, *dispatch._outcome(_Done(_good(run.run_id)), run), counts)
+        record, files, _ = dispatch._outcome(_Done(_good(run.run_id)), run)
+        dispatch._store(runner, run, record, files, counts)
     said = str(caught.value)
     assert "could not store" in said and "disk I/O error" in said and "scheduler" not in said, said
     assert "--resume" in said

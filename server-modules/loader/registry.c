@@ -30,12 +30,12 @@ SKEL_OPS(cubic_cap)
 
 /* Defaults: the paper's where it gives one (see server-modules/README.md for the rest). */
 static const struct param_desc c2tcp_params[] = {
-	{ "target_ms", 0, 0, 10000, 1000, 50, "ms" },            /* paper: 50 ms trace-driven; 0 = Tuner off */
-	{ "alpha_init", 1, 1, 10, 1024, 1.5, "x MINRTT" },        /* authors' v2 scripts */
-	{ "tune_period_ms", 2, 10, 10000, 1000, 500, "ms" },      /* paper: 0.5 s */
-	{ "tuner", 3, 0, 1, 1, 0, "0 Eq. 10 | 1 authors' v2" },   /* paper Eq. 10 / authors' Mahimahi scripts */
-	{ "alpha_min", 4, 1, 10, 1024, 1.5, "x MINRTT" },         /* NOT the paper's 1: SR-uplink trap, issue 4 */
-	{ "small_flight_pkts", 5, 0, 64, 1, 8, "packets" },       /* NOT the paper (0): Setpoint floor, issue 18 */
+	{ "target_ms", 0, 0, 10000, 1000, 50, "ms", SCOPE_NETNS }, /* paper: 50 ms trace-driven; 0 = Tuner off */
+	{ "alpha_init", 1, 1, 10, 1024, 1.5, "x MINRTT", SCOPE_NETNS }, /* authors' v2 scripts */
+	{ "tune_period_ms", 2, 10, 10000, 1000, 500, "ms", SCOPE_NETNS }, /* paper: 0.5 s */
+	{ "tuner", 3, 0, 1, 1, 0, "0 Eq. 10 | 1 authors' v2", SCOPE_NETNS }, /* paper Eq. 10 / authors' Mahimahi scripts */
+	{ "alpha_min", 4, 1, 10, 1024, 1.5, "x MINRTT", SCOPE_NETNS }, /* NOT the paper's 1: SR-uplink trap, issue 4 */
+	{ "small_flight_pkts", 5, 0, 64, 1, 8, "packets", SCOPE_NETNS }, /* NOT the paper (0): Setpoint floor, issue 18 */
 };
 static const char *const c2tcp_counters[] = {
 	"flows", "good_acks", "bad_events", "invalid_rtt", "tuner_updates",
@@ -43,9 +43,9 @@ static const char *const c2tcp_counters[] = {
 };
 
 static const struct param_desc scubic_params[] = {
-	{ "ttl_ms", 0, 1, 86400000, 1, 3600000, "ms" },           /* not in the paper: tcp_metrics' 1 h */
-	{ "min_bdp_pkts", 1, 1, 100000, 1, 10, "packets" },       /* paper: discard if BDP <= CWnd_init */
-	{ "ssthresh_at_exit", 2, 0, 1, 1, 0, "0|1" },             /* not in the paper: end slow start at Startup exit */
+	{ "ttl_ms", 0, 1, 86400000, 1, 3600000, "ms", SCOPE_NETNS }, /* not in the paper: tcp_metrics' 1 h */
+	{ "min_bdp_pkts", 1, 1, 100000, 1, 10, "packets", SCOPE_NETNS }, /* paper: discard if BDP <= CWnd_init */
+	{ "ssthresh_at_exit", 2, 0, 1, 1, 0, "0|1", SCOPE_NETNS }, /* not in the paper: end slow start at Startup exit */
 };
 static const char *const scubic_counters[] = {
 	"flows", "hits", "misses", "expired", "stored", "startup_exits", "estimates",
@@ -53,9 +53,9 @@ static const char *const scubic_counters[] = {
 };
 
 static const struct param_desc exll_params[] = {
-	{ "alpha_pkts", 0, 1, 100000, 1, 200, "packets" },       /* thesis: alpha = 200 */
-	{ "gamma", 1, 0.01, 1, 1024, 0.5, "" },                  /* thesis: gamma = 0.5 */
-	{ "sr_calibration", 2, 0, 1, 1, 1, "0|1" },              /* mRE = mpRTT + D(2(apRTT-mpRTT)) */
+	{ "alpha_pkts", 0, 1, 100000, 1, 200, "packets", SCOPE_NETNS }, /* thesis: alpha = 200 */
+	{ "gamma", 1, 0.01, 1, 1024, 0.5, "", SCOPE_NETNS },     /* thesis: gamma = 0.5 */
+	{ "sr_calibration", 2, 0, 1, 1, 1, "0|1", SCOPE_NETNS }, /* mRE = mpRTT + D(2(apRTT-mpRTT)) */
 };
 static const char *const exll_counters[] = {
 	"flows", "control_entries", "updates", "holds", "resets",
@@ -63,34 +63,34 @@ static const char *const exll_counters[] = {
 };
 
 static const struct param_desc qarr_params[] = {
-	{ "queue_threshold_pkts", 0, 0, 100000, 1, 5, "packets" }, /* paper: Q_T = 5 */
-	{ "sndbuf_factor", 1, 2, 8, 1, 3, "x cwnd" },               /* paper: 3 */
-	{ "per_rtt", 2, 0, 1, 1, 1, "0|1" },                        /* authors' code; 0 = per ACK as printed */
+	{ "queue_threshold_pkts", 0, 0, 100000, 1, 5, "packets", SCOPE_NETNS }, /* paper: Q_T = 5 */
+	{ "sndbuf_factor", 1, 2, 8, 1, 3, "x cwnd", SCOPE_NETNS },  /* paper: 3 */
+	{ "per_rtt", 2, 0, 1, 1, 1, "0|1", SCOPE_NETNS },           /* authors' code; 0 = per ACK as printed */
 };
 static const struct param_desc barr_params[] = {
-	{ "window_acks", 0, 2, 255, 1, 200, "ACKs" },               /* paper: M = 200 */
-	{ "sndbuf_factor", 1, 2, 8, 1, 3, "x cwnd" },
+	{ "window_acks", 0, 2, 255, 1, 200, "ACKs", SCOPE_NETNS },  /* paper: M = 200 */
+	{ "sndbuf_factor", 1, 2, 8, 1, 3, "x cwnd", SCOPE_NETNS },
 };
 static const char *const recovery_counters[] = {
 	"flows", "recoveries", "recovery_acks", "last_w_pkts", "last_estimate", "last_rtt_us",
 };
 
 static const struct param_desc or_params[] = {
-	{ "enabled", 0, 0, 1, 1, 1, "0|1" },
+	{ "enabled", 0, 0, 1, 1, 1, "0|1", SCOPE_HOST },
 };
 static const char *const or_counters[] = {
 	"acks_seen", "sack_acks_in_recovery", "widened_acks", "last_ext_bytes", "clamped", "last_wscale",
 };
 
 static const struct param_desc drop_params[] = {
-	{ "after_pkts", 0, 0, 100000000, 1, 1000, "packets" },
-	{ "drop_pkts", 1, 0, 100000, 1, 10, "packets" },
-	{ "port", 2, 0, 65535, 1, 0, "source or destination port, 0 = any" },
+	{ "after_pkts", 0, 0, 100000000, 1, 1000, "packets", SCOPE_HOST },
+	{ "drop_pkts", 1, 0, 100000, 1, 10, "packets", SCOPE_HOST },
+	{ "port", 2, 0, 65535, 1, 0, "source or destination port, 0 = any", SCOPE_HOST },
 };
 static const char *const drop_counters[] = { "data_pkts", "dropped" };
 
 static const struct param_desc cap_params[] = {
-	{ "cwnd_cap_pkts", 0, 1, 100000, 1, 10000, "packets" },  /* a measuring tool: no paper default */
+	{ "cwnd_cap_pkts", 0, 1, 100000, 1, 10000, "packets", SCOPE_NETNS }, /* a measuring tool: no paper default */
 };
 static const char *const cap_counters[] = { "flows", "capped_acks" };
 

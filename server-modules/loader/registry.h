@@ -12,6 +12,12 @@ enum module_kind {
 };
 
 /* One u32 field of the module's `conf` array entry (index = field position). */
+/* Where a parameter's value lives: SCOPE_NETNS, each network namespace (a lab instance) has its own (every
+ * congestion control's conf, keyed by netns cookie); SCOPE_HOST, one value for the whole host, it cannot be set
+ * per namespace (a tc program's: one attachment per host). `list` reports it as param_scopes, and cellab's
+ * dispatcher never runs two runs that disagree on a SCOPE_HOST parameter on one host at once. */
+enum param_scope_kind { SCOPE_NETNS, SCOPE_HOST };
+
 struct param_desc {
 	const char *name;
 	unsigned field;
@@ -19,6 +25,7 @@ struct param_desc {
 	double scale;       /* stored = value * scale */
 	double dflt;        /* in the user's unit */
 	const char *unit;
+	enum param_scope_kind scope;
 };
 
 struct module_desc {

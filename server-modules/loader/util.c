@@ -137,13 +137,12 @@ int read_host_conf(const struct ctx *c, const struct module_desc *m, uint32_t va
 	return err;
 }
 
-/* "netns": every flow reads it from its own namespace's entry (every congestion control's parameter);
- * "host": one value for the whole host (the tc programs: one attachment per host, its conf is that
- * attachment's). */
+/* As the registry declares it (registry.h): "netns", every flow reads it from its own namespace's entry;
+ * "host", one value for the whole host. Only a congestion control has per-namespace entries, so a tc
+ * program's parameter is host-scoped whatever its declaration says. */
 const char *param_scope(const struct module_desc *m, const struct param_desc *p)
 {
-	(void)p;
-	return m->kind == KIND_CC ? "netns" : "host";
+	return m->kind == KIND_CC && p->scope == SCOPE_NETNS ? "netns" : "host";
 }
 
 /* A JSON string of a name we stored (namespace names are checked on the way in; this is belt and braces). */
