@@ -28,9 +28,10 @@ GRID = fidelity.Grid(n_prb=(25,), sr_period_ms=(20,), download_ccs=("cubic",), d
 CAPABILITIES = ({"n_prb", "sr_period_ms", "rlc_queue", "core_delay_ms", "clock_file"}, 1, 30.0)
 
 
-def write_clock(path: Path, t0_s: float, n: int, step_ms: float = 2.0) -> Path:
+def write_clock(path: Path, t0_s: float, n: int, step_ms: float = 2.0, first_tti: int | None = None) -> Path:
     times = (t0_s * 1e9 + np.arange(n) * step_ms * 1e6).astype("<i8")
-    path.write_bytes(json.dumps(HEADER).encode() + b"\n" + times.tobytes())
+    header = HEADER if first_tti is None else HEADER | {"first_tti": first_tti}
+    path.write_bytes(json.dumps(header).encode() + b"\n" + times.tobytes())
     return path
 
 
@@ -157,8 +158,11 @@ def test_the_cells_ttis_are_put_on_its_own_clock_when_it_ran_on_a_recorded_one(t
     from cellab.results.cell_time import cell_clock
 
     mark = {"tti": 0.0, "t_s": 1000.0}
-    own = write_clock(tmp_path / "stack-clock-dl.bin", 1000.0, 100)  # the cell ran a TTI every 2 ms
+    own = write_clock(tmp_path / "stack-clock-dl.bin", 1000.0, 100, first_tti=0)  # the cell ran a TTI every 2 ms
     assert cell_clock(mark, own)([0, 10, 99]) == pytest.approx([1000.0, 1000.02, 1000.198])
+    # a later segment of a capped clock (--log-max-bytes): its first record is the cell's TTI 100
+    segment = write_clock(tmp_path / "segment.bin", 1000.0, 100, first_tti=100)
+    assert cell_clock(mark, segment)([100, 110, 199]) == pytest.approx([1000.0, 1000.02, 1000.198])
     assert cell_clock(mark, None)([0, 10]) == pytest.approx([1000.0, 1000.01])  # no clock: a TTI per ms
     assert cell_clock(mark, tmp_path / "none.bin")(10) == pytest.approx(1000.01)
     (tmp_path / "bad.bin").write_bytes(b"x")
