@@ -46,7 +46,8 @@ def test_a_run_that_kept_losing_real_time_is_invalid_and_one_that_recovered_is_o
         return {"throughput_bps": 1.0}, {}
 
     monkeypatch.setattr(runstep, "_attempt", attempt)
-    session = SimpleNamespace(lab=_StallingLab(stalls=5), lab_name="wired", ensure_agents=lambda: [])
+    session = SimpleNamespace(lab=_StallingLab(stalls=5), lab_name="wired", ensure_agents=lambda: [],
+                              lost_agents=lambda: [])
     record = execute_run(session, campaign, runs[0], tmp_path / "r1", tmp_path, log=lambda _: None)
     assert record.status == "invalid" and record.attempts == 2 and "300 of 4000 TTIs late" in record.error
     calls["n"], session.lab.stalls = 0, 1

@@ -5,18 +5,23 @@ and restored; the state after the run from the agents (srsenb, the core, each UE
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
+from cellab.bus.keys import generate_keypair
 from cellab.contracts.enb import RadioOverrides
 from cellab.errors import CellabError
 from cellab.faults.spec import FaultStep
 from cellab.inventory.lab import InventoryLab
 from cellab.inventory.model import load_inventory
 from cellab.testkit.helpers import write_lab
+
+RAN_EXAMPLES = Path(__file__).resolve().parents[2] / "ran-config" / "examples"
 
 CORE_STATUS = {"flavour": "srsepc", "run_dir": "r", "daemons": [], "ok": True}
 REPLIES = {
@@ -52,9 +57,10 @@ class Recorder:
 @pytest.fixture
 def lab(tmp_path) -> tuple[InventoryLab, Recorder]:
     data = yaml.safe_load(write_lab(tmp_path, enb=True, ues=2).read_text())
-    (tmp_path / "enb.yaml").write_text("name: e\n")  # read only when configure is sent
+    shutil.copyfile(RAN_EXAMPLES / "zmq-25prb.yaml", tmp_path / "enb.yaml")  # its radio is the device's rf: zmq
     data["devices"]["enb"][0]["profile"] = "enb.yaml"
-    data["agents"].append({"name": "core1", "role": "core", "host": "edge", "public_key": "keys/server1.key"})
+    generate_keypair(tmp_path / "keys", "core1")  # an agent's own key pair: two agents never share one
+    data["agents"].append({"name": "core1", "role": "core", "host": "edge", "public_key": "keys/core1.key"})
     data["devices"]["core"] = [{"name": "epc", "flavour": "srsepc", "agent": "core1"}]
     (tmp_path / "lab.yaml").write_text(yaml.safe_dump(data))
     recorder = Recorder()

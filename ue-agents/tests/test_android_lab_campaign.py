@@ -49,5 +49,8 @@ def test_sr_validation_on_virtual_phones_names_the_configured_period(require_roo
         assert metrics["sr_estimate_ms"] == period, (period, metrics.get("sr_estimate_ms"))
         assert manifest["agents"]["ue0"]["role"] == "ue"
         # the phone agent's signal log, published as telemetry and recorded on the controller's clock
-        signal = (folder / "runs" / run_id / "telemetry" / "ue0.jsonl").read_text().splitlines()
-        assert signal and all("rsrp_dbm" in json.loads(line) for line in signal)
+        # (beside other topics the agent publishes: its UE's state, RTT)
+        telemetry = folder / "runs" / run_id / "telemetry" / "ue0.jsonl"
+        lines = [json.loads(line) for line in telemetry.read_text().splitlines()]
+        signal = [sample for sample in lines if sample.get("topic") == "signal"]
+        assert signal and all("rsrp_dbm" in sample for sample in signal)
