@@ -17,7 +17,9 @@ from cellab.results.cluster_events import read_events
 from cellab.run.runner import Runner
 from cellab.tests.test_cluster_benches import WORKLOAD, benches  # noqa: F401 - the two benches' fixture
 
-pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
+# wired labs, no module: beside other tests (conftest.py); a minute of two benches, so in `make bench
+# BENCH=extended` (test_cluster_quarantine.py covers the same rules in `make test` with stand-in benches)
+pytestmark = [pytest.mark.shares_cpu, pytest.mark.extended]
 
 
 def _agent_pid(folder: Path, name: str) -> int:

@@ -176,7 +176,9 @@ def test_the_host_doctor_stops_the_adb_server_it_started_and_leaves_a_running_on
         fake.wait(15)
 
 
-@pytest.mark.parametrize("family", ["minicircuits", "adaura", "virtual"])
+# one family in `make test`, the other two in `make bench BENCH=extended` (each a whole rehearsal: ~10 s)
+@pytest.mark.parametrize("family", ["minicircuits", pytest.param("adaura", marks=pytest.mark.extended),
+                                    pytest.param("virtual", marks=pytest.mark.extended)])
 def test_every_family_of_box_is_go_without_fix_and_a_killed_agent_restarts(require_root, tmp_path, family):
     root = tmp_path / "rehearse"
     rehearsal = up(root, family, "--phones", "0", "--virtual-ues", "2", "--atten-family", family)
