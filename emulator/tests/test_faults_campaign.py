@@ -60,7 +60,9 @@ def test_faults_as_a_factor_recover_on_the_runs_timeline(require_root, netns_pre
     assert abs((fault["end_s"] - fault["start_s"]) - (back - lost) / 1000) < 0.002
     assert 0.149 <= fault["reattach_after_end_s"] <= 0.161, fault
     assert fault["reattach_by"] == "reest"
-    assert fault["rlf_s"] - fault["start_s"] >= 0.2 - 1e-6, fault  # T310 can start in the outage's own TTI
+    # T310 can start in the outage's own TTI; 200 TTIs on the cell's clock are 200 ms of wall to within the TTIs'
+    # own timing (a clean-clone CI run: 0.199995 s), so a microsecond bound was too tight
+    assert fault["rlf_s"] - fault["start_s"] >= 0.2 - 1e-4, fault
     # throughput came back after the re-attach, and the stall covers at least the outage and the procedure
     assert fault["throughput_back_s"] is not None and fault["throughput_back_s"] >= fault["reattach_s"] - 0.1
     assert fault["longest_stall_s"] >= fault["reattach_s"] - fault["start_s"] - 0.05
