@@ -115,7 +115,7 @@ def _check_module_params(errors: list[InputError], source: str | Path, assigned:
     server agent's own loader checks them again before the first run: its host may have another build)."""
     if not assigned:
         return
-    known = _local_modules()
+    known = local_modules()
     if known is None:
         return
     for field, value in assigned:
@@ -129,7 +129,7 @@ def _check_module_params(errors: list[InputError], source: str | Path, assigned:
                     errors.append(exc)
 
 
-def _local_modules() -> dict[str, ModuleInfo] | None:
+def local_modules() -> dict[str, ModuleInfo] | None:
     """module -> its parameters' ranges and steps as `cellab-modules list` reports them (the server contract's
     listing), or None when this host has no loader or it cannot answer here."""
     try:

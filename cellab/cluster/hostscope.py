@@ -24,9 +24,9 @@ DEFAULT = "default"  # a run that uses a module without naming the parameter: th
 
 def module_listing() -> dict[str, ModuleInfo] | None:
     """The catalog as this host's loader reports it (None without a loader)."""
-    from cellab.campaign.checks import _local_modules  # the campaign checks' one call of `cellab-modules list`
+    from cellab.campaign.checks import local_modules  # the campaign checks' one call of `cellab-modules list`
 
-    return _local_modules()
+    return local_modules()
 
 
 def modules_used(params: dict[str, Any]) -> set[str]:

@@ -228,6 +228,9 @@ class InventoryLab(InventoryFaults):
     def timing_faults(self) -> dict[str, Any]:
         return {}
 
+    def stack_clock_excused(self) -> list[tuple[float, float, str]]:
+        return []  # no stack clock of its own to excuse stalls on (EmbeddedLab.stack_clock_excused)
+
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The SR configuration the eNB signalled (RRC), once a UE attached."""
         if self.enb is None:

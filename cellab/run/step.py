@@ -257,7 +257,7 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     truth = session.lab.ground_truth(run.params)  # after the workload: the UEs attached, the eNB signalled
     shared |= session.lab.collect(run_dir)
     timing = timing | run_clock_timing(session.lab, run_dir, t0, t_end, campaign.retry.max_stack_gap_ms,
-                                       getattr(session.lab, "stack_clock_excused", list)())
+                                       session.lab.stack_clock_excused())
     sr_true_ms = truth["sr_period_ms"] if truth else run.params.get("sr_period_ms")
     stack_clock = _run_clock(session, run_dir) if workload.sr_probes else None  # the SR estimate is read on it
     ue_metrics = {}
