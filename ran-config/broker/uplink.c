@@ -169,6 +169,7 @@ void *uplink(void *arg)
         add_uplinks(sum, need);
         for (int i = 0; i < B.n_ues; i++)
             take_uplink(&B.ue[i], need);
+        clock_passed(&clock_ul, need / SAMPLE_BYTES); /* as srsenb's rx is handed it (see the downlink's) */
         /* the reply: to the peer that asked (gone: ZMQ drops it) */
         if (zmq_msg_send(&peer, B.enb_rx_router, ZMQ_SNDMORE) < 0 || zmq_send(B.enb_rx_router, "", 0, ZMQ_SNDMORE) < 0 ||
             zmq_send(B.enb_rx_router, sum, need, 0) < 0)
@@ -176,7 +177,6 @@ void *uplink(void *arg)
         zmq_msg_close(&peer);
         ul_bytes += need;
         ul_blocks++;
-        clock_passed(&clock_ul, need / SAMPLE_BYTES); /* srsenb's rx has it */
     }
     return NULL;
 }

@@ -241,6 +241,9 @@ static void *downlink(void *arg)
         }
         if (from_enb && len > 0)
             silent_len = len;
+        /* counted as it is handed to the UEs (a send to a waiting REQ does not block): a UE that has the block
+         * finds its TTIs counted, so a clock started after it never counts them again */
+        clock_passed(&clock_dl, len / SAMPLE_BYTES); /* silence too: it is the UEs' time */
         for (int i = 0; i < B.n_ues; i++) {
             const void *out = samples;
             float amplitude = B.ue[i].dl_amplitude; /* one value for the whole block */
@@ -254,7 +257,6 @@ static void *downlink(void *arg)
         }
         zmq_msg_close(&block);
         dl_samples += len / SAMPLE_BYTES;
-        clock_passed(&clock_dl, len / SAMPLE_BYTES); /* every UE has it: the UEs' time (silence too) */
         if (from_enb) {
             dl_bytes += len;
             dl_blocks++;

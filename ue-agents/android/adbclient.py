@@ -117,7 +117,13 @@ class Adb:
             return False
 
     def _raise_if_gone(self, serial: str, stderr: str) -> None:
-        if _GONE.search(stderr) or not self.present(serial):
+        if _GONE.search(stderr):
+            raise PhoneGone(f"phone {serial}: disconnected (adb: {stderr.strip()[-200:]})")
+        try:  # a command that failed on a listed phone is the command's own failure, not a lost phone
+            listed = any(e.serial == serial and e.state == "device" for e in self.devices(timeout_s=15))
+        except PhoneError:
+            return  # a busy adb server that did not list in time says nothing about the phone (a loaded CI host)
+        if not listed:
             raise PhoneGone(f"phone {serial}: disconnected (adb: {stderr.strip()[-200:] or 'connection lost'})")
 
     @staticmethod
