@@ -145,6 +145,8 @@ class Slot:
         try:
             record: RunRecord = execute_run(self.session, campaign, run, run_dir, campaign_dir, where,
                                             log=lambda text: print(text, flush=True))
+            # counted on the run's own status, before shipping: a folder over the per-run limit fails the run
+            # in `shipped`, and that is the run's size, not the bench's fault (never counted toward quarantine)
             self.failures_in_a_row = failures_after(self.failures_in_a_row, record.status)
             if bench and self.failures_in_a_row >= RETIRE_AFTER:
                 record.error = f"{record.error}; {self.retire(f'{RETIRE_AFTER} runs in a row failed')}"

@@ -1,7 +1,7 @@
 """Quarantine retires only what a bench can be blamed for: a bench worker leaves the pool after a failed health
 check or two failed runs in a row; an embedded slot (`--slots`, wired/virtual) never does; invalid runs (the host
-lost real time) and aborted ones never count. The controller records the retirement in the campaign folder and
-the report shows it in its own section. No lab: the slot's lab session and run step are stand-ins."""
+lost real time), aborted ones and runs whose folder is over the per-run limit (the run's own size) never count.
+The controller records the retirement in the campaign folder and the report shows it in its own section. No lab: the slot's lab session and run step are stand-ins."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import pytest
 from distributed import Reschedule
 
-from cellab.cluster import dispatch, worker
+from cellab.cluster import dispatch, outbox, worker
 from cellab.errors import CellabError
 from cellab.report.cluster import cluster_section
 from cellab.results.cluster_events import EVENTS_FILE, read_events
@@ -100,6 +100,28 @@ def test_invalid_and_aborted_runs_never_count_against_a_bench(slot, bench_lab):
     statuses += ["invalid", "invalid", "aborted", "invalid", "failed", "invalid", "ok"]
     outcomes = [made.submit(_job(bench_lab, i)) for i in range(7)]
     assert all(_retired(r) is None for r in outcomes)
+
+
+def test_a_run_folder_over_the_limit_fails_its_run_and_never_counts_against_a_bench(slot, bench_lab, monkeypatch):
+    made, fake, statuses = slot
+    monkeypatch.setenv(outbox.LIMIT_ENV, "1")
+    ran = step.execute_run
+
+    def oversized(_session, _campaign, run, run_dir, *args, **kw):
+        record = ran(_session, _campaign, run, run_dir, *args, **kw)
+        (run_dir / "capture.pcap").write_bytes(b"\0" * (2 << 20))  # the run's own capture: 2 MiB over 1 MiB
+        return record
+
+    monkeypatch.setattr(step, "execute_run", oversized)
+    statuses += ["failed", "ok", "ok", "ok"]  # a bench's own failure, then three runs too large to send
+    outcomes = [made.submit(_job(bench_lab, i)) for i in range(4)]
+    assert [r["record"]["status"] for r in outcomes] == ["failed"] * 4
+    assert all("more than the limit of 1 MiB per run" in r["record"]["error"] for r in outcomes[1:])
+    assert all(_retired(r) is None for r in outcomes) and made.retired is None
+    statuses += ["failed"]  # the bench's own failure after them is its first in a row, not its fourth
+    assert _retired(made.submit(_job(bench_lab, 4))) is None
+    statuses += ["failed"]
+    assert _retired(made.submit(_job(bench_lab, 5)))["reason"] == "2 runs in a row failed"
 
 
 def test_an_embedded_slot_is_never_retired(slot, monkeypatch):
