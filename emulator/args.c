@@ -75,6 +75,7 @@ static void usage(void)
           "  --fading-coherence-ms X   --trace FILE   --trace-up FILE   --unlimited   --realtime   --cpus-awake   --plain-copy   --ctl EP   --pub EP\n"
           "  --tti-log FILE   --pid-file FILE   --duration-s X   --clock FILE   --clock-out FILE\n"
           "  --log-max-bytes N (the TTI log and --clock-out, each with its older segment FILE.1, within N; 0 = no cap)\n"
+          "  --stdout-log FILE (the file stdout is: its events, kept within --log-max-bytes the same way)\n"
           "  --rlf   --t310-ms N   --n310 N   --n311 N   --t311-ms N   --rlf-release-ms N   --reest-ms N   --connect-ms N\n",
           stderr);
 }
@@ -99,7 +100,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         {"fading-db", 1, 0, 'f'}, {"fading-coherence-ms", 1, 0, 'F'}, {"trace", 1, 0, 't'}, {"trace-up", 1, 0, 'y'},
         {"unlimited", 0, 0, 'L'}, {"realtime", 0, 0, 'R'}, {"cpus-awake", 0, 0, 'K'}, {"plain-copy", 0, 0, 'X'}, {"ctl", 1, 0, 'C'}, {"pub", 1, 0, 'p'},
         {"tti-log", 1, 0, 'l'}, {"pid-file", 1, 0, 'I'}, {"duration-s", 1, 0, 'D'}, {"help", 0, 0, 'H'},
-        {"clock", 1, 0, 1010}, {"clock-out", 1, 0, 1011}, {"log-max-bytes", 1, 0, 1012},
+        {"clock", 1, 0, 1010}, {"clock-out", 1, 0, 1011}, {"log-max-bytes", 1, 0, 1012}, {"stdout-log", 1, 0, 1013},
         {"rlf", 0, 0, 'W'}, {"t310-ms", 1, 0, 1000}, {"n310", 1, 0, 1001}, {"n311", 1, 0, 1002},
         {"t311-ms", 1, 0, 1003}, {"rlf-release-ms", 1, 0, 1004}, {"reest-ms", 1, 0, 1005}, {"connect-ms", 1, 0, 1006},
         {0, 0, 0, 0}};
@@ -201,6 +202,7 @@ void parse_args(struct cell *c, int argc, char **argv)
         case 1012: /* 0: no cap; else room for two segments of a header and a 16-UE TTI */
             p->log_max_bytes = strcmp(optarg, "0") ? (uint64_t)parse_long("log-max-bytes", optarg, 65536, 1L << 50) : 0;
             break;
+        case 1013: p->stdout_log_path = optarg; break;
         case 'H': usage(); exit(0);
         default: usage(); exit(2);
         }

@@ -142,6 +142,7 @@ struct cell_params {
     const char *trace_path, *trace_up_path, *ctl_ep, *pub_ep, *tti_log_path, *pid_path;
     const char *clock_path, *clock_out_path; /* --clock: a recorded stack clock; --clock-out: the cell's own */
     uint64_t log_max_bytes; /* --log-max-bytes: each log and its older segment together at most this; 0 = no cap */
+    const char *stdout_log_path; /* --stdout-log: the file stdout is (its events), kept within log_max_bytes too */
     char srv_netns[64], srv_tun[32];
 };
 
@@ -283,6 +284,7 @@ json_t *clock_json(const struct cell *c);
 FILE *log_create(const char *path, size_t buffer_bytes); /* O_NOFOLLOW; NULL on failure (errno) */
 int log_full(uint64_t max_bytes, uint64_t written_bytes, size_t more_bytes);
 FILE *log_rotate(FILE *f, const char *path, size_t buffer_bytes); /* PATH -> PATH.1, a new PATH; NULL: stopped */
+void stdout_log_room(const struct cell *c, size_t more_bytes); /* --stdout-log rotated before a line that passes N/2 */
 
 /* tti.c: one TTI of the model */
 void run_tti(struct cell *c, uint64_t t);

@@ -1,7 +1,7 @@
 """The cell's capped logs joined back into one file (emulator/logcap.c): a log capped at N bytes is PATH (the
-current segment) and PATH.1 (the one before), each at most N/2 bytes with its own header. A run's collect joins
-them so that its window is whole when it fits in the bound: the TTI log's records name their TTI, a clock
-segment's header its first record (`first_tti`).
+current segment) and PATH.1 (the one before), each at most N/2 bytes (with its own header, but cell.log's lines).
+A run's collect joins them so that its window is whole when it fits in the bound: the TTI log's records name
+their TTI, a clock segment's header its first record (`first_tti`), cell.log rotates between whole lines.
 
 Current first, then the older: a rotation in between shows as the same file twice (one inode), and the newer
 copy is kept alone; two segments that do not follow each other are never joined either."""
@@ -20,7 +20,7 @@ from cellab.envvars import env_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-#: each log of a virtual cell (TTI log, own clock), its older segment included, stays within this many bytes
+#: each log of a virtual cell (TTI log, own clock, cell.log), its older segment included, stays within this many bytes
 DEFAULT_LOG_MAX_BYTES = 256 << 20
 LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"
 MIN_LOG_MAX_BYTES = 65536  # the cell's own floor (args.c): two segments of a header and a 16-UE TTI
@@ -94,3 +94,9 @@ def join_clock(path: Path, dst: Path) -> None:
         dst.write_bytes(head + old[1] + new[1])
         return
     shutil.copyfile(path, dst)
+
+
+def join_text_log(path: Path, dst: Path) -> None:
+    """cell.log's two segments as one file at dst: the older's lines, then the current's (whole lines each)."""
+    current, before = _read_pair(path)
+    dst.write_bytes((before or b"") + current)

@@ -12,9 +12,11 @@
 #include "cell.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void cell_event(struct cell *c, const char *event, int ue, const char *extra_json)
 {
+    stdout_log_room(c, 160 + (extra_json ? strlen(extra_json) : 0));
     printf("{\"event\": \"%s\", \"tti\": %llu, \"mono_ns\": %llu", event, (unsigned long long)c->tti,
            (unsigned long long)now_ns());
     if (ue >= 0)

@@ -28,7 +28,7 @@ from cellab.labs.proc import die_with_parent
 from cellab.paths import find_program
 
 from .hostpause import HostFreezer
-from .logsegments import join_clock, join_tti_log, log_max_bytes, older
+from .logsegments import join_clock, join_text_log, join_tti_log, log_max_bytes, older
 from .params import MAX_UES, CellParams, validate_params
 from .vlab_provenance import VirtualLabProvenance
 
@@ -85,7 +85,7 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
                                  [values["n_ues"]])
             values["n_ues"] = ues
         self.params = validate_params(values)
-        self.log_max_bytes = log_max_bytes()  # the cell's TTI log and own clock, each with its older segment
+        self.log_max_bytes = log_max_bytes()  # the cell's TTI log, own clock and cell.log, each with its older segment
         self.state_dir = STATE_ROOT / self.prefix
         self.host_freezer = HostFreezer(self.prefix, self.state_dir)
 
@@ -290,7 +290,7 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
             out["cell_tti_log"] = dst
         if self.cell_log.exists():
             dst = run_dir / "cell.log"
-            shutil.copyfile(self.cell_log, dst)
+            join_text_log(self.cell_log, dst)
             out["cell_log"] = dst
         if self.cell_clock.exists():  # flushed by the stats request above
             dst = run_dir / CLOCK_FILE
@@ -341,7 +341,7 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
         return pid if b"cellab-cell" in cmdline else None  # a recycled pid is not ours
 
     def _start_cell(self, program: Path) -> None:
-        for log in (self.tti_log, self.cell_clock):  # an earlier cell's older segments are not this one's
+        for log in (self.tti_log, self.cell_clock, self.cell_log):  # an earlier cell's older segments: not this one's
             older(log).unlink(missing_ok=True)
         argv = [str(program), "--srv", f"{self.srv_ns}:{TUN_NAME}"]
         for i in range(self.params.n_ues):
@@ -349,7 +349,7 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
         argv += self.params.argv()
         argv += ["--ctl", self.ctl_endpoint, "--pub", self.pub_endpoint, "--tti-log", str(self.tti_log),
                  "--pid-file", str(self.pid_file), "--clock-out", str(self.cell_clock),
-                 "--log-max-bytes", str(self.log_max_bytes)]
+                 "--log-max-bytes", str(self.log_max_bytes), "--stdout-log", str(self.cell_log)]
         with open(self.cell_log, "wb") as log:
             # `cellab vlab up`: the cell keeps the instance's lease after the command has exited; a campaign's
             # cell dies with the session that started it (a killed worker leaves no cell running)

@@ -65,3 +65,25 @@ def test_a_bound_too_small_for_a_segment_is_refused(monkeypatch):
             log_max_bytes()
     monkeypatch.setenv(LOG_MAX_ENV, "0")
     assert log_max_bytes() == 0  # no bound, on request
+
+
+def test_cell_log_stays_within_its_bound_and_a_collect_gets_its_latest_events_whole(vlab, monkeypatch, tmp_path):
+    monkeypatch.setenv(LOG_MAX_ENV, str(BOUND_BYTES))
+    lab = vlab(ues=1, rlf=True)  # with the RLF model every attenuation set is an event on the cell's stdout
+    largest, sets = 0, 1500  # about 70 bytes an event: some 4.5 segments of 32 KiB
+    with lab.control() as ctl:
+        for i in range(sets):
+            ctl.set_attenuation(0, i / 100)
+            if i % 50 == 0:
+                largest = max(largest, _size(lab.cell_log))
+    largest = max(largest, _size(lab.cell_log))
+    print(f"cell.log: largest on disk {largest} B after {sets} events (bound {BOUND_BYTES} B)")
+    assert BOUND_BYTES // 2 < largest <= BOUND_BYTES and older(lab.cell_log).exists()
+
+    from cellab.faults.recovery import read_cell_events
+
+    arts = lab.collect(tmp_path)
+    events = read_cell_events(arts["cell_log"])
+    values = [round(e["attenuation_db"] * 100) for e in events if e["event"] == "attenuation"]
+    assert values[-1] == sets - 1 and values == list(range(values[0], sets))  # the latest, none lost between segments
+    assert len(values) * 70 >= BOUND_BYTES // 2 and values[0] > 0  # at least a segment's worth; the oldest dropped
