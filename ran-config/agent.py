@@ -5,7 +5,8 @@ Artifacts (in artifact_dir): config/{enb,rr,sib,rb}.conf, config/<report json>, 
 enb_metrics.jsonl (one UeMetrics per line), sr_ground_truth.jsonl, sr_occasions.jsonl (the eNB's own SR
 receptions: every SR occasion srsenb's PHY decoded, {t_s, tti, rnti, sr}, read from its log at PHY info level),
 s1_events.jsonl (srsenb's S1-MME lost and set up again, {event, t_s}, from its log at S1AP info level:
-cellab.ran.s1_events).
+cellab.ran.s1_events). Each within the lab's bound ($CELLAB_LAB_LOG_MAX_BYTES, cellab.ran.logbound): the JSON
+lines files with their older half NAME.1, srsenb's log split and pruned as it is read.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from cellab.contracts.enb import (
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError
 from cellab.ran.enb_provenance import EnbProvenance
+from cellab.ran.logbound import append_bounded, file_max_size_kib, log_max_bytes, remove_all
 from cellab.ran.profile import EnbProfile, apply_overrides, parse_profile
 from cellab.ran.render import render_texts
 from cellab.ran.s1_events import S1AP_LOG_LEVEL
@@ -49,6 +51,7 @@ from cellab.ran.srsenb_proc import (
     kernel_has_sctp,
     sctp_shim_for,
     sr_log_level_of,
+    with_log_file_max_kib,
     with_log_level,
     with_sr_log_level,
 )
@@ -80,6 +83,7 @@ class EnbAgent(EnbProvenance, Agent):
         # the PHY log level that shows each SR reception (info or debug; warning and above hide them)
         self.sr_log_level = check_sr_log_level(sr_log_level, f"enb agent {self.name}")
         self.srsenb_bin, self.netns, self.report_poll_s = srsenb_bin, netns, report_poll_s
+        self.log_max_bytes = log_max_bytes()  # srsenb's log: split at half, read and pruned by PhyLogTail
         self.config_dir = self.artifact_dir / "config"
         self._lock = threading.RLock()  # srsenb's lifecycle
         self._data_lock = threading.Lock()  # metrics and ground truth (the report thread writes them)
@@ -111,6 +115,7 @@ class EnbAgent(EnbProvenance, Agent):
         texts = render_texts(profile, params.profile_name)
         texts["enb.conf"] = with_log_level(with_sr_log_level(texts["enb.conf"], self.sr_log_level), "s1ap_level",
                                            S1AP_LOG_LEVEL)  # S1 lost and set up again: s1_events.jsonl
+        texts["enb.conf"] = with_log_file_max_kib(texts["enb.conf"], file_max_size_kib(self.log_max_bytes))
         try:
             sr_log_level_of(texts["enb.conf"], f"{params.profile_name}: enb.conf")
         except CellabError as exc:
@@ -241,11 +246,11 @@ class EnbAgent(EnbProvenance, Agent):
         report_path = self.config_dir / self._profile.report.json_filename
         report_path.unlink(missing_ok=True)  # a new srsenb starts a new report
         phy_log = self.config_dir / self._profile.log.filename
-        phy_log.unlink(missing_ok=True)  # and a new log: its SR occasions are read from the start
+        remove_all(phy_log)  # and a new log (every segment): its SR occasions are read from the start
         with self._data_lock:
             self._ground_truth, self._last_metrics = None, {}
         proc = SrsenbProcess(binary, self.config_dir, self.artifact_dir / "srsenb_console.log",
-                             preload=sctp_shim_for(binary), netns=self.netns)
+                             preload=sctp_shim_for(binary), netns=self.netns, console_max_bytes=self.log_max_bytes)
         self._proc = proc
         self._restarts += 1
         proc.start()
@@ -255,7 +260,7 @@ class EnbAgent(EnbProvenance, Agent):
         except SrsenbError as exc:
             proc.stop(grace_s=2)
             raise OperationFailed(str(exc)) from None
-        self._tail = ReportTail(report_path)
+        self._tail = ReportTail(report_path, self.log_max_bytes // 2)
         self._phy_tail = PhyLogTail(phy_log)
         self._tail_stop.clear()
         self._tail_thread = threading.Thread(target=self._follow_report, name="enb-report", daemon=True)
@@ -312,6 +317,6 @@ class EnbAgent(EnbProvenance, Agent):
         self._append("s1_events.jsonl", [json.dumps(e) for e in tail.take_s1_events()])
 
     def _append(self, name: str, lines: list[str]) -> None:
+        """Lines appended to one of the agent's files, kept within the lab's bound with its older half NAME.1."""
         if lines:
-            with open(self.artifact_dir / name, "a") as out:
-                out.write("".join(line + "\n" for line in lines))
+            append_bounded(self.artifact_dir / name, "".join(line + "\n" for line in lines), self.log_max_bytes)

@@ -19,6 +19,7 @@ from typing import Any
 from cellab.contracts.enb import SrGroundTruth, UeMetrics
 from cellab.sr_config import sr_from_index
 
+from .logbound import SegmentTail, free_read_part
 from .s1_events import parse_s1_line
 
 # a truncated or corrupt object is waited for until this much text is pending, then skipped
@@ -36,11 +37,13 @@ def _bytes_from(path: Path, offset: int) -> bytes:
 
 
 class ReportTail:
-    """New objects appended to the report since the last call (the file may not exist yet)."""
+    """New objects appended to the report since the last call (the file may not exist yet). With keep_bytes
+    (the eNB agent's: half the lab's bound) what was read more than keep_bytes ago is freed on disk (srsRAN
+    gives the report no split: logbound.free_read_part), so the file holds at most that and what is unread."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._offset = 0
+    def __init__(self, path: Path, keep_bytes: int = 0):
+        self.path, self.keep_bytes = path, keep_bytes
+        self._offset, self._freed = 0, 0
         self._text = ""
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._json = json.JSONDecoder()
@@ -49,6 +52,9 @@ class ReportTail:
         data = _bytes_from(self.path, self._offset)
         self._offset += len(data)
         self._text += self._utf8.decode(data)
+        if self.keep_bytes and self._offset - self._freed > 2 * self.keep_bytes:
+            if free_read_part(self.path, self._offset - self.keep_bytes):
+                self._freed = self._offset - self.keep_bytes
         return list(self._drain())
 
     def _drain(self) -> Iterator[dict]:
@@ -174,15 +180,15 @@ def parse_pucch_line(line: str) -> SrOccasion | None:
 
 class PhyLogTail:
     """The SR occasions srsenb's log gained since the last call (the file may not exist yet), and its S1 events
-    on the way (`s1_events`: those read and not yet taken, cellab.ran.s1_events)."""
+    on the way (`s1_events`: those read and not yet taken, cellab.ran.s1_events). The log is split within the
+    lab's bound: read across its segments, each removed once read and older than the newest two (logbound)."""
 
     def __init__(self, path: Path):
-        self.path, self._offset, self._partial = path, 0, b""
+        self.path, self._source, self._partial = path, SegmentTail(path), b""
         self.s1_events: list[dict[str, Any]] = []
 
     def read_new(self) -> list[SrOccasion]:
-        data = _bytes_from(self.path, self._offset)
-        self._offset += len(data)
+        data = self._source.read_new()
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
         out = []

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from cellab.errors import CellabError, InputError
 
+from .logbound import older
+
 READY_LINE = "==== eNodeB started ==="
 # srsenb's console lines that say why it stops on a bad config or a failed start
 _ERROR_RE = re.compile(r"^(error|invalid|failed|couldn't|cannot|could not|\[\d+\]\[.*\] parser error)", re.I)
@@ -60,8 +62,10 @@ def sctp_shim_for(binary: Path) -> Path | None:
 
 class SrsenbProcess:
     def __init__(self, binary: Path, config_dir: Path, console_path: Path, *, preload: Path | None = None,
-                 netns: str | None = None):
+                 netns: str | None = None, console_max_bytes: int = 0):
+        """console_max_bytes: the console file with its older half (NAME.1) within this (0: no bound)."""
         self.binary, self.config_dir, self.console_path = binary, config_dir, console_path
+        self.console_max_bytes = console_max_bytes
         self.preload, self.netns = preload, netns
         self.proc: subprocess.Popen[bytes] | None = None
         self.ready = threading.Event()
@@ -89,8 +93,13 @@ class SrsenbProcess:
 
     def _read_console(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        with open(self.console_path, "ab") as log:
+        log = open(self.console_path, "ab")
+        try:
             for raw in iter(self.proc.stdout.readline, b""):
+                if self.console_max_bytes and log.tell() + len(raw) > self.console_max_bytes // 2:
+                    log.close()  # as the agent's other files (logbound.append_bounded): NAME.1, then a new NAME
+                    self.console_path.replace(older(self.console_path))
+                    log = open(self.console_path, "ab")
                 log.write(raw)
                 log.flush()
                 line = raw.decode(errors="replace").strip()
@@ -99,6 +108,8 @@ class SrsenbProcess:
                 elif _ERROR_RE.match(line) and "Attempting reconnection" not in line:
                     with self._lines_lock:
                         self.error_lines.append(line)
+        finally:
+            log.close()
         self.proc.wait()
         self.exited.set()
 
@@ -216,12 +227,23 @@ def with_log_level(enb_conf: str, key: str, level: str) -> str:
     """enb.conf with one layer's level in [log] (`key`: phy_level, s1ap_level, ...) set to `level`."""
     if not re.fullmatch(r"[a-z0-9]+_level", key) or level not in ("debug", "info", "warning", "error", "none"):
         raise ValueError(f"[log] {key} = {level}: not a srsenb log level setting")
+    return _with_log_setting(enb_conf, key, level)
+
+
+def with_log_file_max_kib(enb_conf: str, kib: int) -> str:
+    """enb.conf with srsenb's log split in files of `kib` KiB (-1: one file; cellab.ran.logbound)."""
+    if isinstance(kib, bool) or not isinstance(kib, int) or not (kib == -1 or 4 <= kib < 1 << 31):
+        raise ValueError(f"[log] file_max_size = {kib!r}: not a size in KiB (-1, or 4 and more)")
+    return _with_log_setting(enb_conf, "file_max_size", str(kib))
+
+
+def _with_log_setting(enb_conf: str, key: str, value: str) -> str:
     out, in_log, done = [], False, False
     for line in enb_conf.splitlines():
         head = line.strip()
         if head.startswith("["):
             if in_log and not done:
-                out.append(f"{key} = {level}")
+                out.append(f"{key} = {value}")
                 done = True
             in_log = head == "[log]"
         elif in_log and re.match(rf"{key}\s*=", head):
@@ -230,7 +252,7 @@ def with_log_level(enb_conf: str, key: str, level: str) -> str:
     if not done:
         if not in_log:
             out.append("[log]")
-        out.append(f"{key} = {level}")
+        out.append(f"{key} = {value}")
     return "\n".join(out) + "\n"
 
 

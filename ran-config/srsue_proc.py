@@ -18,6 +18,7 @@ from pathlib import Path
 from cellab.errors import CellabError
 from cellab.labs.proc import ManagedProcess
 
+from . import logbound
 from .srsenb_proc import BIN_ENV
 
 ATTACH_RE = re.compile(r"Network attach successful\..*IP: (\d+\.\d+\.\d+\.\d+)")
@@ -89,8 +90,9 @@ def find_srsue(bin_dir: str | Path | None = None) -> Path:
 
 
 def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: Path | None = None,
-                   tx_port: int = 2001, rx_port: int = 2000, index: int = 0) -> str:
-    """UE `index` (its USIM, ZMQ id); tx_port is bound, rx_port is srsenb's (or the broker's) tx."""
+                   tx_port: int = 2001, rx_port: int = 2000, index: int = 0, log_max_kib: int = -1) -> str:
+    """UE `index` (its USIM, ZMQ id); tx_port is bound, rx_port is srsenb's (or the broker's) tx; log_max_kib:
+    srsue's log split in files of that size (-1: one file; cellab.ran.logbound)."""
     metrics_path = metrics_path or log_path.with_name("srsue_metrics.csv")
     channel = (f"[channel.dl]\nenable = true\n[channel.dl.awgn]\nenable = true\nsnr = {s.awgn_snr_setting():g}\n"
                "signal_power = 0\n")
@@ -103,7 +105,7 @@ def render_ue_conf(s: UeSettings, ue_netns: str, log_path: Path, metrics_path: P
         f"[rat.eutra]\ndl_earfcn = {s.dl_earfcn}\n"
         "[pcap]\nenable = none\n"
         f"[log]\nall_level = warning\nrrc_level = info\nrrc_hex_limit = 0\nphy_lib_level = none\nall_hex_limit = 32\nfilename = {log_path}\n"
-        "file_max_size = -1\n"
+        f"file_max_size = {int(log_max_kib)}\n"
         f"[usim]\nmode = soft\nalgo = milenage\nopc = {u['opc']}\nk = {u['k']}\nimsi = {u['imsi']}\nimei = {u['imei']}\n"
         f"[gw]\nnetns = {ue_netns}\nip_devname = {TUN_NAME}\n"
         "[gui]\nenable = false\n"
@@ -130,8 +132,10 @@ class SrsueProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         conf = self.work_dir / "ue.conf"
         self.metrics.unlink(missing_ok=True)
+        logbound.remove_all(self.log)  # a new srsue writes its log afresh, split within the lab's bound
         conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics,
-                                       rx_port=self.ports[0], tx_port=self.ports[1], index=self.index))
+                                       rx_port=self.ports[0], tx_port=self.ports[1], index=self.index,
+                                       log_max_kib=logbound.file_max_size_kib(logbound.log_max_bytes())))
         # cwd: srsue writes its NAS context (.ctxt) where it runs
         self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns, cwd=conf.parent)
         self.started_s = time.time()

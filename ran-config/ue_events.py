@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .logbound import read_since
+
 LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) \[RRC\s*\] \[[IWE]\] (.*)$")
 EVENTS = (
     ("t310_start", "Starting T310 timer"),
@@ -33,18 +35,12 @@ STATE_AFTER = {"t310_start": "connected", "rlf": "reestablishing", "reest_start"
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a run's share of srsue's log is far less; a runaway log is not read whole
 
 
-def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0, offset: int = 0) -> list[dict[str, Any]]:
-    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order, read from byte
-    `offset` on (from the start if the log is shorter: a new srsue wrote it afresh)."""
-    try:
-        with open(log_path, "rb") as log:
-            if offset <= log.seek(0, 2):
-                log.seek(offset)
-            else:
-                log.seek(0)
-            raw = log.read(MAX_LOG_BYTES)
-    except OSError:
-        return []
+def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0,
+                    start: tuple[int, int] = (0, 0)) -> list[dict[str, Any]]:
+    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order, read from `start`
+    on (a cellab.ran.logbound position: the log is split in segments; from its first segment if it holds nothing
+    there: a new srsue wrote it afresh)."""
+    raw = read_since(log_path, start, MAX_LOG_BYTES)
     events = []
     for line in raw.decode(errors="replace").splitlines():
         if "[RRC" not in line:

@@ -47,6 +47,7 @@ from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
 
+from . import logbound
 from .srsue_proc import REF_SNR_DB, SrsueProcess
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess
@@ -103,11 +104,12 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
         self._ue_att_db: list[float] = [0.0] * ues  # each UE's: beyond the cell's, the broker's gain on its downlink
         self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
+        self._log_pruner: logbound.Pruner | None = None  # each srsue log within the lab's bound, while up
         self._lab_events: list[dict[str, Any]] = []  # attenuation the broker applied, SGi cuts: with their wall time
         self._enb_restarts = 0
         self._enb_params: ConfigureParams | None = None  # the run's srsenb configuration (an enb_restart's restart)
         self._console_offsets: list[int] = []
-        self._log_offsets: list[int] = []
+        self._log_starts: list[tuple[int, int]] = []
         self._configured_at_s = 0.0
         self._broker_lines_at = 0  # the broker's stats lines before the run (timing_faults reads those after)
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
@@ -164,6 +166,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
             self._remove()
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
+            self._log_pruner = logbound.Pruner(lambda: [ue.log for ue in self._ues])
             for name in (self.core_ns, self.srv_ns, *map(self.ue_ns_of, range(self.n_ues))):
                 netns.create(name)
             netns.veth(self.core_ns, "srv0", self.srv_ns, "eth0")
@@ -273,7 +276,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._enb_restarts = enb.status().restarts
         self._applied = p
         self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
-        self._log_offsets = [ue.log.stat().st_size if ue.log.exists() else 0 for ue in self._ues]
+        self._log_starts = [logbound.position(ue.log) for ue in self._ues]
         self._configured_at_s = time.time()
         self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
         self._clock_start()  # the run's stack clock, from here to collect (zmqlab_run)
@@ -371,6 +374,9 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
             self._attenuation.stop()
             self._attenuation = None
         self._stop_radio()
+        if self._log_pruner is not None:
+            self._log_pruner.stop()
+            self._log_pruner = None
         self._applied = None
         self._remove()
         self.release_instance()

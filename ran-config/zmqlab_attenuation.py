@@ -128,7 +128,7 @@ class UeRadio:
     _ues: list[Any]
     _applied: Any
     _configured_at_s: float
-    _log_offsets: list[int]  # each srsue log's size at the last configure: its events since are read from there
+    _log_starts: list[tuple[int, int]]  # where each srsue log stood at the last configure (logbound.position)
 
     def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
         """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, and all of
@@ -154,8 +154,8 @@ class UeRadio:
 
     def rrc_events(self, ue: Any) -> list[dict[str, Any]]:
         """srsue `ue`'s RRC events since the last configure (read from where its log stood then)."""
-        offset = self._log_offsets[ue.index] if ue.index < len(self._log_offsets) else 0
-        return read_rrc_events(ue.log, ue.index, self._configured_at_s, offset)
+        start = self._log_starts[ue.index] if ue.index < len(self._log_starts) else (0, 0)
+        return read_rrc_events(ue.log, ue.index, self._configured_at_s, start)
 
     def _lost_ues(self) -> list[int]:
         """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""

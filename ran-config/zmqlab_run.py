@@ -20,8 +20,10 @@ from typing import Any
 from cellab.errors import CellabError
 from cellab.labs.clock import CLOCK_FILES, StackClock
 
+from . import logbound
 from .report import effective_per_ue
 from .srsue_proc import RNTI_RE, SrsueProcess, write_ue_telemetry
+from .ue_events import MAX_LOG_BYTES
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import STATS_PERIOD_S
 from .zmqlab_s1_recovery import RECOVERY_JOIN_S, RECOVERY_LOG
@@ -121,7 +123,7 @@ class RunRecords:
         truth = st.ground_truth.model_dump(exclude={"rnti"})
         local = self.state_dir / "sr_occasions.jsonl"  # the eNB's own SR receptions (its PHY log), per UE
         try:
-            self.controller.fetch_artifact(self._agent("enb"), local.name, local)
+            self._fetch_enb(local.name, local)
             self._effective = effective_per_ue(local, self._configured_at_s, truth["sr_period_ms"], {
                 f"ue{ue.index}": RNTI_RE.findall(ue.console_text())[-1:] for ue in self._ues})
         except Exception:  # noqa: BLE001 (none logged yet)
@@ -170,14 +172,28 @@ class RunRecords:
         # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
         for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl", "srsenb_console.log"):
             try:
-                out[name.split(".")[0].replace("_", "-")] = self.controller.fetch_artifact(
-                    self._agent("enb"), name, run_dir / name)
+                out[name.split(".")[0].replace("_", "-")] = self._fetch_enb(name, run_dir / name)
             except Exception:  # noqa: BLE001 (not written yet: no UE reported)
                 continue
         return out
 
+    def _fetch_enb(self, name: str, dest: Path) -> Path:
+        """One of the eNB agent's files into `dest`, after its older half when it has one (NAME.1: the agent keeps
+        its files within the lab's bound, cellab.ran.logbound.append_bounded); the agent's error without NAME."""
+        before = dest.with_name(dest.name + ".1")
+        try:
+            older = self.controller.fetch_artifact(self._agent("enb"), name + ".1", before).read_bytes()
+        except Exception:  # noqa: BLE001 (none: not rotated yet)
+            older = None
+        finally:
+            before.unlink(missing_ok=True)
+        self.controller.fetch_artifact(self._agent("enb"), name, dest)
+        if older is not None:
+            dest.write_bytes(logbound.join_older(older, dest.read_bytes()))
+        return dest
+
     def _collect_ue(self, ue: SrsueProcess, console_offset: int, run_dir: Path) -> dict[str, Path]:
-        """srsue's console since configure, its log and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under
+        """srsue's console since configure, its log (its segments joined) and per-second CSV (rsrp, dl_snr, mcs, rates); UE 0 under
         the names a one-UE lab always used, UE i with a `ueI_` prefix."""
         out: dict[str, Path] = {}
         prefix, key_suffix = ("", "") if ue.index == 0 else (f"ue{ue.index}_", f"-ue{ue.index}")
@@ -186,7 +202,9 @@ class RunRecords:
                 src.seek(console_offset)
                 (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read())
             out["srsue-console" + key_suffix] = run_dir / f"{prefix}srsue_console.log"
-        for key, src_path in (("srsue-log", ue.log), ("srsue-metrics", ue.metrics)):
-            if src_path.exists():
-                out[key + key_suffix] = Path(shutil.copyfile(src_path, run_dir / f"{prefix}{src_path.name}"))
+        if logbound.segments(ue.log):  # its segments on disk joined, oldest first: the latest N/2 bytes at least
+            (run_dir / f"{prefix}{ue.log.name}").write_bytes(logbound.read_since(ue.log, (0, 0), MAX_LOG_BYTES))
+            out["srsue-log" + key_suffix] = run_dir / f"{prefix}{ue.log.name}"
+        if ue.metrics.exists():
+            out["srsue-metrics" + key_suffix] = Path(shutil.copyfile(ue.metrics, run_dir / f"{prefix}{ue.metrics.name}"))
         return out

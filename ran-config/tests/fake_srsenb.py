@@ -3,7 +3,8 @@ line, writes the JSON report (a banner, then pretty-printed concatenated objects
 RRCConnectionSetup carries the sr-ConfigIndex of the configured SR period (offset 0, as srsENB gives the
 first UE), and echoes stdin commands to the console. `FAKE_SRSENB_ERROR=line` exits with that line;
 `FAKE_SRSENB_UES=n` reports n connected UEs (RNTIs 70, 71, ...) in its metrics. Its PHY log (enb.log) gets
-srsenb's PUCCH lines at each SR occasion of RNTI 70, with sr=yes at every third."""
+srsenb's PUCCH lines at each SR occasion of RNTI 70, with sr=yes at every third, split as srslog's file sink
+splits it with enb.conf's `[log] file_max_size` (KiB): the line that reaches the size opens enb.N.log."""
 
 import json
 import os
@@ -38,7 +39,34 @@ asn1 = json.dumps([{"DL-CCCH-Message": {"message": {"c1": {"rrcConnectionSetup":
 objs = [{"type": "event", "timestamp": time.time(), "event_name": "rrc_log",
          "event_data": {"rnti": 70, "asn1_message": asn1}}]
 rntis = range(70, 70 + int(os.environ.get("FAKE_SRSENB_UES", "1")))
-phy_log = open(os.path.join(conf_dir, "enb.log"), "w")
+
+
+class SplitLog:
+    def __init__(self, path, max_kib):
+        self.stem, self.ext = os.path.splitext(path)
+        self.max_bytes, self.index, self.size = max(max_kib, 0) * 1024, 0, 0
+        self.out = open(path, "w")
+
+    def write(self, line):
+        self.size += len(line)
+        if self.max_bytes and self.size >= self.max_bytes:
+            self.out.close()
+            self.index, self.size = self.index + 1, len(line)
+            self.out = open(f"{self.stem}.{self.index}{self.ext}", "w")
+        self.out.write(line)
+
+    def flush(self):
+        self.out.flush()
+
+
+with open(os.path.join(conf_dir, "enb.conf")) as f:
+    in_log, max_kib = False, -1
+    for conf_line in f:
+        if conf_line.strip().startswith("["):
+            in_log = conf_line.strip() == "[log]"
+        elif in_log and conf_line.split("=")[0].strip() == "file_max_size":
+            max_kib = int(conf_line.split("=")[1])
+phy_log = SplitLog(os.path.join(conf_dir, "enb.log"), max_kib)
 for i in range(1000):
     for k in range(200 // period):  # 200 ms of SR occasions per loop, at the TTI clock
         tti = (i * 200 + k * period) % 10240

@@ -47,6 +47,6 @@ def test_events_are_read_from_where_the_log_stood_or_from_its_start_when_it_was_
     log = tmp_path / "srsue.log"
     log.write_text(LOG)
     offset = LOG.index("2026-11-26T14:13:35.928063")
-    assert [e["event"] for e in read_rrc_events(log, 0, offset=offset)] == ["t310_start", "rlf"]
+    assert [e["event"] for e in read_rrc_events(log, 0, start=(0, offset))] == ["t310_start", "rlf"]
     log.write_text(LOG[:LOG.index("2026-11-26T14:13:31.009500")])  # a new srsue: shorter than the offset
-    assert [e["event"] for e in read_rrc_events(log, 0, offset=offset)] == ["t310_start"]
+    assert [e["event"] for e in read_rrc_events(log, 0, start=(0, offset))] == ["t310_start"]

@@ -1,0 +1,202 @@
+"""srsenb's and srsue's logs kept within the lab's bound (issue 42: a lab left up fills nothing).
+
+srsRAN's `[log] file_max_size` (KiB) does not bound a log: its file sink (srsRAN 4G, lib/src/srslog/sinks/
+file_sink.h, file_utils.h) only splits it. Past the size the next line opens a new file, NAME.1.EXT, NAME.2.EXT,
+... (NAME.EXT itself is the first), and no file is ever removed. So each log is split at a third of the bound N
+and this side removes all but the newest two segments (`prune`): right after a prune a log holds at most 2N/3,
+so it stays within N as long as it is pruned before srsRAN writes another N/3, and its latest N/3 bytes at least
+are kept. The eNB agent prunes srsenb's log as its PHY log tail reads it (`SegmentTail`: every line is read
+before its segment goes), the srsran-zmq lab each srsue's every PRUNE_PERIOD_S (`Pruner`); the lab's readers of
+srsue's RRC events read across the segments (`read_since`). The bound is the virtual lab's:
+$CELLAB_LAB_LOG_MAX_BYTES (0: none), 256 MiB by default.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+from cellab.envvars import env_bytes
+
+LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"  # the same variable bounds the virtual cell's logs (emulator/logsegments)
+DEFAULT_LOG_MAX_BYTES = 256 << 20
+MIN_LOG_MAX_BYTES = 65536
+SRSLOG_MIN_KIB = 4  # srslog's floor for a split size
+KEEP_SEGMENTS = 2
+PRUNE_PERIOD_S = 5.0
+
+
+def log_max_bytes() -> int:
+    """The bound of each srsRAN log: $CELLAB_LAB_LOG_MAX_BYTES (0: none), else DEFAULT_LOG_MAX_BYTES."""
+    return env_bytes(LOG_MAX_ENV, DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES)
+
+
+def file_max_size_kib(max_bytes: int) -> int:
+    """srsRAN's `[log] file_max_size` for a bound: a third of it in KiB (-1, one file, for no bound)."""
+    return -1 if max_bytes == 0 else max(SRSLOG_MIN_KIB, max_bytes // 3 // 1024)
+
+
+def _split(path: Path) -> tuple[str, str]:
+    """NAME and .EXT of a log's file name, as srslog splits them (the last dot, not first or last)."""
+    name = path.name
+    dot = name.rfind(".")
+    return (name, "") if dot <= 0 or dot == len(name) - 1 else (name[:dot], name[dot:])
+
+
+def segments(path: Path) -> list[tuple[int, Path]]:
+    """The log's segments on disk, oldest first: (index, path); index 0 is `path` itself."""
+    stem, ext = _split(path)
+    pattern = re.compile(re.escape(stem) + r"\.(\d{1,9})" + re.escape(ext))
+    found = [(0, path)] if path.exists() else []
+    try:
+        found += [(int(m.group(1)), p) for p in path.parent.iterdir() if (m := pattern.fullmatch(p.name))]
+    except OSError:
+        return found
+    return sorted(found)
+
+
+def position(path: Path) -> tuple[int, int]:
+    """Where the log ends now: (its newest segment's index, that segment's size)."""
+    found = segments(path)
+    return (found[-1][0], _size(found[-1][1])) if found else (0, 0)
+
+
+def read_since(path: Path, start: tuple[int, int], max_bytes: int) -> bytes:
+    """The log's bytes from `start` (a `position`) on, across its segments, at most max_bytes from each. When
+    the log holds nothing at or after `start` (a new srsRAN process wrote it afresh) it is read from its first
+    segment; a segment removed since `start` is simply missing."""
+    found = segments(path)
+    index, offset = start
+    if not any(i > index or (i == index and _size(p) >= offset) for i, p in found):
+        index, offset = -1, 0
+    return b"".join(_read_at(seg, offset if i == index else 0, max_bytes) for i, seg in found if i >= index)
+
+
+def _read_at(path: Path | None, offset: int, max_bytes: int) -> bytes:
+    """Up to max_bytes of `path` from `offset` (nothing when it is None or gone: removed since it was listed)."""
+    if path is None:
+        return b""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(max_bytes)
+    except OSError:
+        return b""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def prune(path: Path, keep: int = KEEP_SEGMENTS) -> list[Path]:
+    """All but the newest `keep` segments removed; those removed."""
+    gone = []
+    for _, seg in segments(path)[:-keep]:
+        seg.unlink(missing_ok=True)
+        gone.append(seg)
+    return gone
+
+
+def remove_all(path: Path) -> None:
+    """Every segment of the log (before a new process writes it afresh: an older process's NAME.N.EXT would
+    otherwise pass for the new one's)."""
+    for _, seg in segments(path):
+        seg.unlink(missing_ok=True)
+
+
+_FALLOC_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # linux/falloc.h: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+_PAGE_BYTES = 4096
+
+
+def free_read_part(path: Path, upto_bytes: int) -> bool:
+    """The blocks of `path` before `upto_bytes` (rounded down to a page) given back to the file system, its size
+    and the writer's offset kept: for a file srsRAN gives no split (srsenb's JSON report), whose reader has read
+    that far. The file reads as zeros there (a sparse file); False when the file system cannot do it."""
+    import ctypes
+    import os
+
+    length = upto_bytes // _PAGE_BYTES * _PAGE_BYTES
+    if length <= 0:
+        return True
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return libc.fallocate(fd, _FALLOC_PUNCH_HOLE_KEEP_SIZE, 0, length) == 0
+    finally:
+        os.close(fd)
+
+
+def older(path: Path) -> Path:
+    return path.with_name(path.name + ".1")
+
+
+def append_bounded(path: Path, text: str, max_bytes: int) -> None:
+    """`text` appended to one of our own logs (the eNB agent's JSON lines): when it would pass half of max_bytes
+    the file first becomes NAME.1 (replacing the older), so the two stay within max_bytes (0: no bound) and the
+    latest half at least is kept. Readers join NAME.1 and NAME (`join_older`)."""
+    if max_bytes and _size(path) + len(text.encode()) > max_bytes // 2:
+        try:
+            path.replace(older(path))
+        except FileNotFoundError:
+            pass
+    with open(path, "a") as out:
+        out.write(text)
+
+
+def join_older(older_bytes: bytes | None, current: bytes) -> bytes:
+    """NAME.1's lines, then NAME's: one log again (NAME.1 ends with a whole line: rotation is between appends)."""
+    return (older_bytes or b"") + current
+
+
+class SegmentTail:
+    """What a split log gained since the last call, across its segments in order; each segment it has read
+    past (srslog closed it when it opened the next) is removed once it is not among the newest `keep`, so a
+    reader that keeps up holds the log within the bound and has seen every line."""
+
+    def __init__(self, path: Path, keep: int = KEEP_SEGMENTS):
+        self.path, self.keep = path, keep
+        self._index, self._offset = 0, 0
+
+    def read_new(self, max_bytes: int = 64 << 20) -> bytes:
+        out = []
+        while True:
+            found = segments(self.path)
+            data = _read_at(dict(found).get(self._index), self._offset, max_bytes)
+            self._offset += len(data)
+            out.append(data)
+            later = [i for i, _ in found if i > self._index]
+            if not later or len(data) >= max_bytes:
+                break
+            self._index, self._offset = later[0], 0  # the one read is complete: srslog closed it first
+        for i, seg in found[:-self.keep]:
+            if i < self._index:
+                seg.unlink(missing_ok=True)
+        return b"".join(out)
+
+
+class Pruner:
+    """A thread that prunes the logs `paths()` names every PRUNE_PERIOD_S, while a lab is up (a lab left up
+    idle still writes: a UE out of the cell's reach logs its cell search, 5.7 MB in 11 minutes seen here)."""
+
+    def __init__(self, paths, period_s: float = PRUNE_PERIOD_S):
+        self._paths, self.period_s = paths, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="srsran-log-pruner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            for path in self._paths():
+                prune(path)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
