@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,3 +77,13 @@ def run_zmq_campaign(bundle: Path, tmp_path: Path, campaign_yaml: str, prefix: s
     with sqlite3.connect(folders[0] / "results.sqlite") as db:
         runs = list(db.execute("SELECT run_id, status, error, factors FROM runs ORDER BY idx"))
     return folders[0], runs, log
+
+
+@pytest.fixture
+def fake_srsenb(tmp_path: Path) -> Path:
+    """The stand-in srsenb (fake_srsenb.py) as an executable in tmp_path/bin."""
+    script = tmp_path / "bin" / "srsenb"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_srsenb.py").read_text())
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script

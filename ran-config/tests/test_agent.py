@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -20,15 +18,6 @@ from cellab.ran.agent import EnbAgent
 
 ROOM = Path(__file__).resolve().parents[1]
 PROFILE = (ROOM / "examples/zmq-25prb.yaml").read_text()
-
-
-@pytest.fixture
-def fake_srsenb(tmp_path: Path) -> Path:
-    script = tmp_path / "bin" / "srsenb"
-    script.parent.mkdir()
-    script.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_srsenb.py").read_text())
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
 
 
 def _wait(cond, timeout_s: float = 10.0):

@@ -7,7 +7,6 @@ sr_occasions.jsonl still gets every SR occasion; and the srsue log's readers see
 from __future__ import annotations
 
 import json
-import stat
 import sys
 import time
 from pathlib import Path
@@ -92,14 +91,11 @@ def test_rrc_events_since_a_position_are_read_across_segments_and_from_the_start
     assert len(read_rrc_events(log, 0, start=start)) == 3
 
 
-def test_the_enb_agent_keeps_srsenbs_log_within_the_bound_and_every_sr_occasion(tmp_path: Path, monkeypatch):
+def test_the_enb_agent_keeps_srsenbs_log_within_the_bound_and_every_sr_occasion(tmp_path: Path, monkeypatch,
+                                                                                 fake_srsenb: Path):
     monkeypatch.setenv(logbound.LOG_MAX_ENV, str(BOUND_BYTES))
-    script = tmp_path / "bin" / "srsenb"
-    script.parent.mkdir()
-    script.write_text(f"#!{sys.executable}\n" + (ROOM / "tests" / "fake_srsenb.py").read_text())
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
     with lab_bus(tmp_path, {"enb1": EnbAgent},
-                 agent_kwargs={"enb1": {"srsenb_bin": script, "report_poll_s": 0.1}}) as (ctl, agents):
+                 agent_kwargs={"enb1": {"srsenb_bin": fake_srsenb, "report_poll_s": 0.1}}) as (ctl, agents):
         EnbClient(ctl, "enb1").configure(ConfigureParams(
             profile_yaml=(ROOM / "examples/zmq-25prb.yaml").read_text(), profile_name="zmq-25prb.yaml",
             overrides=RadioOverrides(sr_period_ms=SR_PERIOD_MS)))

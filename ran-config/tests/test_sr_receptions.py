@@ -4,8 +4,6 @@ that shows them (bad values named), the agent's sr_occasions.jsonl, and the SR b
 from __future__ import annotations
 
 import json
-import stat
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,13 +95,9 @@ def test_agent_option_refuses_a_hiding_level():
     assert check_sr_log_level("debug") == "debug"
 
 
-def test_agent_writes_sr_occasions_from_the_phy_log(tmp_path: Path):
-    script = tmp_path / "bin" / "srsenb"
-    script.parent.mkdir()
-    script.write_text(f"#!{sys.executable}\n" + (ROOM / "tests" / "fake_srsenb.py").read_text())
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+def test_agent_writes_sr_occasions_from_the_phy_log(tmp_path: Path, fake_srsenb: Path):
     with lab_bus(tmp_path, {"enb1": EnbAgent},
-                 agent_kwargs={"enb1": {"srsenb_bin": script, "report_poll_s": 0.1}}) as (ctl, agents):
+                 agent_kwargs={"enb1": {"srsenb_bin": fake_srsenb, "report_poll_s": 0.1}}) as (ctl, agents):
         enb = EnbClient(ctl, "enb1")
         enb.configure(ConfigureParams(profile_yaml=(ROOM / "examples/zmq-25prb.yaml").read_text(),
                                       profile_name="zmq-25prb.yaml", overrides=RadioOverrides(sr_period_ms=20)))
