@@ -83,7 +83,7 @@ class EnbAgent(EnbProvenance, Agent):
         # the PHY log level that shows each SR reception (info or debug; warning and above hide them)
         self.sr_log_level = check_sr_log_level(sr_log_level, f"enb agent {self.name}")
         self.srsenb_bin, self.netns, self.report_poll_s = srsenb_bin, netns, report_poll_s
-        self.log_max_bytes = log_max_bytes()  # srsenb's log: split at half, read and pruned by PhyLogTail
+        self.log_max_bytes = log_max_bytes()  # srsenb's log split at a third, read and pruned by PhyLogTail
         self.config_dir = self.artifact_dir / "config"
         self._lock = threading.RLock()  # srsenb's lifecycle
         self._data_lock = threading.Lock()  # metrics and ground truth (the report thread writes them)

@@ -112,14 +112,15 @@ _FALLOC_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # linux/falloc.h: FALLOC_FL_PUNCH_HO
 _PAGE_BYTES = 4096
 
 
-def free_read_part(path: Path, upto_bytes: int) -> bool:
-    """The blocks of `path` before `upto_bytes` (rounded down to a page) given back to the file system, its size
-    and the writer's offset kept: for a file srsRAN gives no split (srsenb's JSON report), whose reader has read
-    that far. The file reads as zeros there (a sparse file); False when the file system cannot do it."""
+def free_read_part(path: Path, upto_bytes: int, from_bytes: int = 0) -> bool:
+    """`path` from `from_bytes` to `upto_bytes` (rounded down to a page) zeroed and its whole blocks given back
+    to the file system, its size and the writer's offset kept: for a file srsRAN gives no split (srsenb's JSON
+    report, srsue's metrics CSV) once read that far (a sparse file); False when the file system cannot do it."""
     import ctypes
     import os
 
-    length = upto_bytes // _PAGE_BYTES * _PAGE_BYTES
+    start = from_bytes
+    length = upto_bytes // _PAGE_BYTES * _PAGE_BYTES - start
     if length <= 0:
         return True
     libc = ctypes.CDLL(None, use_errno=True)
@@ -129,9 +130,35 @@ def free_read_part(path: Path, upto_bytes: int) -> bool:
     except OSError:
         return False
     try:
-        return libc.fallocate(fd, _FALLOC_PUNCH_HOLE_KEEP_SIZE, 0, length) == 0
+        return libc.fallocate(fd, _FALLOC_PUNCH_HOLE_KEEP_SIZE, start, length) == 0
     finally:
         os.close(fd)
+
+
+def free_middle(path: Path, max_bytes: int) -> None:
+    """A file of whole lines whose first line is its header (srsue's metrics CSV) kept within max_bytes of disk:
+    once it holds more, all but its header and its last max_bytes/2 are freed (`free_read_part`)."""
+    try:
+        st = path.stat()
+        with open(path, "rb") as f:
+            header_bytes = len(f.readline())
+    except OSError:
+        return
+    if max_bytes and st.st_blocks * 512 > max_bytes:
+        free_read_part(path, st.st_size - max_bytes // 2, header_bytes)
+
+
+def head_and_tail(path: Path, tail_bytes: int) -> bytes:
+    """The first line of such a file and the whole lines of its last `tail_bytes` (0: all of it), leaving out
+    any line with a freed (zero) byte, the line the tail cuts and a last line not ended yet."""
+    with open(path, "rb") as f:
+        head = f.readline()
+        size = f.seek(0, 2)
+        start = max(len(head), size - tail_bytes) if tail_bytes else len(head)
+        f.seek(start)
+        body = f.read()
+    lines = body.split(b"\n")[1 if start > len(head) else 0:-1]  # not the line cut at the start, nor one unended
+    return head + b"".join(line + b"\n" for line in lines if b"\0" not in line)
 
 
 def older(path: Path) -> Path:
@@ -183,11 +210,12 @@ class SegmentTail:
 
 
 class Pruner:
-    """A thread that prunes the logs `paths()` names every PRUNE_PERIOD_S, while a lab is up (a lab left up
-    idle still writes: a UE out of the cell's reach logs its cell search, 5.7 MB in 11 minutes seen here)."""
+    """A thread that, every PRUNE_PERIOD_S while a lab is up, prunes the split logs `paths()` names and frees the
+    middle of the files `csvs()` names beyond max_bytes (a lab left up idle still writes: a UE out of the cell's
+    reach logs its cell search, 5.7 MB in 11 minutes seen here; srsue's metrics CSV a line a second)."""
 
-    def __init__(self, paths, period_s: float = PRUNE_PERIOD_S):
-        self._paths, self.period_s = paths, period_s
+    def __init__(self, paths, csvs, max_bytes: int, period_s: float = PRUNE_PERIOD_S):
+        self._paths, self._csvs, self.max_bytes, self.period_s = paths, csvs, max_bytes, period_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="srsran-log-pruner", daemon=True)
         self._thread.start()
@@ -196,6 +224,8 @@ class Pruner:
         while not self._stop.wait(self.period_s):
             for path in self._paths():
                 prune(path)
+            for path in self._csvs():
+                free_middle(path, self.max_bytes)
 
     def stop(self) -> None:
         self._stop.set()

@@ -196,7 +196,8 @@ def write_ue_telemetry(ue: SrsueProcess, name: str, since_s: float, folder: Path
     last write (flushed every second, so within about a second)."""
     if not ue.metrics.exists():
         return None
-    rows = [line.split(";") for line in ue.metrics.read_text(errors="replace").splitlines() if line.strip()]
+    text = logbound.head_and_tail(ue.metrics, logbound.log_max_bytes()).decode(errors="replace")  # middle freed
+    rows = [line.split(";") for line in text.splitlines() if line.strip()]
     rows = [row for row in rows if len(row) == len(rows[0])]  # not a line cut by srsue's write in progress
     if len(rows) < 2 or "time" not in rows[0]:
         return None

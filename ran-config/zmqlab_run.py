@@ -205,6 +205,7 @@ class RunRecords:
         if logbound.segments(ue.log):  # its segments on disk joined, oldest first: the latest N/2 bytes at least
             (run_dir / f"{prefix}{ue.log.name}").write_bytes(logbound.read_since(ue.log, (0, 0), MAX_LOG_BYTES))
             out["srsue-log" + key_suffix] = run_dir / f"{prefix}{ue.log.name}"
-        if ue.metrics.exists():
-            out["srsue-metrics" + key_suffix] = Path(shutil.copyfile(ue.metrics, run_dir / f"{prefix}{ue.metrics.name}"))
+        if ue.metrics.exists():  # its header and latest lines (the lab frees its middle: logbound.free_middle)
+            (run_dir / f"{prefix}{ue.metrics.name}").write_bytes(logbound.head_and_tail(ue.metrics, MAX_LOG_BYTES))
+            out["srsue-metrics" + key_suffix] = run_dir / f"{prefix}{ue.metrics.name}"
         return out

@@ -161,3 +161,28 @@ def test_srsenbs_console_keeps_its_older_half(tmp_path: Path):
     text = logbound.older(console).read_text() + console.read_text()
     assert console.stat().st_size + logbound.older(console).stat().st_size <= BOUND_BYTES
     assert text.splitlines()[-1] == READY_LINE and "console line 03999" in text
+
+
+def test_srsue_metrics_keep_their_header_and_latest_lines_within_the_bound(tmp_path: Path):
+    from cellab.ran.srsue_proc import SrsueProcess, UeSettings, write_ue_telemetry
+
+    ue = SrsueProcess(tmp_path / "srsue", tmp_path, UeSettings(), netns=None, ue_netns="x-ue0")
+    header = "time;cc;rsrp;dl_snr;dl_brate;is_attached\n"
+    largest = 0
+    with open(ue.metrics, "w") as out:  # as srsue writes it: one file at its own offset, a line a second
+        out.write(header)
+        for n in range(1, 20001):
+            out.write(f"{n * 1000};0;{60 + n % 7};30;{n}.5e3;1\n")
+            if n % 100 == 0:
+                out.flush()
+                logbound.free_middle(ue.metrics, BOUND_BYTES)  # the lab's pruner, every 5 s
+                largest = max(largest, ue.metrics.stat().st_blocks * 512)
+    kept = logbound.head_and_tail(ue.metrics, BOUND_BYTES).decode()
+    times = [int(line.split(";")[0]) for line in kept.splitlines()[1:]]
+    print(f"srsue's metrics: {ue.metrics.stat().st_size} B written, at most {largest} B of blocks on disk")
+    assert largest <= BOUND_BYTES + 8192 and ue.metrics.stat().st_size > 3 * BOUND_BYTES
+    assert kept.startswith(header) and times[-1] == 20_000_000 and times == list(range(times[0], times[-1] + 1, 1000))
+    ue.console.write_text("Random Access Complete.     c-rnti=0x46, ta=0\n")
+    rows = [json.loads(line) for line in write_ue_telemetry(ue, "ue0", 0.0, tmp_path / "telemetry")
+            .read_text().splitlines()]
+    assert len(rows) == len(times) and rows[-1]["dl_bitrate_bps"] == 20000.5e3  # the telemetry reads past the hole
