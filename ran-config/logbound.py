@@ -3,22 +3,24 @@
 srsRAN's `[log] file_max_size` (KiB) does not bound a log: its file sink (srsRAN 4G, lib/src/srslog/sinks/
 file_sink.h, file_utils.h) only splits it. Past the size the next line opens a new file, NAME.1.EXT, NAME.2.EXT,
 ... (NAME.EXT itself is the first), and no file is ever removed. So each log is split at a third of the bound N
-and this side removes all but the newest two segments (`prune`): right after a prune a log holds at most 2N/3,
-so it stays within N as long as it is pruned before srsRAN writes another N/3, and its latest N/3 bytes at least
-are kept. The eNB agent prunes srsenb's log as its PHY log tail reads it (`SegmentTail`: every line is read
-before its segment goes), the srsran-zmq lab each srsue's every PRUNE_PERIOD_S (`Pruner`); the lab's readers of
-srsue's RRC events read across the segments (`read_since`). The bound is the virtual lab's:
+and a reader removes all but the newest two segments as it reads them (`SegmentTail`: every line is read before
+its segment goes): right after a read a log holds at most 2N/3, so it stays within N as long as it is read
+before srsRAN writes another N/3, and its latest N/3 bytes at least are kept. The eNB agent's PHY log tail reads
+srsenb's; the srsran-zmq lab reads each srsue's RRC events every PRUNE_PERIOD_S (`Pruner`, ue_events.RrcEventTail)
+and when asked, so no event is lost to the bound. The bound is the virtual lab's:
 $CELLAB_LAB_LOG_MAX_BYTES (0: none), 256 MiB by default.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from pathlib import Path
 
 from cellab.envvars import env_bytes
 
+log = logging.getLogger("cellab.ran.logbound")
 LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"  # the same variable bounds the virtual cell's logs (emulator/logsegments)
 DEFAULT_LOG_MAX_BYTES = 256 << 20
 MIN_LOG_MAX_BYTES = 65536
@@ -56,21 +58,9 @@ def segments(path: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def position(path: Path) -> tuple[int, int]:
-    """Where the log ends now: (its newest segment's index, that segment's size)."""
-    found = segments(path)
-    return (found[-1][0], _size(found[-1][1])) if found else (0, 0)
-
-
-def read_since(path: Path, start: tuple[int, int], max_bytes: int) -> bytes:
-    """The log's bytes from `start` (a `position`) on, across its segments, at most max_bytes from each. When
-    the log holds nothing at or after `start` (a new srsRAN process wrote it afresh) it is read from its first
-    segment; a segment removed since `start` is simply missing."""
-    found = segments(path)
-    index, offset = start
-    if not any(i > index or (i == index and _size(p) >= offset) for i, p in found):
-        index, offset = -1, 0
-    return b"".join(_read_at(seg, offset if i == index else 0, max_bytes) for i, seg in found if i >= index)
+def read_all(path: Path, max_bytes: int) -> bytes:
+    """The log's segments on disk joined, oldest first, at most max_bytes from each."""
+    return b"".join(_read_at(seg, 0, max_bytes) for _, seg in segments(path))
 
 
 def _read_at(path: Path | None, offset: int, max_bytes: int) -> bytes:
@@ -90,15 +80,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def prune(path: Path, keep: int = KEEP_SEGMENTS) -> list[Path]:
-    """All but the newest `keep` segments removed; those removed."""
-    gone = []
-    for _, seg in segments(path)[:-keep]:
-        seg.unlink(missing_ok=True)
-        gone.append(seg)
-    return gone
 
 
 def remove_all(path: Path) -> None:
@@ -210,22 +191,22 @@ class SegmentTail:
 
 
 class Pruner:
-    """A thread that, every PRUNE_PERIOD_S while a lab is up, prunes the split logs `paths()` names and frees the
-    middle of the files `csvs()` names beyond max_bytes (a lab left up idle still writes: a UE out of the cell's
-    reach logs its cell search, 5.7 MB in 11 minutes seen here; srsue's metrics CSV a line a second)."""
+    """A thread that calls `step` (the lab's: each srsue's log read and pruned, its metrics CSV's middle freed)
+    every PRUNE_PERIOD_S while a lab is up: a lab left up idle still writes (a UE out of the cell's reach logs
+    its cell search, 5.7 MB in 11 minutes seen here; srsue's metrics CSV a line a second)."""
 
-    def __init__(self, paths, csvs, max_bytes: int, period_s: float = PRUNE_PERIOD_S):
-        self._paths, self._csvs, self.max_bytes, self.period_s = paths, csvs, max_bytes, period_s
+    def __init__(self, step, period_s: float = PRUNE_PERIOD_S):
+        self._step, self.period_s = step, period_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="srsran-log-pruner", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
-            for path in self._paths():
-                prune(path)
-            for path in self._csvs():
-                free_middle(path, self.max_bytes)
+            try:
+                self._step()
+            except Exception:  # noqa: BLE001 (a file gone under it: the next period tries again)
+                log.warning("bounding the lab's logs failed", exc_info=True)
 
     def stop(self) -> None:
         self._stop.set()

@@ -20,6 +20,7 @@ from cellab.labs.proc import ManagedProcess
 
 from . import logbound
 from .srsenb_proc import BIN_ENV
+from .ue_events import RrcEventTail
 
 ATTACH_RE = re.compile(r"Network attach successful\..*IP: (\d+\.\d+\.\d+\.\d+)")
 _ERROR_RE = re.compile(r"^(error|failed|couldn't|cannot|could not|.*Attach failed|.*Attach Reject)", re.I)
@@ -125,6 +126,7 @@ class SrsueProcess:
         self.console = work_dir / "srsue_console.log"
         self.log = work_dir / "srsue.log"
         self.metrics = work_dir / "srsue_metrics.csv"  # per second: rsrp, snr, cqi, mcs, rates (srsue's CSV)
+        self.rrc = RrcEventTail(self.log, index)  # its RRC events, read as its split log grows
         self.proc: ManagedProcess | None = None
         self.started_s: float | None = None
 
@@ -133,6 +135,7 @@ class SrsueProcess:
         conf = self.work_dir / "ue.conf"
         self.metrics.unlink(missing_ok=True)
         logbound.remove_all(self.log)  # a new srsue writes its log afresh, split within the lab's bound
+        self.rrc = RrcEventTail(self.log, self.index)
         conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics,
                                        rx_port=self.ports[0], tx_port=self.ports[1], index=self.index,
                                        log_max_kib=logbound.file_max_size_kib(logbound.log_max_bytes())))

@@ -15,11 +15,12 @@ Timers run on the stack's clock: on a host where srsRAN runs at half speed T310'
 from __future__ import annotations
 
 import re
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .logbound import read_since
+from .logbound import SegmentTail
 
 LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) \[RRC\s*\] \[[IWE]\] (.*)$")
 EVENTS = (
@@ -33,31 +34,42 @@ EVENTS = (
 STATE_AFTER = {"t310_start": "connected", "rlf": "reestablishing", "reest_start": "reestablishing",
                "reest_complete": "connected", "connect_complete": "connected"}
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a run's share of srsue's log is far less; a runaway log is not read whole
+KEEP_EVENTS = 10000  # a tail's memory: far more than a run's RRC events
 
 
-def read_rrc_events(log_path: Path, ue: int, since_s: float = 0.0,
-                    start: tuple[int, int] = (0, 0)) -> list[dict[str, Any]]:
-    """UE `ue`'s RRC events in srsue's log at or after `since_s` (wall clock, s), in log order, read from `start`
-    on (a cellab.ran.logbound position: the log is split in segments; from its first segment if it holds nothing
-    there: a new srsue wrote it afresh)."""
-    raw = read_since(log_path, start, MAX_LOG_BYTES)
-    events = []
-    for line in raw.decode(errors="replace").splitlines():
-        if "[RRC" not in line:
-            continue
-        match = LINE_RE.match(line)
-        if match is None:
-            continue
-        name = next((event for event, text in EVENTS if text in match.group(2)), None)
-        if name is None:
-            continue
-        try:
-            t_s = datetime.fromisoformat(match.group(1)).timestamp()  # srsue's local time, as this host's
-        except ValueError:
-            continue
-        if t_s >= since_s:
-            events.append({"event": name, "ue": ue, "t_s": t_s})
-    return events
+def parse_rrc_line(line: str, ue: int) -> dict[str, Any] | None:
+    """UE `ue`'s RRC event of one srsue log line ({event, ue, t_s}), or None for any other line."""
+    if "[RRC" not in line or (match := LINE_RE.match(line)) is None:
+        return None
+    name = next((event for event, text in EVENTS if text in match.group(2)), None)
+    if name is None:
+        return None
+    try:
+        t_s = datetime.fromisoformat(match.group(1)).timestamp()  # srsue's local time, as this host's
+    except ValueError:
+        return None
+    return {"event": name, "ue": ue, "t_s": t_s}
+
+
+class RrcEventTail:
+    """One srsue's RRC events as its log grows, read across its segments (cellab.ran.logbound.SegmentTail: each
+    segment read is then pruned but the newest two), so no event is lost to the log's bound however long the
+    srsue runs; the newest KEEP_EVENTS are kept. Polled by the lab's pruner and by whoever asks for events."""
+
+    def __init__(self, log_path: Path, ue: int):
+        self.ue, self._source = ue, SegmentTail(log_path)
+        self._partial, self._events = b"", []
+        self._lock = threading.Lock()
+
+    def events(self, since_s: float = 0.0) -> list[dict[str, Any]]:
+        """The events at or after `since_s` (wall clock, s), in log order, after reading what the log gained."""
+        with self._lock:
+            lines = (self._partial + self._source.read_new(MAX_LOG_BYTES)).split(b"\n")
+            self._partial = lines.pop()
+            new = [e for raw in lines if b"[RRC" in raw
+                   and (e := parse_rrc_line(raw.decode(errors="replace"), self.ue)) is not None]
+            self._events = (self._events + new)[-KEEP_EVENTS:]
+            return [e for e in self._events if e["t_s"] >= since_s]
 
 
 def rrc_state(events: list[dict[str, Any]], attached: bool) -> str:

@@ -109,7 +109,6 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._enb_restarts = 0
         self._enb_params: ConfigureParams | None = None  # the run's srsenb configuration (an enb_restart's restart)
         self._console_offsets: list[int] = []
-        self._log_starts: list[tuple[int, int]] = []
         self._configured_at_s = 0.0
         self._broker_lines_at = 0  # the broker's stats lines before the run (timing_faults reads those after)
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
@@ -166,8 +165,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
             self._remove()
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
-            self._log_pruner = logbound.Pruner(lambda: [ue.log for ue in self._ues],
-                                               lambda: [ue.metrics for ue in self._ues], logbound.log_max_bytes())
+            self._log_pruner = logbound.Pruner(self._bound_ue_logs)
             for name in (self.core_ns, self.srv_ns, *map(self.ue_ns_of, range(self.n_ues))):
                 netns.create(name)
             netns.veth(self.core_ns, "srv0", self.srv_ns, "eth0")
@@ -182,6 +180,14 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
             self.down()
             raise
         return self.topology()
+
+    def _bound_ue_logs(self) -> None:
+        """Each srsue's log read on (its RRC events kept, its read segments pruned) and its metrics CSV's middle
+        freed beyond the bound: the lab's pruner, every few seconds while it is up (cellab.ran.logbound)."""
+        max_bytes = logbound.log_max_bytes()
+        for ue in self._ues:
+            ue.rrc.events()
+            logbound.free_middle(ue.metrics, max_bytes)
 
     def extra_agents(self) -> list[AgentSpec]:
         args = ("--srsran-bin", str(self.bin_dir))
@@ -277,7 +283,6 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._enb_restarts = enb.status().restarts
         self._applied = p
         self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
-        self._log_starts = [logbound.position(ue.log) for ue in self._ues]
         self._configured_at_s = time.time()
         self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
         self._clock_start()  # the run's stack clock, from here to collect (zmqlab_run)

@@ -27,7 +27,7 @@ import zmq
 
 from cellab.errors import CellabError, InputError
 
-from .ue_events import read_rrc_events, rrc_state
+from .ue_events import rrc_state
 
 #: the attenuator's span: past MAX_ATTENUATION_DB (25 dB, SNR 5 dB) srsue loses the cell, which a schedule
 #: through a coverage hole and a radio-outage fault want
@@ -128,7 +128,6 @@ class UeRadio:
     _ues: list[Any]
     _applied: Any
     _configured_at_s: float
-    _log_starts: list[tuple[int, int]]  # where each srsue log stood at the last configure (logbound.position)
 
     def set_ue_attenuation(self, ue: int, attenuation_db: float) -> None:
         """UE `ue` at attenuation_db: beyond the eNB's cell_gain, its downlink copy's gain in the broker, and all of
@@ -153,9 +152,8 @@ class UeRadio:
         self._lab_events = self._lab_events[-999:] + [{"t_s": time.time()} | event]
 
     def rrc_events(self, ue: Any) -> list[dict[str, Any]]:
-        """srsue `ue`'s RRC events since the last configure (read from where its log stood then)."""
-        start = self._log_starts[ue.index] if ue.index < len(self._log_starts) else (0, 0)
-        return read_rrc_events(ue.log, ue.index, self._configured_at_s, start)
+        """srsue `ue`'s RRC events since the last configure (its RrcEventTail: none lost to the log's bound)."""
+        return ue.rrc.events(self._configured_at_s)
 
     def _lost_ues(self) -> list[int]:
         """The UEs whose srsue logged a radio link failure since the last configure and no way back yet."""

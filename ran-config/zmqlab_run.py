@@ -203,7 +203,7 @@ class RunRecords:
                 (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read())
             out["srsue-console" + key_suffix] = run_dir / f"{prefix}srsue_console.log"
         if logbound.segments(ue.log):  # its segments on disk joined, oldest first: the latest N/2 bytes at least
-            (run_dir / f"{prefix}{ue.log.name}").write_bytes(logbound.read_since(ue.log, (0, 0), MAX_LOG_BYTES))
+            (run_dir / f"{prefix}{ue.log.name}").write_bytes(logbound.read_all(ue.log, MAX_LOG_BYTES))
             out["srsue-log" + key_suffix] = run_dir / f"{prefix}{ue.log.name}"
         if ue.metrics.exists():  # its header and latest lines (the lab frees its middle: logbound.free_middle)
             (run_dir / f"{prefix}{ue.metrics.name}").write_bytes(logbound.head_and_tail(ue.metrics, MAX_LOG_BYTES))

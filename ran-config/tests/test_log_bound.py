@@ -18,7 +18,7 @@ from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
 from cellab.ran import logbound
 from cellab.ran.agent import EnbAgent
 from cellab.ran.srsenb_proc import with_log_file_max_kib
-from cellab.ran.ue_events import read_rrc_events
+from cellab.ran.ue_events import RrcEventTail
 
 ROOM = Path(__file__).resolve().parents[1]
 BOUND_BYTES = 65536  # the least bound: segments of 21 KiB
@@ -53,12 +53,11 @@ def test_the_split_size_and_the_segments_are_srslogs():
             with_log_file_max_kib(conf, bad)
 
 
-def test_segments_are_ordered_by_index_and_pruning_keeps_the_newest_two(tmp_path: Path):
+def test_segments_are_ordered_by_index_and_a_new_process_removes_them_all(tmp_path: Path):
     for name in ("enb.log", "enb.1.log", "enb.2.log", "enb.10.log", "enb.x.log", "other.1.log"):
         (tmp_path / name).write_text(name)
     assert [i for i, _ in logbound.segments(tmp_path / "enb.log")] == [0, 1, 2, 10]
-    assert [p.name for p in logbound.prune(tmp_path / "enb.log")] == ["enb.log", "enb.1.log"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["enb.10.log", "enb.2.log", "enb.x.log", "other.1.log"]
+    assert logbound.read_all(tmp_path / "enb.log", 100) == b"enb.logenb.1.logenb.2.logenb.10.log"
     logbound.remove_all(tmp_path / "enb.log")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["enb.x.log", "other.1.log"]
 
@@ -78,17 +77,17 @@ def test_a_tail_reads_every_line_once_across_segments_and_keeps_the_log_within_t
     assert state["index"] >= 8 and largest <= BOUND_BYTES
 
 
-def test_rrc_events_since_a_position_are_read_across_segments_and_from_the_start_of_a_new_log(tmp_path: Path):
+def test_no_rrc_event_is_lost_to_the_bound_however_long_srsue_runs(tmp_path: Path):
     log, state = tmp_path / "srsue.log", {}
-    _split_write(log, [RRC.format(s=0, us=n) for n in range(100)], 4096, state)
-    start = logbound.position(log)
-    _split_write(log, [RRC.format(s=1, us=n) for n in range(150)], 4096, state)  # the run's: across segments
-    assert state["index"] > start[0]
-    events = read_rrc_events(log, 0, start=start)
-    assert len(events) == 150 and all(e["event"] == "t310_start" for e in events)
-    logbound.remove_all(log)  # a new srsue writes its log afresh: read from its first segment
-    _split_write(log, [RRC.format(s=2, us=n) for n in range(3)], 4096, {})
-    assert len(read_rrc_events(log, 0, start=start)) == 3
+    tail = RrcEventTail(log, 0)
+    _split_write(log, [RRC.format(s=0, us=n) for n in range(300)], 4096, state)  # an RLF long before
+    tail.events()  # the lab's pruner reads on, and prunes what it read
+    _split_write(log, [RRC.format(s=1, us=n).replace("Starting T310 timer", "Cell search") for n in range(900)],
+                 4096, state)
+    tail.events()
+    assert state["index"] >= 20 and len(logbound.segments(log)) <= 2  # the RLF's segment is long gone
+    events = tail.events(since_s=0.0)
+    assert len(events) == 300 and all(e["event"] == "t310_start" for e in events)  # and still known
 
 
 def test_the_enb_agent_keeps_srsenbs_log_within_the_bound_and_every_sr_occasion(tmp_path: Path, monkeypatch,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cellab.ran.ue_events import read_rrc_events, rrc_state
+from cellab.ran.ue_events import RrcEventTail, rrc_state
 
 LOG = """\
 2026-11-26T14:13:29.241385 [RRC    ] [I] Set Constants and Timers: N310=1, N311=1, t300=2000, t301=100, t310=200, t311=10000
@@ -30,7 +30,7 @@ def _t(text: str) -> float:
 def test_an_rlf_and_its_reestablishment_are_read_with_their_wall_times(tmp_path):
     log = tmp_path / "srsue.log"
     log.write_text(LOG)
-    events = read_rrc_events(log, 1, since_s=_t("2026-11-26T14:13:30"))
+    events = RrcEventTail(log, 1).events(since_s=_t("2026-11-26T14:13:30"))
     assert [(e["event"], e["ue"]) for e in events] == [
         ("t310_start", 1), ("rlf", 1), ("reest_start", 1), ("reest_complete", 1), ("t310_start", 1), ("rlf", 1)]
     assert events[1]["t_s"] == _t("2026-11-26T14:13:31.411743")
@@ -38,15 +38,19 @@ def test_an_rlf_and_its_reestablishment_are_read_with_their_wall_times(tmp_path)
     assert rrc_state(events[:4], attached=True) == "connected"
     assert rrc_state(events, attached=True) == "reestablishing"  # the last RLF has no way back yet
     assert rrc_state([], attached=False) == "idle"
-    assert read_rrc_events(log, 0, since_s=_t("2026-11-26T14:13:36")) == [
+    assert RrcEventTail(log, 0).events(since_s=_t("2026-11-26T14:13:36")) == [
         {"event": "rlf", "ue": 0, "t_s": _t("2026-11-26T14:13:36.443115")}]
-    assert read_rrc_events(tmp_path / "missing.log", 0) == []
+    assert RrcEventTail(tmp_path / "missing.log", 0).events() == []
 
 
-def test_events_are_read_from_where_the_log_stood_or_from_its_start_when_it_was_written_afresh(tmp_path):
+def test_a_tail_reads_events_as_the_log_grows_and_lines_cut_anywhere(tmp_path):
     log = tmp_path / "srsue.log"
-    log.write_text(LOG)
-    offset = LOG.index("2026-11-26T14:13:35.928063")
-    assert [e["event"] for e in read_rrc_events(log, 0, start=(0, offset))] == ["t310_start", "rlf"]
-    log.write_text(LOG[:LOG.index("2026-11-26T14:13:31.009500")])  # a new srsue: shorter than the offset
-    assert [e["event"] for e in read_rrc_events(log, 0, start=(0, offset))] == ["t310_start"]
+    tail = RrcEventTail(log, 0)
+    assert tail.events() == []  # not written yet
+    cut = LOG.index("Timer T310 expired") + 5
+    log.write_text(LOG[:cut])
+    assert [e["event"] for e in tail.events()] == ["t310_start"]
+    with open(log, "a") as out:
+        out.write(LOG[cut:])
+    assert [e["event"] for e in tail.events()] == ["t310_start", "rlf", "reest_start", "reest_complete",
+                                                   "t310_start", "rlf"]

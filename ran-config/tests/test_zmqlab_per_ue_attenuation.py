@@ -92,6 +92,7 @@ def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp
     from types import SimpleNamespace
 
     import cellab.ran.zmqlab_attenuation as radio
+    from cellab.ran.ue_events import RrcEventTail
 
     lab = SrsranZmqLab(prefix="zqa", bin_dir=tmp_path, ues=2)
     logs = [tmp_path / "ue0.log", tmp_path / "ue1.log"]
@@ -99,7 +100,7 @@ def test_a_ue_that_lost_the_cell_is_waited_for_until_srsue_logs_its_way_back(tmp
                        "Starting T310 timer 200 ms\n2026-11-26T14:13:31.411743 [RRC    ] [I] Timer T310 expired: "
                        "Radio Link Failure\n")
     logs[1].write_text("2026-11-26T14:13:31.000000 [RRC    ] [I] MEAS:  New measurement serving cell\n")
-    lab._ues = [SimpleNamespace(index=i, log=log) for i, log in enumerate(logs)]
+    lab._ues = [SimpleNamespace(index=i, log=log, rrc=RrcEventTail(log, i)) for i, log in enumerate(logs)]
     lab._applied = object()
     lab._configured_at_s = 0.0
     assert lab._lost_ues() == [0]
