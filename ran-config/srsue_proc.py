@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,7 @@ class SrsueProcess:
         self.log = work_dir / "srsue.log"
         self.metrics = work_dir / "srsue_metrics.csv"  # per second: rsrp, snr, cqi, mcs, rates (srsue's CSV)
         self.rrc = RrcEventTail(self.log, index)  # its RRC events, read as its split log grows
+        self.console_tail = ConsoleTail(self.console)  # its attaches and RNTI, read as its console grows
         self.proc: ManagedProcess | None = None
         self.started_s: float | None = None
 
@@ -136,6 +138,7 @@ class SrsueProcess:
         self.metrics.unlink(missing_ok=True)
         logbound.remove_all(self.log)  # a new srsue writes its log afresh, split within the lab's bound
         self.rrc = RrcEventTail(self.log, self.index)
+        self.console_tail = ConsoleTail(self.console)
         conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics,
                                        rx_port=self.ports[0], tx_port=self.ports[1], index=self.index,
                                        log_max_kib=logbound.file_max_size_kib(logbound.log_max_bytes())))
@@ -147,14 +150,23 @@ class SrsueProcess:
         return self.proc is not None and self.proc.running()
 
     def console_text(self) -> str:
+        """Its console's first line and latest CONSOLE_TEXT_BYTES (the lab frees its middle beyond the bound)."""
         try:
-            return self.console.read_text(errors="replace")
+            return logbound.head_and_tail(self.console, CONSOLE_TEXT_BYTES).decode(errors="replace")
         except OSError:
             return ""
 
     def attached_ip(self) -> str | None:
-        found = ATTACH_RE.findall(self.console_text())
-        return found[-1] if found else None
+        """The IP of its last attach (None before its first)."""
+        return self.console_tail.poll().ip
+
+    def attach_count(self) -> int:
+        """How many times it attached since it started."""
+        return self.console_tail.poll().attaches
+
+    def rnti(self) -> str | None:
+        """The C-RNTI (hex) of its last random access."""
+        return self.console_tail.poll().rnti
 
     def error_line(self) -> str | None:
         for line in self.console_text().splitlines():
@@ -186,6 +198,37 @@ class SrsueProcess:
 
 
 RNTI_RE = re.compile(r"Random Access Complete\.\s+c-rnti=0x([0-9a-fA-F]+)")
+CONSOLE_TEXT_BYTES = 1 << 20  # what an error line or the last lines are looked for in
+
+
+class ConsoleTail:
+    """srsue's console read as it grows, the zeros of a freed middle skipped: its attaches counted, its latest IP
+    and C-RNTI, since srsue started. Read by the lab's pruner before it frees the console's middle
+    (logbound.free_middle), so the count and the latest values survive the bound."""
+
+    def __init__(self, path: Path):
+        self.path, self._offset, self._partial = path, 0, b""
+        self.attaches, self.ip, self.rnti = 0, None, None
+        self._lock = threading.Lock()
+
+    def poll(self) -> ConsoleTail:
+        with self._lock:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    data = f.read()
+            except OSError:
+                data = b""  # not written yet
+            self._offset += len(data)
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()
+            for raw in lines:
+                line = raw.replace(b"\0", b"").decode(errors="replace")
+                if attach := ATTACH_RE.search(line):
+                    self.attaches, self.ip = self.attaches + 1, attach.group(1)
+                if rnti := RNTI_RE.search(line):
+                    self.rnti = rnti.group(1)
+        return self
 #: srsue's metrics CSV columns kept in a UE's telemetry, and their names there
 UE_TELEMETRY_FIELDS = {"rsrp": "rsrp", "dl_snr": "dl_snr_db", "dl_mcs": "dl_mcs", "dl_brate": "dl_bitrate_bps",
                        "dl_bler": "dl_bler", "ul_mcs": "ul_mcs", "ul_brate": "ul_bitrate_bps", "ul_bler": "ul_bler",
@@ -205,8 +248,7 @@ def write_ue_telemetry(ue: SrsueProcess, name: str, since_s: float, folder: Path
     if len(rows) < 2 or "time" not in rows[0]:
         return None
     header, end_s = rows[0], ue.metrics.stat().st_mtime
-    rntis = RNTI_RE.findall(ue.console_text())
-    rnti = int(rntis[-1], 16) if rntis else None
+    rnti = int(ue.rnti(), 16) if ue.rnti() else None
     try:
         last_ms = float(rows[-1][header.index("time")])
     except (ValueError, IndexError):

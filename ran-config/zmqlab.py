@@ -182,12 +182,14 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         return self.topology()
 
     def _bound_ue_logs(self) -> None:
-        """Each srsue's log read on (its RRC events kept, its read segments pruned) and its metrics CSV's middle
-        freed beyond the bound: the lab's pruner, every few seconds while it is up (cellab.ran.logbound)."""
+        """Each srsue's log read on (its RRC events kept, its read segments pruned), its metrics CSV's and its
+        console's middle freed beyond the bound: the lab's pruner, every few seconds while up (cellab.ran.logbound)."""
         max_bytes = logbound.log_max_bytes()
         for ue in self._ues:
             ue.rrc.events()
             logbound.free_middle(ue.metrics, max_bytes)
+            ue.console_tail.poll()  # its attaches and RNTI counted before the console's middle goes
+            logbound.free_middle(ue.console, max_bytes)
 
     def extra_agents(self) -> list[AgentSpec]:
         args = ("--srsran-bin", str(self.bin_dir))

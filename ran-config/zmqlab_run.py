@@ -22,7 +22,7 @@ from cellab.labs.clock import CLOCK_FILES, StackClock
 
 from . import logbound
 from .report import effective_per_ue
-from .srsue_proc import RNTI_RE, SrsueProcess, write_ue_telemetry
+from .srsue_proc import SrsueProcess, write_ue_telemetry
 from .ue_events import MAX_LOG_BYTES
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import STATS_PERIOD_S
@@ -125,7 +125,7 @@ class RunRecords:
         try:
             self._fetch_enb(local.name, local)
             self._effective = effective_per_ue(local, self._configured_at_s, truth["sr_period_ms"], {
-                f"ue{ue.index}": RNTI_RE.findall(ue.console_text())[-1:] for ue in self._ues})
+                f"ue{ue.index}": [r for r in [ue.rnti()] if r] for ue in self._ues})
         except Exception:  # noqa: BLE001 (none logged yet)
             self._effective = {}
         truth["core"] = self.core_record()  # the record names the EPC each run went through
@@ -199,8 +199,8 @@ class RunRecords:
         prefix, key_suffix = ("", "") if ue.index == 0 else (f"ue{ue.index}_", f"-ue{ue.index}")
         if ue.console.exists():
             with open(ue.console, "rb") as src:
-                src.seek(console_offset)
-                (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read())
+                src.seek(console_offset)  # the zeros of a freed middle left out
+                (run_dir / f"{prefix}srsue_console.log").write_bytes(src.read().replace(b"\0", b""))
             out["srsue-console" + key_suffix] = run_dir / f"{prefix}srsue_console.log"
         if logbound.segments(ue.log):  # its segments on disk joined, oldest first: the latest N/2 bytes at least
             (run_dir / f"{prefix}{ue.log.name}").write_bytes(logbound.read_all(ue.log, MAX_LOG_BYTES))

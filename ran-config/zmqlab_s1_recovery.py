@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cellab.labs import netns
 from cellab.labs.clock import CLOCK_FILES, RECORD_BYTES
 
-from .srsue_proc import ATTACH_RE, TUN_NAME
+from .srsue_proc import TUN_NAME
 
 S1_BACK_TIMEOUT_S = 90.0  # wall s: srsenb's 10 s reconnect timer at 0.3 of real time, twice, and the setup
 # stack s (srsRAN's timers count stack time: the run's stack clock counts them) after S1 is back for a UE's own
@@ -68,11 +68,6 @@ def s1_events_since(text: str, since_s: float) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["t_s"])
 
 
-def attach_count(console_text: str) -> int:
-    """How many times srsue printed "Network attach successful" (a fresh attach adds one)."""
-    return len(ATTACH_RE.findall(console_text))
-
-
 class S1Recovery:
     """The recovery thread of a SrsranZmqLab (its _ues, _enb, controller, note_event, ...)."""
 
@@ -95,7 +90,7 @@ class S1Recovery:
     def start_s1_recovery(self, daemon: str, killed_at: float) -> None:
         """From the fault's end (the MME runs again): S1 and each UE brought back on a thread (recovery_result)."""
         self.join_s1_recovery()
-        before = [attach_count(ue.console_text()) for ue in self._ues]
+        before = [ue.attach_count() for ue in self._ues]
         self._recovery_log = {"daemon": daemon, "killed_at": killed_at, "done": False}
         self._recovery_stop = threading.Event()
         self._recovery = threading.Thread(target=self._recover, args=(killed_at, before), name="s1-recovery",
@@ -162,7 +157,7 @@ class S1Recovery:
                     f"by itself within {UE_SELF_WAIT_STACK_S:g} stack s of S1's return (srsue's attach after the "
                     "Service Reject, on its RRC connection over ZMQ)" if attempt == 1 else
                     f"within {UE_ATTACH_WAIT_STACK_S:g} stack s of srsenb's restart"))
-                counts = [attach_count(ue.console_text()) for ue in self._ues]
+                counts = [ue.attach_count() for ue in self._ues]
                 log.setdefault("restarts", []).append({"why": why})
                 self._write_recovery_log()
                 log["restarts"][-1] |= self.restart_srsenb(why)
@@ -226,7 +221,7 @@ class S1Recovery:
         back: set[int] = set()
         while True:  # a last look at the deadline
             for i in sorted(pending):
-                if attach_count(self._ues[i].console_text()) > before[i]:
+                if self._ues[i].attach_count() > before[i]:
                     self.note_event({"event": "ue_attached", "ue": i, "source": "srsue console"})
                     (self._recovery_log or {}).setdefault("attached_at", {})[i] = time.time()
                     back.add(i)

@@ -150,7 +150,7 @@ def test_srsenbs_console_keeps_its_older_half(tmp_path: Path):
 
     script = tmp_path / "srsenb"
     script.write_text(f"#!{sys.executable}\nfor n in range(4000):\n    print(f'console line {{n:05d}}', flush=True)\n"
-                      f"print({READY_LINE!r}, flush=True)\n")
+                      f"print({READY_LINE!r}, flush=True)\nimport time\ntime.sleep(60)\n")  # until stopped
     script.chmod(0o755)
     console = tmp_path / "srsenb_console.log"
     proc = SrsenbProcess(script, tmp_path, console, console_max_bytes=BOUND_BYTES)
@@ -185,3 +185,24 @@ def test_srsue_metrics_keep_their_header_and_latest_lines_within_the_bound(tmp_p
     rows = [json.loads(line) for line in write_ue_telemetry(ue, "ue0", 0.0, tmp_path / "telemetry")
             .read_text().splitlines()]
     assert len(rows) == len(times) and rows[-1]["dl_bitrate_bps"] == 20000.5e3  # the telemetry reads past the hole
+
+
+def test_srsues_console_is_freed_beyond_the_bound_and_its_attaches_still_counted(tmp_path: Path):
+    from cellab.ran.srsue_proc import ConsoleTail
+
+    console, largest = tmp_path / "srsue_console.log", 0
+    tail = ConsoleTail(console)
+    with open(console, "w") as out:  # srsue's stdout: one file at its own offset
+        for n in range(1, 8001):
+            out.write("Current sample rate is 1.92 MHz with a base rate of 5.76 MHz (x3 decimation)\n")
+            if n % 1000 == 0:  # an attach now and then, far apart
+                out.write(f"Random Access Complete.     c-rnti=0x{n // 1000 + 0x45:x}, ta=0\n"
+                          f"Network attach successful. IP: 172.16.0.{n // 1000}\n")
+            if n % 200 == 0:
+                out.flush()
+                tail.poll()  # the lab's pruner: read, then free the middle
+                logbound.free_middle(console, BOUND_BYTES)
+                largest = max(largest, console.stat().st_blocks * 512)
+    print(f"srsue's console: {console.stat().st_size} B written, at most {largest} B of blocks on disk")
+    assert console.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
+    assert (tail.poll().attaches, tail.ip, tail.rnti) == (8, "172.16.0.8", "4d")

@@ -15,7 +15,8 @@ from cellab.ran import zmqlab_s1_recovery
 from cellab.ran.report import PhyLogTail
 from cellab.ran.s1_events import parse_s1_line
 from cellab.ran.srsenb_proc import with_log_level
-from cellab.ran.zmqlab_s1_recovery import attach_count, s1_events_since
+from cellab.ran.srsue_proc import ConsoleTail
+from cellab.ran.zmqlab_s1_recovery import s1_events_since
 
 from cellab.faults.spec import FaultStep
 
@@ -59,12 +60,15 @@ def test_the_agents_enb_conf_logs_s1ap_at_info_and_keeps_the_other_levels():
         with_log_level(conf, "s1ap_level", "info\nall_level = none")
 
 
-def test_s1_event_rows_since_a_time_and_attach_lines_are_counted():
+def test_s1_event_rows_since_a_time_and_attach_lines_are_counted(tmp_path):
     text = '{"event": "s1_setup", "t_s": 5.0}\n{"event": "s1_lost", "t_s": 2.0}\n{"event": "s1_se'
     assert s1_events_since(text, 1.0) == [{"event": "s1_lost", "t_s": 2.0}, {"event": "s1_setup", "t_s": 5.0}]
     assert s1_events_since(text, 3.0) == [{"event": "s1_setup", "t_s": 5.0}]
-    assert attach_count("Network attach successful. IP: 172.16.0.2\nRRC Connected\n"
-                        "Network attach successful. IP: 172.16.0.2\n") == 2
+    console = tmp_path / "srsue_console.log"
+    console.write_text("Network attach successful. IP: 172.16.0.2\nRRC Connected\n"
+                       "Random Access Complete.     c-rnti=0x47, ta=0\nNetwork attach successful. IP: 172.16.0.3\n")
+    tail = ConsoleTail(console).poll()
+    assert (tail.attaches, tail.ip, tail.rnti) == (2, "172.16.0.3", "47")
 
 
 class Ue:
@@ -73,6 +77,9 @@ class Ue:
 
     def console_text(self) -> str:
         return self.text
+
+    def attach_count(self) -> int:
+        return self.text.count("Network attach successful")
 
 
 class RecoveryLab(CoreLab):
