@@ -20,10 +20,13 @@ from cellab.errors import CellabError, InputError
 from cellab.paths import find_program
 from cellab.labs.proc import ManagedProcess
 
+from . import logbound
+
 ENB_TX_PORT, ENB_RX_PORT = 2000, 2001  # the eNB profile's rf.device ports
 UE_PORT_BASE = 2100
 READY_TIMEOUT_S = 5.0
 STATS_PERIOD_S = 2.0
+LOG_READ_BYTES = 64 << 20  # a day of stats lines is about 2 MB
 GAIN_REPLY_TIMEOUT_S = 2.0
 MIN_GAIN_DB, MAX_GAIN_DB = -100.0, 100.0  # the broker's own bounds (broker/broker.h)
 GAIN_COMMANDS = {"dl": ("gain", "dl_gain_db"), "ul": ("ul_gain", "ul_gain_db")}  # link -> stdin command, reply key
@@ -89,10 +92,14 @@ class BrokerProcess:
         return self._text_from(0)
 
     def _text_from(self, offset: int) -> str:
+        """Its log from byte `offset`; from the start: its first line and latest LOG_READ_BYTES, as the lab frees
+        the middle of a long-lived broker's log (cellab.ran.logbound.free_middle)."""
         try:
+            if offset == 0:
+                return logbound.head_and_tail(self.log, LOG_READ_BYTES).decode(errors="replace")
             with open(self.log, "rb") as log:
                 log.seek(offset)
-                return log.read().decode(errors="replace")
+                return log.read().replace(b"\0", b"").decode(errors="replace")
         except OSError:
             return ""
 

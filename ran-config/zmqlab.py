@@ -110,7 +110,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._enb_params: ConfigureParams | None = None  # the run's srsenb configuration (an enb_restart's restart)
         self._console_offsets: list[int] = []
         self._configured_at_s = 0.0
-        self._broker_lines_at = 0  # the broker's stats lines before the run (timing_faults reads those after)
+        self._broker_t_at = -1.0  # the broker's last stats line before the run (its t_s: timing_faults reads after)
         self._effective: dict[str, dict[str, Any]] = {}  # per UE, the SR pattern the eNB saw this run
         self._ues_started = False  # since up(): a later restart also restarts srsEPC
         self.core_flavour: str | None = None  # the EPC running (srsepc | open5gs)
@@ -182,14 +182,17 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         return self.topology()
 
     def _bound_ue_logs(self) -> None:
-        """Each srsue's log read on (its RRC events kept, its read segments pruned), its metrics CSV's and its
-        console's middle freed beyond the bound: the lab's pruner, every few seconds while up (cellab.ran.logbound)."""
+        """Each srsue's log read on (its RRC events kept, its read segments pruned), its metrics CSV's, its
+        console's and the broker's log's middle freed beyond the bound: the lab's pruner, every few seconds while
+        it is up (cellab.ran.logbound)."""
         max_bytes = logbound.log_max_bytes()
         for ue in self._ues:
             ue.rrc.events()
             logbound.free_middle(ue.metrics, max_bytes)
             ue.console_tail.poll()  # its attaches and RNTI counted before the console's middle goes
             logbound.free_middle(ue.console, max_bytes)
+        if self._broker is not None:  # its stats lines: read by their time since the broker's start
+            logbound.free_middle(self._broker.log, max_bytes)
 
     def extra_agents(self) -> list[AgentSpec]:
         args = ("--srsran-bin", str(self.bin_dir))
@@ -286,7 +289,8 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._applied = p
         self._console_offsets = [ue.console.stat().st_size if ue.console.exists() else 0 for ue in self._ues]
         self._configured_at_s = time.time()
-        self._broker_lines_at = len(self._broker.rates()) if self._broker is not None else 0
+        rates = self._broker.rates() if self._broker is not None else []
+        self._broker_t_at = float(rates[-1].get("t_s", -1.0)) if rates else -1.0  # a new broker counts from 0
         self._clock_start()  # the run's stack clock, from here to collect (zmqlab_run)
         self.last_configure = {"restarted": bool(reasons), "restart_reasons": reasons,
                                "enb_restart_reasons": result.restart_reasons, "configure_s": time.monotonic() - started,

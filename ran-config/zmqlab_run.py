@@ -108,7 +108,7 @@ class RunRecords:
         periods the UEs heard silence (srsenb gone: an enb_restart), which measure the fault, not the stack."""
         if self._broker is None or self._applied is None:
             return []
-        return [r["dl_msps"] for r in self._broker.rates()[self._broker_lines_at:]
+        return [r["dl_msps"] for r in self._broker.rates() if r.get("t_s", 0.0) > self._broker_t_at
                 if isinstance(r.get("dl_msps"), (int, float)) and not r.get("silent_blocks")]
 
     def ground_truth(self, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -142,8 +142,9 @@ class RunRecords:
         for ue, offset in zip(self._ues, self._console_offsets, strict=False):
             out |= self._collect_ue(ue, offset, run_dir)
             write_ue_telemetry(ue, f"ue{ue.index}", self._configured_at_s, run_dir / "telemetry")
-        if self._broker is not None and self._broker.log.exists():
-            out["zmq-broker"] = Path(shutil.copyfile(self._broker.log, run_dir / "zmq_broker.log"))
+        if self._broker is not None and self._broker.log.exists():  # its first line and latest (middle freed)
+            (run_dir / "zmq_broker.log").write_bytes(logbound.head_and_tail(self._broker.log, MAX_LOG_BYTES))
+            out["zmq-broker"] = run_dir / "zmq_broker.log"
         statuses = {"enb": self._enb().status().model_dump(mode="json"),
                     "core": self._core().status().model_dump(mode="json") | {"core": self.core_record()},
                     "configure": self.last_configure,

@@ -206,3 +206,21 @@ def test_srsues_console_is_freed_beyond_the_bound_and_its_attaches_still_counted
     print(f"srsue's console: {console.stat().st_size} B written, at most {largest} B of blocks on disk")
     assert console.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
     assert (tail.poll().attaches, tail.ip, tail.rnti) == (8, "172.16.0.8", "4d")
+
+
+def test_the_brokers_log_keeps_its_latest_stats_lines_within_the_bound(tmp_path: Path):
+    from cellab.ran.zmq_broker import BrokerProcess
+
+    broker, largest = BrokerProcess(tmp_path, 1, netns=None), 0
+    with open(broker.log, "w") as out:  # the broker's stdout: one file at its own offset
+        out.write("ready: 1 UEs\n")
+        for n in range(1, 6001):
+            out.write(json.dumps({"t_s": 2.0 * n, "dl_msps": 5.76, "ul_msps": 5.76, "dl_waits_for": "x" * 40}) + "\n")
+            if n % 300 == 0:
+                out.flush()
+                logbound.free_middle(broker.log, BOUND_BYTES)  # the lab's pruner
+                largest = max(largest, broker.log.stat().st_blocks * 512)
+    times = [r["t_s"] for r in broker.rates()]
+    print(f"the broker's log: {broker.log.stat().st_size} B written, at most {largest} B of blocks on disk")
+    assert broker.log.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
+    assert times[-1] == 12000.0 and times == [2.0 * n for n in range(int(times[0] / 2), 6001)]

@@ -94,7 +94,7 @@ class _Rates:
     """The broker's stats lines, as the lab reads them."""
 
     def __init__(self, msps: list[float]):
-        self.lines = [{"dl_msps": m} for m in msps]
+        self.lines = [{"t_s": 2.0 * (i + 1), "dl_msps": m} for i, m in enumerate(msps)]
 
     def rates(self) -> list[dict]:
         return self.lines
@@ -109,11 +109,11 @@ def test_the_stacks_tti_on_the_wall_clock_comes_from_the_brokers_first_line_afte
     lab._applied = ZmqLabParams(n_prb=6)
     nominal = SAMPLE_RATE_HZ[6] / 1e6
     lab._broker = _Rates([0.1 * nominal, 0.4 * nominal, 0.6 * nominal, 0.7 * nominal])  # attach, then idle
-    lab._broker_lines_at = 2
+    lab._broker_t_at = 4.0  # the second line's
     assert lab.stack_tti_ms() == pytest.approx(1 / 0.6, rel=1e-3)  # the idle stream's first line, not the attach's
-    lab._broker_lines_at = 4
+    lab._broker_t_at = 8.0
     assert lab.stack_tti_ms() is None  # no line within the wait
-    lab._broker, lab._broker_lines_at = _Rates([1.01 * nominal]), 0
+    lab._broker, lab._broker_t_at = _Rates([1.01 * nominal]), -1.0
     assert lab.stack_tti_ms() is None  # real time: the probe keeps its own ruler
     lab._broker = _Rates([0.01 * nominal])
     assert lab.stack_tti_ms() == 20.0  # the probe's bound
