@@ -192,6 +192,15 @@ class SrsueProcess:
         lines = [line.strip() for line in self.console_text().splitlines() if line.strip()]
         return " | ".join(lines[-3:]) if lines else f"(no output; console {self.console})"
 
+    def bound_logs(self, max_bytes: int) -> None:
+        """Its files kept within max_bytes each (every few seconds while it runs: the srsran-zmq lab's pruner):
+        its log read on (RRC events kept, read segments pruned), its console read on (attaches, IP, C-RNTI), then
+        the middle of its console and its metrics CSV freed (cellab.ran.logbound)."""
+        self.rrc.events()
+        self.console_tail.poll()
+        for path in (self.console, self.metrics):
+            logbound.free_middle(path, max_bytes)
+
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
             self.proc.stop(grace_s=grace_s)

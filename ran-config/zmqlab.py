@@ -187,10 +187,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         it is up (cellab.ran.logbound)."""
         max_bytes = logbound.log_max_bytes()
         for ue in self._ues:
-            ue.rrc.events()
-            logbound.free_middle(ue.metrics, max_bytes)
-            ue.console_tail.poll()  # its attaches and RNTI counted before the console's middle goes
-            logbound.free_middle(ue.console, max_bytes)
+            ue.bound_logs(max_bytes)
         if self._broker is not None:  # its stats lines: read by their time since the broker's start
             logbound.free_middle(self._broker.log, max_bytes)
 

@@ -174,7 +174,7 @@ def test_srsue_metrics_keep_their_header_and_latest_lines_within_the_bound(tmp_p
             out.write(f"{n * 1000};0;{60 + n % 7};30;{n}.5e3;1\n")
             if n % 100 == 0:
                 out.flush()
-                logbound.free_middle(ue.metrics, BOUND_BYTES)  # the lab's pruner, every 5 s
+                ue.bound_logs(BOUND_BYTES)  # the lab's pruner, every 5 s
                 largest = max(largest, ue.metrics.stat().st_blocks * 512)
     kept = logbound.head_and_tail(ue.metrics, BOUND_BYTES).decode()
     times = [int(line.split(";")[0]) for line in kept.splitlines()[1:]]
@@ -188,11 +188,10 @@ def test_srsue_metrics_keep_their_header_and_latest_lines_within_the_bound(tmp_p
 
 
 def test_srsues_console_is_freed_beyond_the_bound_and_its_attaches_still_counted(tmp_path: Path):
-    from cellab.ran.srsue_proc import ConsoleTail
+    from cellab.ran.srsue_proc import SrsueProcess, UeSettings
 
-    console, largest = tmp_path / "srsue_console.log", 0
-    tail = ConsoleTail(console)
-    with open(console, "w") as out:  # srsue's stdout: one file at its own offset
+    ue, largest = SrsueProcess(tmp_path / "srsue", tmp_path, UeSettings(), netns=None, ue_netns="x-ue0"), 0
+    with open(ue.console, "w") as out:  # srsue's stdout: one file at its own offset
         for n in range(1, 8001):
             out.write("Current sample rate is 1.92 MHz with a base rate of 5.76 MHz (x3 decimation)\n")
             if n % 1000 == 0:  # an attach now and then, far apart
@@ -200,12 +199,12 @@ def test_srsues_console_is_freed_beyond_the_bound_and_its_attaches_still_counted
                           f"Network attach successful. IP: 172.16.0.{n // 1000}\n")
             if n % 200 == 0:
                 out.flush()
-                tail.poll()  # the lab's pruner: read, then free the middle
-                logbound.free_middle(console, BOUND_BYTES)
-                largest = max(largest, console.stat().st_blocks * 512)
-    print(f"srsue's console: {console.stat().st_size} B written, at most {largest} B of blocks on disk")
-    assert console.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
-    assert (tail.poll().attaches, tail.ip, tail.rnti) == (8, "172.16.0.8", "4d")
+                ue.bound_logs(BOUND_BYTES)  # the lab's pruner: read on, then free the middle
+                largest = max(largest, ue.console.stat().st_blocks * 512)
+    print(f"srsue's console: {ue.console.stat().st_size} B written, at most {largest} B of blocks on disk")
+    assert ue.console.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
+    assert (ue.attach_count(), ue.attached_ip(), ue.rnti()) == (8, "172.16.0.8", "4d")
+    assert "172.16.0.8" in ue.console_text() and "\0" not in ue.console_text()
 
 
 def test_the_brokers_log_keeps_its_latest_stats_lines_within_the_bound(tmp_path: Path):
