@@ -44,7 +44,9 @@ def test_a_lab_left_up_stays_within_its_bound_and_a_run_still_gets_its_lines(bun
         lab = session.lab
         lab.configure(PARAMS)
         enb_dir = session._tmp / "artifacts" / next(n for n, r in lab.lab_agents.items() if r == "enb")
-        logs = {"srsenb log": enb_dir / "config" / "enb.log", "srsue log": lab._ues[0].log,
+        ue = lab._ues[0]
+        logs = {"srsenb log": enb_dir / "config" / "enb.log", "srsue log": ue.log, "srsue console": ue.console,
+                "srsue metrics": ue.metrics, "broker log": lab._broker.log,
                 "sr_occasions.jsonl": enb_dir / "sr_occasions.jsonl", "enb report": enb_dir / "config" /
                 "enb_report.json"}
         clock = lab.state_dir / "broker" / "clock" / "stack-clock-dl.bin"
