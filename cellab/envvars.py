@@ -39,3 +39,14 @@ def env_bytes(name: str, default: int, minimum: int = 1) -> int:
         raise InputError(f"${name}", "", f"{raw[:40]!r} is not a number of bytes",
                          ["0 (no bound)", f"{minimum}..{MAX_BYTES}"])
     return value
+
+
+LAB_LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"
+LAB_LOG_MAX_DEFAULT_BYTES = 256 << 20
+LAB_LOG_MIN_BYTES = 65536  # the virtual cell's floor (emulator/args.c): two segments of a header and a 16-UE TTI
+
+
+def lab_log_max_bytes() -> int:
+    """The bound of each long-lived log an embedded lab writes (docs/log-bounds.md): $CELLAB_LAB_LOG_MAX_BYTES
+    (0: none), else 256 MiB."""
+    return env_bytes(LAB_LOG_MAX_ENV, LAB_LOG_MAX_DEFAULT_BYTES, LAB_LOG_MIN_BYTES)

@@ -12,23 +12,10 @@ import json
 import os
 import shutil
 from pathlib import Path
-
 from typing import TYPE_CHECKING
-
-from cellab.envvars import env_bytes
 
 if TYPE_CHECKING:
     import numpy as np
-
-#: each log of a virtual cell (TTI log, own clock, cell.log), its older segment included, stays within this many bytes
-DEFAULT_LOG_MAX_BYTES = 256 << 20
-LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"
-MIN_LOG_MAX_BYTES = 65536  # the cell's own floor (args.c): two segments of a header and a 16-UE TTI
-
-
-def log_max_bytes() -> int:
-    """The bound of a cell's logs: $CELLAB_LAB_LOG_MAX_BYTES (0: none), else DEFAULT_LOG_MAX_BYTES."""
-    return env_bytes(LOG_MAX_ENV, DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES)
 
 
 def older(path: Path) -> Path:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cellab.envvars import lab_log_max_bytes
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances
 from cellab.labs.base import EmbeddedLab, Host, Topology
@@ -28,7 +29,7 @@ from cellab.labs.proc import die_with_parent
 from cellab.paths import find_program
 
 from .hostpause import HostFreezer
-from .logsegments import join_clock, join_text_log, join_tti_log, log_max_bytes, older
+from .logsegments import join_clock, join_text_log, join_tti_log, older
 from .params import MAX_UES, CellParams, validate_params
 from .vlab_provenance import VirtualLabProvenance
 
@@ -85,7 +86,7 @@ class VirtualLab(VirtualLabProvenance, EmbeddedLab):
                                  [values["n_ues"]])
             values["n_ues"] = ues
         self.params = validate_params(values)
-        self.log_max_bytes = log_max_bytes()  # the cell's TTI log, own clock and cell.log, each with its older segment
+        self.log_max_bytes = lab_log_max_bytes()  # the cell's TTI log, own clock and cell.log, each with its older segment
         self.state_dir = STATE_ROOT / self.prefix
         self.host_freezer = HostFreezer(self.prefix, self.state_dir)
 

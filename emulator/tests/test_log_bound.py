@@ -10,7 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from cellab.emulator.logsegments import LOG_MAX_ENV, older
+from cellab.emulator.logsegments import older
+from cellab.envvars import LAB_LOG_MAX_ENV as LOG_MAX_ENV
+from cellab.envvars import lab_log_max_bytes
 from cellab.emulator.ttilog import HEADER_DTYPE, RECORD_DTYPE, read_ttilog
 from cellab.errors import InputError
 from cellab.labs.clock import StackClock
@@ -57,14 +59,12 @@ def test_a_lab_left_up_stays_within_its_bound_and_keeps_the_latest_data(vlab, mo
 
 
 def test_a_bound_too_small_for_a_segment_is_refused(monkeypatch):
-    from cellab.emulator.logsegments import log_max_bytes
-
     for bad in ("1000", "-5", "lots", "1e9"):
         monkeypatch.setenv(LOG_MAX_ENV, bad)
         with pytest.raises(InputError, match=LOG_MAX_ENV):
-            log_max_bytes()
+            lab_log_max_bytes()
     monkeypatch.setenv(LOG_MAX_ENV, "0")
-    assert log_max_bytes() == 0  # no bound, on request
+    assert lab_log_max_bytes() == 0  # no bound, on request
 
 
 def test_cell_log_stays_within_its_bound_and_a_collect_gets_its_latest_events_whole(vlab, monkeypatch, tmp_path):
