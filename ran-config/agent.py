@@ -36,9 +36,10 @@ from cellab.contracts.enb import (
     UeMetrics,
 )
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
+from cellab.envvars import lab_log_max_bytes
 from cellab.errors import CellabError
 from cellab.ran.enb_provenance import EnbProvenance
-from cellab.ran.logbound import append_bounded, file_max_size_kib, log_max_bytes, remove_all
+from cellab.ran.logbound import append_bounded, file_max_size_kib, remove_all
 from cellab.ran.profile import EnbProfile, apply_overrides, parse_profile
 from cellab.ran.render import render_texts
 from cellab.ran.s1_events import S1AP_LOG_LEVEL
@@ -83,7 +84,7 @@ class EnbAgent(EnbProvenance, Agent):
         # the PHY log level that shows each SR reception (info or debug; warning and above hide them)
         self.sr_log_level = check_sr_log_level(sr_log_level, f"enb agent {self.name}")
         self.srsenb_bin, self.netns, self.report_poll_s = srsenb_bin, netns, report_poll_s
-        self.log_max_bytes = log_max_bytes()  # srsenb's log split at a third, read and pruned by PhyLogTail
+        self.log_max_bytes = lab_log_max_bytes()  # srsenb's log split at a third, read and pruned by PhyLogTail
         self.config_dir = self.artifact_dir / "config"
         self._lock = threading.RLock()  # srsenb's lifecycle
         self._data_lock = threading.Lock()  # metrics and ground truth (the report thread writes them)

@@ -7,8 +7,10 @@ and a reader removes all but the newest two segments as it reads them (`SegmentT
 its segment goes): right after a read a log holds at most 2N/3, so it stays within N as long as it is read
 before srsRAN writes another N/3, and its latest N/3 bytes at least are kept. The eNB agent's PHY log tail reads
 srsenb's; the srsran-zmq lab reads each srsue's RRC events every PRUNE_PERIOD_S (`Pruner`, ue_events.RrcEventTail)
-and when asked, so no event is lost to the bound. The bound is the virtual lab's:
-$CELLAB_LAB_LOG_MAX_BYTES (0: none), 256 MiB by default.
+and when asked, so no event is lost to the bound. Files srsRAN writes whole at its own offset (srsenb's JSON
+report, srsue's console and metrics CSV) and the broker's log have their read middle freed on disk instead
+(`free_read_part`, `free_middle`); the eNB agent's own files keep their older half (`append_bounded`). The bound
+is every lab's: cellab.envvars.lab_log_max_bytes ($CELLAB_LAB_LOG_MAX_BYTES, 256 MiB).
 """
 
 from __future__ import annotations
@@ -18,20 +20,10 @@ import re
 import threading
 from pathlib import Path
 
-from cellab.envvars import env_bytes
-
 log = logging.getLogger("cellab.ran.logbound")
-LOG_MAX_ENV = "CELLAB_LAB_LOG_MAX_BYTES"  # the same variable bounds the virtual cell's logs (emulator/logsegments)
-DEFAULT_LOG_MAX_BYTES = 256 << 20
-MIN_LOG_MAX_BYTES = 65536
 SRSLOG_MIN_KIB = 4  # srslog's floor for a split size
 KEEP_SEGMENTS = 2
 PRUNE_PERIOD_S = 5.0
-
-
-def log_max_bytes() -> int:
-    """The bound of each srsRAN log: $CELLAB_LAB_LOG_MAX_BYTES (0: none), else DEFAULT_LOG_MAX_BYTES."""
-    return env_bytes(LOG_MAX_ENV, DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES)
 
 
 def file_max_size_kib(max_bytes: int) -> int:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cellab.envvars import lab_log_max_bytes
 from cellab.errors import CellabError
 from cellab.labs.proc import ManagedProcess
 
@@ -141,7 +142,7 @@ class SrsueProcess:
         self.console_tail = ConsoleTail(self.console)
         conf.write_text(render_ue_conf(self.settings, self.ue_netns, self.log, self.metrics,
                                        rx_port=self.ports[0], tx_port=self.ports[1], index=self.index,
-                                       log_max_kib=logbound.file_max_size_kib(logbound.log_max_bytes())))
+                                       log_max_kib=logbound.file_max_size_kib(lab_log_max_bytes())))
         # cwd: srsue writes its NAS context (.ctxt) where it runs
         self.proc = ManagedProcess([str(self.binary), str(conf)], self.console, netns=self.netns, cwd=conf.parent)
         self.started_s = time.time()
@@ -251,7 +252,7 @@ def write_ue_telemetry(ue: SrsueProcess, name: str, since_s: float, folder: Path
     last write (flushed every second, so within about a second)."""
     if not ue.metrics.exists():
         return None
-    text = logbound.head_and_tail(ue.metrics, logbound.log_max_bytes()).decode(errors="replace")  # middle freed
+    text = logbound.head_and_tail(ue.metrics, lab_log_max_bytes()).decode(errors="replace")  # middle freed
     rows = [line.split(";") for line in text.splitlines() if line.strip()]
     rows = [row for row in rows if len(row) == len(rows[0])]  # not a line cut by srsue's write in progress
     if len(rows) < 2 or "time" not in rows[0]:

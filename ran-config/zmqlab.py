@@ -42,7 +42,7 @@ from cellab.hostlock import SRSRAN_LOCK, HostLock, HostLockTimeout, acquire
 from cellab.contracts.core import ConfigureParams as CoreConfigureParams
 from cellab.contracts.core import CoreClient
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
-from cellab.envvars import env_seconds
+from cellab.envvars import env_seconds, lab_log_max_bytes
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
@@ -185,7 +185,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         """Each srsue's log read on (its RRC events kept, its read segments pruned), its metrics CSV's, its
         console's and the broker's log's middle freed beyond the bound: the lab's pruner, every few seconds while
         it is up (cellab.ran.logbound)."""
-        max_bytes = logbound.log_max_bytes()
+        max_bytes = lab_log_max_bytes()
         for ue in self._ues:
             ue.bound_logs(max_bytes)
         if self._broker is not None:  # its stats lines: read by their time since the broker's start

@@ -15,6 +15,7 @@ import pytest
 
 from cellab.bus.testing import lab_bus
 from cellab.contracts.enb import ConfigureParams, EnbClient, RadioOverrides
+from cellab.envvars import LAB_LOG_MAX_ENV
 from cellab.ran import logbound
 from cellab.ran.agent import EnbAgent
 from cellab.ran.srsenb_proc import with_log_file_max_kib
@@ -92,7 +93,7 @@ def test_no_rrc_event_is_lost_to_the_bound_however_long_srsue_runs(tmp_path: Pat
 
 def test_the_enb_agent_keeps_srsenbs_log_within_the_bound_and_every_sr_occasion(tmp_path: Path, monkeypatch,
                                                                                  fake_srsenb: Path):
-    monkeypatch.setenv(logbound.LOG_MAX_ENV, str(BOUND_BYTES))
+    monkeypatch.setenv(LAB_LOG_MAX_ENV, str(BOUND_BYTES))
     with lab_bus(tmp_path, {"enb1": EnbAgent},
                  agent_kwargs={"enb1": {"srsenb_bin": fake_srsenb, "report_poll_s": 0.1}}) as (ctl, agents):
         EnbClient(ctl, "enb1").configure(ConfigureParams(

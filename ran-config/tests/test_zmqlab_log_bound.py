@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cellab.envvars import LAB_LOG_MAX_ENV
 from cellab.ran import logbound
 
 BOUND_BYTES = 256 << 10  # segments of 85 KiB: srsue out of the cell's reach fills one in about ten seconds
@@ -39,7 +40,7 @@ def test_a_lab_left_up_stays_within_its_bound_and_a_run_still_gets_its_lines(bun
     from cellab.run.session import LabSession
 
     monkeypatch.setenv("CELLAB_SRSRAN_BIN", str(bundle))
-    monkeypatch.setenv(logbound.LOG_MAX_ENV, str(BOUND_BYTES))  # the session's agents inherit it
+    monkeypatch.setenv(LAB_LOG_MAX_ENV, str(BOUND_BYTES))  # the session's agents inherit it
     with LabSession("srsran-zmq", prefix="zql", ue_count=1, purpose="test") as session:
         lab = session.lab
         lab.configure(PARAMS)
