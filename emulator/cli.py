@@ -38,9 +38,9 @@ def up(
     trace: Annotated[Path | None, typer.Option(help="Mahimahi downlink trace instead of the radio model")] = None,
     trace_up: Annotated[Path | None, typer.Option(help="Mahimahi uplink trace instead of SR and grants")] = None,
     seed: int = typer.Option(1, help="random seed"),
-    log_max_mb: float | None = typer.Option(None, min=0.0625, max=1 << 30, help="bound of the cell's TTI log and "
-                                            "own clock in /run, each with its older segment (default 256, or "
-                                            "$CELLAB_LAB_LOG_MAX_BYTES)"),
+    log_max_mb: float | None = typer.Option(None, min=0.0625, max=1 << 30, help="bound of the cell's TTI log, "
+                                            "own clock and cell.log in /run, each with its older segment "
+                                            "(default 256, or $CELLAB_LAB_LOG_MAX_BYTES; docs/log-bounds.md)"),
 ) -> None:
     """Build the namespaces and start the cell."""
     try:
