@@ -6,12 +6,14 @@ zmq-stack`, in the foreground until SIGTERM) supervises the rest, the part a har
 - srsenb is watched in the core namespace (whoever started it: the eNB agent's configure); when one starts, the
   ZMQ broker and every srsue are started for its cell (its n_prb, read from the enb.conf it runs), each UE's
   default route put through its TUN once it attached;
-- srsenb restarted under running UEs (an enb_restart fault, a crash): the broker keeps the UEs and srsue finds
-  the new cell by itself, or not; a UE whose ping to the server is not back within REJOIN_WAIT_S gets srsue (and
-  the broker) restarted. A new cell size, or an EPC that restarted too (its UE contexts are gone), restarts them at
-  once, as the embedded lab does when it restarts srsenb;
-- every step is a line of `stack_events.jsonl` ({t_s wall, event, ...}: srsenb_up, srsenb_gone, radio_started
-  with `why`, ue_attached, ues_back) and of this process's output;
+- when srsenb goes (the eNB agent's safe_state: a campaign's end, an enb_restart fault), the broker and srsue are
+  stopped, and started afresh with the next srsenb, as the embedded lab restarts them with srsenb. They cannot
+  stay: after srsenb's graceful stop srsEPC no longer knows the UE, rejects its Service Request, and srsue's fresh
+  attach over the kept ZMQ link never completes (measured: T3410 expired, 2026-11-29); a new broker under a
+  running srsenb gets no samples from it. A srsue that exits, or does not attach within ATTACH_TIMEOUT_S, is
+  started again with the broker;
+- every step is a line of `stack_events.jsonl` ({t_s wall, event, ...}: srsenb_up, srsenb_gone, radio_stopped,
+  radio_started with `why`, ue_attached) and of this process's output;
 - the broker records the stack clock from its start (`clock/N/stack-clock-{dl,ul}.bin`, N per broker start), so
   a run's times read on the stack's own seconds too.
 
@@ -40,9 +42,7 @@ from .zmqlab import SrsranZmqLab
 from .zmqlab_attach import ATTACH_TIMEOUT_S, SERVER_ADDR
 from .zmqlab_params import CORE_PROFILE, ENB_PROFILE, subscribers_csv
 
-REJOIN_WAIT_S = 45.0  # srsue's own way back to a restarted srsenb (its RLF, search, new connection), stack at half speed
 POLL_S = 0.5
-EPC_PROGRAMS = ("srsepc", "open5gs-mmed")  # the process that holds the UEs' contexts
 N_PRB_RE = re.compile(r"^\s*n_prb\s*=\s*(\d+)", re.M)
 
 
@@ -97,10 +97,9 @@ class ZmqStack:
         self.lab._cell_att_db = 0.0  # srsenb's cell_gain stays its profile's: a UE's attenuation is its broker gain
         self._core_inode = 0
         self.enb: Seen | None = None
-        self.epc_at_start: Seen | None = None  # the EPC the radio's UEs attached to
+        self.last_enb_pid: int | None = None  # the srsenb before this one, if any
         self.n_prb: int | None = None
         self.attaching: dict[int, float] = {}  # UE -> deadline of its attach
-        self.rejoin_by: float | None = None  # srsenb restarted under the UEs: their way back's deadline
         self.starts = 0
 
     def up(self) -> dict:
@@ -133,30 +132,23 @@ class ZmqStack:
         if enb is None:
             if self.enb is not None:
                 self.note("srsenb_gone", pid=self.enb.pid)
-                self.enb = None
+                self.last_enb_pid, self.enb = self.enb.pid, None
+                self.attaching.clear()
+                self.lab._stop_radio()
+                self.note("radio_stopped", why="srsenb gone", stopped=["zmq-broker", "srsue"])
             return
         if enb != self.enb:
-            self._new_enb(enb)
+            if self.enb is not None:
+                self.last_enb_pid = self.enb.pid
+            self.enb = enb
+            n_prb = running_n_prb(enb.pid) or self.n_prb or 25
+            self.note("srsenb_up", pid=enb.pid, n_prb=n_prb)
+            self.start_radio("srsenb started" if self.last_enb_pid is None else
+                             f"srsenb restarted (pid {self.last_enb_pid} -> {enb.pid})", n_prb)
         self._check_attaching()
-        self._check_rejoin()
         exited = [ue.index for ue in self.lab._ues if not ue.running()]
         if exited and not self.attaching:
             self.start_radio(f"srsue {', '.join(map(str, exited))} exited: {self.lab._ues[exited[0]].error_line()}")
-
-    def _new_enb(self, enb: Seen) -> None:
-        self.enb = enb
-        n_prb = running_n_prb(enb.pid) or self.n_prb or 25
-        self.note("srsenb_up", pid=enb.pid, n_prb=n_prb)
-        epc = find_in_netns(EPC_PROGRAMS, self._core_inode)
-        if not self.lab._ues:
-            self.start_radio("srsenb started", n_prb)
-        elif n_prb != self.n_prb:
-            self.start_radio(f"srsenb restarted with n_prb {self.n_prb} -> {n_prb}", n_prb)
-        elif epc != self.epc_at_start:
-            self.start_radio("srsenb restarted and the EPC restarted since the UEs attached (their contexts are "
-                             "gone)", n_prb)
-        else:  # the UEs stay on the broker: srsue finds the new cell by itself, or is restarted after REJOIN_WAIT_S
-            self.rejoin_by = time.monotonic() + REJOIN_WAIT_S
 
     def start_radio(self, why: str, n_prb: int | None = None) -> None:
         """The broker and every srsue (re)started for the running cell, the stack clock recorded from the broker's
@@ -164,8 +156,6 @@ class ZmqStack:
         self.lab._stop_radio()
         self.n_prb = n_prb or self.n_prb or 25
         self.starts += 1
-        self.rejoin_by = None
-        self.epc_at_start = find_in_netns(EPC_PROGRAMS, self._core_inode)
         self.note("radio_started", why=why, restarted=["zmq-broker", "srsue"], start=self.starts, n_prb=self.n_prb)
         srate_hz = SAMPLE_RATE_HZ[self.n_prb]
         broker = BrokerProcess(self.folder / f"broker-{self.starts}", self.lab.n_ues, netns=self.lab.core_ns, srate_hz=srate_hz,
@@ -197,22 +187,6 @@ class ZmqStack:
                 self.attaching.clear()
                 self.start_radio(f"srsue {i} did not attach within {ATTACH_TIMEOUT_S:g} s")
                 return
-
-    def _check_rejoin(self) -> None:
-        if self.rejoin_by is None:
-            return
-        lost = [i for i in range(self.lab.n_ues) if not self._reaches_server(i)]
-        if not lost:
-            self.note("ues_back", by="srsue itself", after_s=round(REJOIN_WAIT_S - (self.rejoin_by - time.monotonic()),
-                                                                   1))
-            self.rejoin_by = None
-        elif time.monotonic() > self.rejoin_by:
-            self.start_radio(f"UE {', '.join(map(str, lost))} not back within {REJOIN_WAIT_S:g} s of srsenb's "
-                             "restart (no ping to the server)")
-
-    def _reaches_server(self, ue: int) -> bool:
-        argv = netns.in_netns(self.lab.ue_ns_of(ue), ["ping", "-c", "1", "-W", "1", SERVER_ADDR])
-        return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
     def serve(self, stop: threading.Event) -> None:
         while not stop.is_set():
