@@ -25,6 +25,7 @@ from cellab.inventory.rehearse import Rehearsal
 from cellab.inventory.rehearse_procs import group
 from cellab.labs import instances
 from cellab.results.cell_time import stack_seconds
+from cellab.testkit.helpers import only_folder, result_rows
 
 from .conftest import LOCK_WAIT_S
 
@@ -94,12 +95,16 @@ def test_rehearsal_on_srsran_zmq_is_go_recovers_an_enb_restart_and_goes_down_cle
     assert down.returncode == 0, down.stdout + down.stderr
     assert not [p.name for p in rehearsal.processes if group(p)]
     assert not instances.namespaces_of(rehearsal.prefix) and stack_pid not in lock_holders()
-    said = run.stdout[-3000:] + run.stderr[-3000:]
-    (folder,) = list(out.iterdir())
-    (run_dir,) = list((folder / "runs").iterdir())
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "ok", said
-    t0 = manifest["workload_started_at"]
+    check_run(only_folder(out), rehearsal.folder, events, run.stdout[-3000:] + run.stderr[-3000:], up_s)
+
+
+def check_run(folder: Path, rehearsal_folder: Path, events: list[dict], said: str, up_s: float) -> None:
+    """The campaign's one run: ok, srsenb restarted inside its fault, srsue restarted with it and attached, the
+    recovery row from the agents' telemetry, srsue's way back on the stack clock."""
+    ((run_id, status, _, _, error),) = result_rows(folder)
+    assert status == "ok", (error, said)
+    run_dir = folder / "runs" / run_id
+    t0 = json.loads((run_dir / "manifest.json").read_text())["workload_started_at"]
     faults = json.loads((run_dir / "faults.json").read_text())
     (row,) = faults["recovery"]
     print(json.dumps({"row": row, "final_state": faults["final_state"]}, indent=1))
@@ -121,7 +126,7 @@ def test_rehearsal_on_srsran_zmq_is_go_recovers_an_enb_restart_and_goes_down_cle
     assert faults["final_state"]["enb_up"] is True
     # srsue's way back on the stack's own clock (the new broker's record, from srsue's start; srsRAN's timers
     # count it) beside the wall clock: its attach, and the run's user plane back
-    clock = rehearsal.folder / "stack" / "clock" / str(restarted[0]["start"]) / "stack-clock-dl.bin"
+    clock = rehearsal_folder / "stack" / "clock" / str(restarted[0]["start"]) / "stack-clock-dl.bin"
     stack_s_of = stack_seconds(clock, t0)
     assert stack_s_of is not None, clock
     radio_s = restarted[0]["t_s"] - t0
