@@ -72,7 +72,9 @@ def test_rehearsal_on_srsran_zmq_is_go_recovers_an_enb_restart_and_goes_down_cle
         inventory = yaml.safe_load(Path(rehearsal.inventory).read_text())
         assert {a["role"] for a in inventory["agents"]} == {"server", "attenuator", "enb", "core", "ue"}
         assert inventory["devices"]["enb"][0]["rf"] == "zmq" and inventory["devices"]["core"][0]["flavour"] == "srsepc"
+        began = time.monotonic()
         doctor = cellab("doctor", "--lab", rehearsal.inventory, "--connect-timeout", "30", env=env, timeout_s=180)
+        took = {"up": up_s, "doctor": time.monotonic() - began}
         rows = [cells for line in doctor.stdout.splitlines()
                 if len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 4 and cells[2] in ("ok", "warn", "fail")]
         assert doctor.returncode == 0 and rows and not [r for r in rows if r[2] == "fail"], doctor.stdout
@@ -88,17 +90,21 @@ def test_rehearsal_on_srsran_zmq_is_go_recovers_an_enb_restart_and_goes_down_cle
             retry: {{max_attempts: 1, backoff_s: 0}}
         """))
         out = tmp_path / "out"
+        began = time.monotonic()
         run = cellab("run", str(tmp_path / "c.yaml"), "--out", str(out), "--no-report", env=env, timeout_s=600)
+        took["campaign"] = time.monotonic() - began
         events = stack_events(rehearsal.folder)
     finally:
+        began = time.monotonic()
         down = cellab("rehearse", "down", name, "--root", str(root), env=env, timeout_s=180)
+    took["down"] = time.monotonic() - began
     assert down.returncode == 0, down.stdout + down.stderr
     assert not [p.name for p in rehearsal.processes if group(p)]
     assert not instances.namespaces_of(rehearsal.prefix) and stack_pid not in lock_holders()
-    check_run(only_folder(out), rehearsal.folder, events, run.stdout[-3000:] + run.stderr[-3000:], up_s)
+    check_run(only_folder(out), rehearsal.folder, events, run.stdout[-3000:] + run.stderr[-3000:], took)
 
 
-def check_run(folder: Path, rehearsal_folder: Path, events: list[dict], said: str, up_s: float) -> None:
+def check_run(folder: Path, rehearsal_folder: Path, events: list[dict], said: str, took: dict[str, float]) -> None:
     """The campaign's one run: ok, srsenb restarted inside its fault, srsue restarted with it and attached, the
     recovery row from the agents' telemetry, srsue's way back on the stack clock."""
     ((run_id, status, _, _, error),) = result_rows(folder)
@@ -136,6 +142,6 @@ def check_run(folder: Path, rehearsal_folder: Path, events: list[dict], said: st
     on_stack = {k: round(stack_s_of(t) - stack_s_of(radio_s), 2) for k, t in spans.items()}
     assert all(0 < st <= w * 1.05 + 0.3 for st, w in zip(on_stack.values(), on_wall.values(), strict=True)), \
         (on_stack, on_wall)  # the stack runs at most at real time
-    print(f"rehearse up {up_s:.1f} s (lock wait included); fault {row['start_s']:.2f}..{row['end_s']:.2f} s, eNB "
+    print(f"wall s: {', '.join(f'{k} {v:.1f}' for k, v in took.items())} (up: the lock wait included); fault {row['start_s']:.2f}..{row['end_s']:.2f} s, eNB "
           f"reports back {row['reattach_s']:.2f} s, user plane back {row['user_plane_restored_s']:.2f} s (workload "
           f"s); from srsue's restart, wall s {on_wall}, stack s {on_stack}")
