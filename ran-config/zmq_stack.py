@@ -40,6 +40,7 @@ from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
 from .zmqlab import SrsranZmqLab
 from .zmqlab_attach import ATTACH_TIMEOUT_S, SERVER_ADDR
+from .zmq_stack_control import NO_SIGNAL_DBM, StackControl, last_metrics
 from .zmqlab_params import CORE_PROFILE, ENB_PROFILE, subscribers_csv
 
 POLL_S = 0.5
@@ -109,6 +110,10 @@ class ZmqStack:
             self.lab.prefix, self.lab.lease = lease.prefix, lease
         topo = self.lab.up()
         self._core_inode = _netns_inode(self.lab.core_ns)
+        self.lab._attenuation.stop()  # the lab's control socket, in place on its endpoint with the UEs' state too
+        self.lab._attenuation = StackControl(self.lab.attenuation_endpoint, self.lab.n_ues,
+                                             self.lab.set_ue_attenuation, lambda ue: self.lab._ue_att_db[ue],
+                                             self.ue_stats)
         n_prb = int(yaml.safe_load(ENB_PROFILE.read_text())["enb"]["n_prb"])
         (self.folder / "enb.yaml").write_text("# the srsran-zmq lab's eNB profile, its ZMQ stream at the cell's own "
                                               "rate (cellab ran zmq-stack)\n" + self.lab._enb_profile_yaml(n_prb))
@@ -118,6 +123,16 @@ class ZmqStack:
                 "attenuation_ctl": self.lab.attenuation_endpoint, "srsran_bin": str(self.lab.bin_dir),
                 "enb_profile": str(self.folder / "enb.yaml"), "core_profile": str(CORE_PROFILE),
                 "subscribers": str(self.folder / "subscribers.csv"), "lock_wait_s": round(self.lab.lock_wait_s, 1)}
+
+    def ue_stats(self, ue: int) -> dict:
+        """UE `ue` as the virtual cell's `stats` has it: connected while its srsue runs attached, its RSRP and SNR
+        from srsue's newest metrics (the control socket's thread: reads only)."""
+        ues = list(self.lab._ues)
+        proc = ues[ue] if ue < len(ues) else None
+        attached = proc is not None and proc.running() and ue not in self.attaching
+        metrics = last_metrics(proc.metrics) if attached else {}
+        return {"ue": ue, "rrc_state": "connected" if attached else "idle",
+                "rsrp_dbm": metrics.get("rsrp", NO_SIGNAL_DBM), "sinr_db": metrics.get("dl_snr")}
 
     def note(self, event: str, **fields: object) -> None:
         row = {"t_s": round(time.time(), 3), "event": event, **fields}

@@ -72,8 +72,9 @@ def agent_args(radio: dict, ue_agents: list[str], enb_agent: str, core_agent: st
     bin_args = ["--srsran-bin", radio["srsran_bin"]]
     args = {enb_agent: ["--role", "enb", "--netns", radio["core_ns"], *bin_args],
             core_agent: ["--role", "core", "--kind", "epc", "--netns", radio["core_ns"], *bin_args]}
-    for name, ns in zip(ue_agents, radio["ue_ns"], strict=True):
-        args[name] = ["--role", "ue", "--netns", ns]
+    for i, (name, ns) in enumerate(zip(ue_agents, radio["ue_ns"], strict=True)):
+        # --cell-ctl: the stack's control socket says whether srsue i is attached (the agent's heartbeats) and its RSRP
+        args[name] = ["--role", "ue", "--netns", ns, "--cell-ctl", radio["attenuation_ctl"], "--cell-ue", str(i)]
     return args
 
 

@@ -129,7 +129,12 @@ def check_run(folder: Path, rehearsal_folder: Path, events: list[dict], said: st
     # flow delivered bytes again after the restart
     assert row["rlf_s"] is not None and row["reattach_s"] is not None and row["reattach_s"] > row["end_s"], row
     assert row["user_plane_restored_s"] is not None and row["user_plane_restored_s"] > row["end_s"], row
-    assert faults["final_state"]["enb_up"] is True
+    assert faults["final_state"]["enb_up"] is True and faults["final_state"]["rrc_state"] == {"0": "connected"}
+    # the UE agent's own state (the stack's control socket: srsue attached or not) in the run's events too
+    said_by_ue = [e for e in map(json.loads, (run_dir / "lab_events.jsonl").read_text().splitlines())
+                  if e["by"].startswith("ue1 ue_state")]
+    assert [e["event"] for e in said_by_ue] == ["rlf", "connect_complete"], said_by_ue
+    assert row["start_s"] - 1 < said_by_ue[0]["t_s"] - t0 < said_by_ue[1]["t_s"] - t0 < row["end_s"] + 10, said_by_ue
     # srsue's way back on the stack's own clock (the new broker's record, from srsue's start; srsRAN's timers
     # count it) beside the wall clock: its attach, and the run's user plane back
     clock = rehearsal_folder / "stack" / "clock" / str(restarted[0]["start"]) / "stack-clock-dl.bin"
