@@ -39,7 +39,7 @@ def srsran_bundle() -> Path:
 
 def check(phones: int, virtual_ues: int, atten_family: str) -> None:
     """What srsran-zmq rehearses: srsue as virtual UEs (no phones: they live on the virtual cell), 1..MAX_UES, a
-    box emulated in front of the broker; root (namespaces, TUN devices); the bundle there."""
+    box emulated in front of the broker; the bundle there; root (namespaces, TUN devices)."""
     if phones:
         raise InputError(WHERE, "--phones", f"{phones}: the virtual phones live on the virtual cell, not on "
                          "srsran-zmq (its UEs are srsue: --virtual-ues)", ["0 with --radio srsran-zmq"])
@@ -48,10 +48,10 @@ def check(phones: int, virtual_ues: int, atten_family: str) -> None:
     if atten_family == "virtual":
         raise InputError(WHERE, "--atten-family", "virtual is the virtual cell's own socket; srsran-zmq's "
                          "attenuation is the ZMQ broker's, behind an emulated box", ["minicircuits", "jfw", "adaura"])
+    srsran_bundle()
     if os.geteuid() != 0:
         raise InputError(WHERE, "--radio", "srsran-zmq needs root (network namespaces, srsue's TUN devices)",
                          ["virtual"])
-    srsran_bundle()
 
 
 def stack_up(ues: int, folder: Path, spawn: Callable[[str, list[str]], procs.Started], cli: list[str],
