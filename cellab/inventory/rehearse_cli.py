@@ -39,6 +39,9 @@ def up_cmd(
     rehearsal = up(RehearsalSpec(name, radio, phones, virtual_ues, atten_family, _root(root)), say=typer.echo)
     typer.echo(f"rehearsal {name}: up in {rehearsal.up_s:.1f} s; inventory {rehearsal.inventory}; each process's "
                f"output in {rehearsal.folder / 'logs'}")
+    if radio == "srsran-zmq":
+        typer.echo("srsenb and srsEPC start with a campaign's first run (through the eNB and core agents); srsue "
+                   f"follows each srsenb ({rehearsal.folder / 'stack' / 'stack_events.jsonl'})")
     typer.echo(f"next: cellab doctor --lab {rehearsal.inventory}")
     typer.echo(f"then: cellab run CAMPAIGN --lab {rehearsal.inventory}; at the end: cellab rehearse down {name}")
 
