@@ -109,7 +109,11 @@ def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], even
         if start is None:
             out.append(row)
             continue
-        mine = [ev for ev in events if ev.get("ue") == fault.ue and t_of(ev["tti"]) >= start - 0.01]
+        # on the injector's times the UE's events count from when the fault was asked: its box replies once done (a
+        # real srsenb's graceful stop took 2.2 s, and the eNB's reports of its UEs ended as it began)
+        asked_s = next((p["asked_s"] for p in played if p["fault"] == i and p["action"] == "start"), start)
+        since = min(start, asked_s) if source == "injector" else start
+        mine = [ev for ev in events if ev.get("ue") == fault.ue and t_of(ev["tti"]) >= since - 0.01]
         rlf = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "rlf"), None)
         row["rlf_s"] = rlf
         row["out_of_sync_s"] = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "t310_start"), None)

@@ -60,6 +60,22 @@ def test_ue_states_and_enb_reports_become_each_ues_outage_and_return(tmp_path):
     assert ENB_GAP_S < 4.5  # the eNB's 4.5 s silence above is an outage, its 0.2 s report period is not
 
 
+def test_an_enb_restart_whose_stop_replies_late_keeps_the_ues_outage_that_began_meanwhile(tmp_path):
+    # the real srsenb's graceful stop (the eNB agent's safe_state) replied 2.2 s after it was asked; the eNB's
+    # reports of the UE ended as the stop began, so its radio link failure (the next report due) comes before the
+    # reply: measured so on the srsran-zmq rehearsal, where the row had no failure and no re-attach
+    tel = tmp_path / "telemetry"
+    reports = [{"t_s": T0 + k, "topic": "ue_metrics", "rnti": 70} for k in range(1, 9)]
+    reports += [{"t_s": T0 + 15.0 + k, "topic": "ue_metrics", "rnti": 71} for k in range(5)]
+    _telemetry(tel, "enb1", reports)
+    events = read_lab_events(write_agent_events(tel, {"ue1": 0}, "enb1", tmp_path / "lab_events.jsonl"))
+    played = [{"fault": 0, "action": "start", "asked_s": 8.0, "applied_s": 10.2},
+              {"fault": 0, "action": "end", "asked_s": 12.0, "applied_s": 12.8}]
+    (row,) = recovery_metrics([FaultSpec(kind="enb_restart", at_s=8.0, duration_s=4.0)], played, events, None, None,
+                              lambda tti: tti / 1000 - T0, 20.0, None, events_from="lab")
+    assert row["start_s"] == 10.2 and round(row["rlf_s"], 1) == 9.0 and round(row["reattach_s"], 1) == 15.0, row
+
+
 def test_no_telemetry_no_events_and_no_flow(tmp_path):
     path = write_agent_events(tmp_path / "none", {"ue1": 0}, None, tmp_path / "lab_events.jsonl")
     assert read_lab_events(path) == []
