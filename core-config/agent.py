@@ -37,13 +37,13 @@ from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check
 from cellab.errors import CellabError, from_validation_error
 from cellab.labs.proc import ManagedProcess
 
-from .daemons import Daemon, classify, clean, daemons_for, listening, start_error_line, version_of
+from .daemons import (Daemon, classify, clean, daemons_for, listening, log_head, log_tail, start_error_line,
+                      version_of)
 from .profile import CoreProfile, flavour_problems
 from .provenance import CoreProvenance
 from .render import render
 
 MAX_FINDINGS = 50
-LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings come from each log's tail
 PORT_WAIT_S = 5.0
 DB_CONNECT_TIMEOUT_S = 2.0
 DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
@@ -175,6 +175,7 @@ class CoreAgent(CoreProvenance, Agent):
                 if daemon.name == "upf":
                     self._ensure_tun()
                 self._launch(daemon)
+                self._said(daemon.name, "started", self._procs[daemon.name].proc.pid)
                 if daemon.name == "db":
                     self._wait_db(daemon)
         deadline = time.monotonic() + params.settle_s
@@ -186,7 +187,7 @@ class CoreAgent(CoreProvenance, Agent):
         if dead:
             lines = []
             for name in dead:
-                self._errors[name] = start_error_line(_head(self._procs[name].log_path))
+                self._errors[name] = start_error_line(log_head(self._procs[name].log_path))
                 lines.append(f"{name} exited at start (code {self._procs[name].proc.poll()}): {self._errors[name]}")
             raise OperationFailed("; ".join(lines))
         self._wait_ports(wanted)
@@ -223,6 +224,7 @@ class CoreAgent(CoreProvenance, Agent):
         except subprocess.TimeoutExpired:
             code = None
         self._errors[params.daemon] = KILLED_LINE
+        self._said(params.daemon, "killed", proc.proc.pid)
         return KillResult(daemon=params.daemon, pid=proc.proc.pid, exit_code=code,
                           waited_s=round(time.monotonic() - began, 3))
 
@@ -356,7 +358,7 @@ class CoreAgent(CoreProvenance, Agent):
         deadline = time.monotonic() + DB_START_S
         while time.monotonic() < deadline:
             if not proc.running():
-                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
+                self._errors[daemon.name] = start_error_line(log_head(proc.log_path))
                 raise OperationFailed(f"db exited at start (code {proc.proc.poll()}): {self._errors[daemon.name]}")
             if all(listening(daemon.ports, proc.proc.pid).values()):
                 return
@@ -406,12 +408,14 @@ class CoreAgent(CoreProvenance, Agent):
         return {name: proc.running() for name, proc in self._procs.items()}
 
     def _wait_ports(self, names: list[str]) -> None:
+        """Until each daemon listens where it must (PORT_WAIT_S at most), said as `listening` when it does."""
         deadline = time.monotonic() + PORT_WAIT_S
-        by_name = {d.name: d for d in self._daemons}
-        while time.monotonic() < deadline:
-            if all(all(listening(by_name[n].ports, self._procs[n].proc.pid).values()) for n in names):
-                return
-            time.sleep(0.2)
+        by_name, waiting = {d.name: d for d in self._daemons}, list(names)
+        while waiting and time.monotonic() < deadline:
+            for name in [n for n in waiting if all(listening(by_name[n].ports, self._procs[n].proc.pid).values())]:
+                waiting.remove(name)
+                self._said(name, "listening", self._procs[name].proc.pid)
+            time.sleep(0.05)
 
     def _logs(self, name: str) -> list[Path]:
         assert self._run_dir is not None
@@ -423,7 +427,7 @@ class CoreAgent(CoreProvenance, Agent):
         for daemon in self._daemons:
             seen: set[str] = set()
             for path in self._logs(daemon.name):
-                lines = [clean(raw) for raw in _tail(path).splitlines()]
+                lines = [clean(raw) for raw in log_tail(path).splitlines()]
                 for i, line in enumerate(lines):
                     kind = classify(line)
                     key = _STAMP.sub("", line)  # Open5GS writes each line to its log and stdout, ms apart
@@ -447,7 +451,7 @@ class CoreAgent(CoreProvenance, Agent):
             running = proc.running()
             code = proc.proc.poll()
             if not running and daemon.name not in self._errors:
-                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
+                self._errors[daemon.name] = start_error_line(log_head(proc.log_path))
             ports = listening(daemon.ports, proc.proc.pid) if running else {}
             error = "" if running else self._errors.get(daemon.name, "")
             states.append(DaemonState(name=daemon.name, running=running, pid=proc.proc.pid, exit_code=code,
@@ -471,11 +475,15 @@ class CoreAgent(CoreProvenance, Agent):
             for daemon in self._daemons:
                 proc = self._procs.get(daemon.name)
                 if daemon.name != "db" and proc is not None and proc.log_path.exists():
-                    text = "\n".join(clean(line) for line in _head(proc.log_path, 8192).splitlines())
+                    text = "\n".join(clean(line) for line in log_head(proc.log_path, 8192).splitlines())
                     self._version = version_of(text, self._flavour)
                     if self._version:
                         break
         return self._version
+
+    def _said(self, daemon: str, state: str, pid: int) -> None:
+        """A daemon's step as `core_daemon` telemetry (killed, started, listening): a fault's recovery reads them."""
+        self.publish("core_daemon", {"daemon": daemon, "state": state, "pid": pid})
 
     def _report(self, daemon: str, kind: str, line: str) -> None:
         key = f"{daemon}:{kind}:{line}"
@@ -483,15 +491,3 @@ class CoreAgent(CoreProvenance, Agent):
             self._reported.add(key)
             self.publish("core.event", {"daemon": daemon, "kind": kind, "line": line})
 
-
-def _tail(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
-    with open(path, "rb") as log:
-        log.seek(0, os.SEEK_END)
-        log.seek(max(0, log.tell() - size_bytes))
-        return log.read().decode(errors="replace")
-
-
-def _head(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
-    """A dead daemon's reason comes first in its output (the cause, then the teardown)."""
-    with open(path, "rb") as log:
-        return log.read(size_bytes).decode(errors="replace")

@@ -8,6 +8,9 @@ recovery reads (`read_lab_events`: an `event`, its `t_s`, the UE):
   more than ENB_GAP_S lost its link when its next report was due (`rlf`) and came back with the first report after
   (`connect_complete`), UEs counted by the RNTIs the eNB reports (srsenb gives a returning UE a new one).
 
+- the core agent's `core_daemon` steps (a daemon `killed`, `started`, `listening` where it must, with its pid):
+  `core_daemon_killed`, `core_daemon_started`, `core_daemon_listening`, naming the daemon as the agent does.
+
 Each event names its source (`by`). The UE's own flow (the probe's per-millisecond log) gives the throughput figures."""
 
 from __future__ import annotations
@@ -69,11 +72,23 @@ def enb_report_events(telemetry: Path, agent: str, n_ues: int) -> list[dict[str,
     return events
 
 
-def write_agent_events(telemetry: Path, ue_agents: dict[str, int], enb_agent: str | None, out: Path) -> Path:
-    """The lab events of a run on an inventory (UE agents by their UE index; the eNB agent, if any) into `out`."""
+def core_daemon_events(telemetry: Path, agent: str) -> list[dict[str, Any]]:
+    """The core agent's daemon steps, as it said them."""
+    return [{"t_s": row["t_s"], "event": f"core_daemon_{row['state']}", "daemon": row.get("daemon"),
+             "pid": row.get("pid"), "by": f"{agent} core_daemon {row['state']}"}
+            for row in _rows(telemetry / f"{agent}.jsonl", "core_daemon")
+            if row.get("state") in ("killed", "started", "listening")]
+
+
+def write_agent_events(telemetry: Path, ue_agents: dict[str, int], enb_agent: str | None, out: Path,
+                       core_agent: str | None = None) -> Path:
+    """The lab events of a run on an inventory (UE agents by their UE index; the eNB and core agents, if any)
+    into `out`."""
     events = [ev for agent, ue in ue_agents.items() for ev in ue_state_events(telemetry, agent, ue)]
     if enb_agent is not None:
         events += enb_report_events(telemetry, enb_agent, len(ue_agents))
+    if core_agent is not None:
+        events += core_daemon_events(telemetry, core_agent)
     out.write_text("".join(json.dumps(ev) + "\n" for ev in sorted(events, key=lambda e: e["t_s"])))
     return out
 

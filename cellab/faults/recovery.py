@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from cellab.contracts.core import agent_daemon
 from cellab.errors import CellabError
 from cellab.faults.spec import UE_FAULT_KINDS, FaultSpec
 
@@ -48,9 +49,17 @@ def read_lab_events(path: Path) -> list[dict[str, Any]]:
 REATTACH_EVENTS = ("reest_complete", "connect_complete")
 
 
-#: the lab's own events that open and close a fault's window (the virtual cell's)
+#: the lab's own events that open and close a fault's window (the virtual cell's; an inventory's core agent's)
 WINDOW_EVENTS = {"s1_cut": ("s1_down", "s1_up"), "sgi_cut": ("sgi_down", "sgi_up"),
-                 "enb_restart": ("enb_down", "enb_up"), "ue_pause": ("ue_host_down", "ue_host_up")}
+                 "enb_restart": ("enb_down", "enb_up"), "ue_pause": ("ue_host_down", "ue_host_up"),
+                 "core_daemon": ("core_daemon_killed", "core_daemon_started")}
+
+
+def _not_its_event(fault: FaultSpec, ev: dict[str, Any]) -> bool:
+    """An event of another UE (ue_pause) or another daemon (core_daemon, by the core agent's name for it)."""
+    if fault.kind == "ue_pause":
+        return ev.get("ue") != fault.ue
+    return fault.kind == "core_daemon" and fault.daemon is not None and ev.get("daemon") != agent_daemon(fault.daemon)
 
 
 def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_of: Callable[[int], float],
@@ -78,7 +87,7 @@ def _fault_window(fault: FaultSpec, index: int, events: list[dict[str, Any]], t_
     elif fault.kind in WINDOW_EVENTS:
         down, up = WINDOW_EVENTS[fault.kind]
         for ev in events:
-            if fault.kind == "ue_pause" and ev.get("ue") != fault.ue:
+            if _not_its_event(fault, ev):
                 continue
             t = t_of(ev["tti"])
             if ev.get("event") == down and start is None and (since is None or t >= since):
@@ -149,6 +158,8 @@ def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], even
             row["reattach_by"] = back["event"].split("_")[0] if back else None
             row["reattach_after_end_s"] = (row["reattach_s"] - end) if back and end is not None else None
         row |= _core_recovery(in_reach, mine, start, end, t_of)
+        if fault.kind == "core_daemon":
+            row |= _daemon_return(fault, in_reach, start, end, t_of)
         if delivered is not None:
             row |= _throughput_recovery(delivered, drops, start, end if end is not None else start,
                                         min(span_s, until))
@@ -173,6 +184,28 @@ def _core_recovery(events: list[dict[str, Any]], mine: list[dict[str, Any]], sta
     traffic = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "ue_reaches_server"), None)
     if traffic is not None:
         row["traffic_back_s"] = traffic
+    return row
+
+
+def _daemon_return(fault: FaultSpec, events: list[dict[str, Any]], start: float, end: float | None,
+                   t_of: Callable[[int], float]) -> dict[str, Any]:
+    """A killed core daemon's own return as the core agent saw it (an inventory's `core_daemon` telemetry): the pid
+    it killed, the new process started (`daemon_restarted_s`, its pid) and listening again where it must
+    (`daemon_listening_s`; `daemon_back_after_end_s` from the fault's end)."""
+    mine = [ev for ev in events if not _not_its_event(fault, ev) and t_of(ev["tti"]) >= start - 0.01]
+    killed = next((ev for ev in mine if ev["event"] == "core_daemon_killed"), None)
+    started = next((ev for ev in mine if ev["event"] == "core_daemon_started" and ev is not killed
+                    and (end is None or t_of(ev["tti"]) >= end - 0.01)), None)
+    if killed is None and started is None:
+        return {}
+    row: dict[str, Any] = {"daemon_pid_killed": killed.get("pid") if killed else None,
+                           "daemon_restarted_s": t_of(started["tti"]) if started else None,
+                           "daemon_pid_restarted": started.get("pid") if started else None}
+    listen = next((ev for ev in mine if ev["event"] == "core_daemon_listening" and started is not None
+                   and ev.get("pid") == started.get("pid")), None)
+    row["daemon_listening_s"] = t_of(listen["tti"]) if listen else None
+    row["daemon_back_after_end_s"] = (row["daemon_listening_s"] - end
+                                      if listen is not None and end is not None else None)
     return row
 
 
