@@ -149,8 +149,11 @@ def recovery_metrics(faults: list[FaultSpec], played: list[dict[str, Any]], even
         until = until if until is not None else math.inf
         in_reach = [ev for ev in events if t_of(ev["tti"]) < until]
         mine = [ev for ev in in_reach if ev.get("ue") == fault.ue and t_of(ev["tti"]) >= start - 0.01]
-        rlf = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "rlf"), None)
+        rlf_ev = next((ev for ev in mine if ev["event"] == "rlf"), None)
+        rlf = t_of(rlf_ev["tti"]) if rlf_ev else None
         row["rlf_s"] = rlf
+        if rlf_ev and "ue_mapped_by" in rlf_ev:  # an eNB's report of RNTIs: how the RNTI was taken to be this UE
+            row["ue_mapped_by"] = rlf_ev["ue_mapped_by"]
         row["out_of_sync_s"] = next((t_of(ev["tti"]) for ev in mine if ev["event"] == "t310_start"), None)
         if rlf is not None:
             back = next((ev for ev in mine if ev["event"] in REATTACH_EVENTS and t_of(ev["tti"]) >= rlf), None)

@@ -116,3 +116,32 @@ def test_a_core_daemons_kill_and_return_come_from_the_core_agents_own_steps(tmp_
     assert round(hss["start_s"], 3) == 6.0 and hss["end_s"] is None and hss["daemon_pid_killed"] == 50
     assert hss["daemon_restarted_s"] is None and hss["daemon_listening_s"] is None
     assert not_recovered([hss], {}) == "fault 0 (core_daemon): never ended"
+
+
+def test_an_rnti_a_ues_own_agent_names_is_that_ues_else_the_report_order_is_a_guess_said_as_such(tmp_path):
+    """The eNB reports RNTIs 70 and 71 every second; 71 goes silent from 10 s to 15 s (back as 72). UE 0's own agent
+    names 71, then 72 (as srsue's metrics name the C-RNTI), UE 1's names 70: the gap is UE 0's. Without those
+    samples the k-th RNTI is the k-th UE by count: the gap falls on UE 1, and the events say it was a guess."""
+    tel = tmp_path / "telemetry"
+    reports = [{"t_s": T0 + t, "topic": "ue_metrics", "rnti": rnti} for t in range(1, 10) for rnti in (70, 71)]
+    reports += [{"t_s": T0 + t, "topic": "ue_metrics", "rnti": 70} for t in range(10, 15)]
+    reports += [{"t_s": T0 + t, "topic": "ue_metrics", "rnti": rnti} for t in range(15, 20) for rnti in (70, 72)]
+    _telemetry(tel, "enb1", reports)
+    lost = [("rlf", 9.0 + 1.0), ("connect_complete", 15.0)]
+
+    def gaps(path: Path) -> list[tuple]:
+        return [(e["event"], e["ue"], e["ue_mapped_by"], round(e["t_s"] - T0, 1)) for e in read_lab_events(path)]
+
+    guessed = gaps(write_agent_events(tel, {"ue1": 0, "ue2": 1}, "enb1", tmp_path / "guessed.jsonl"))
+    assert guessed == [(name, 1, "report_order", t) for name, t in lost], guessed
+    _telemetry(tel, "ue1", [{"t_s": T0 + 1, "topic": "srsue_metrics", "rnti": 71},
+                            {"t_s": T0 + 16, "topic": "srsue_metrics", "rnti": 72}])
+    _telemetry(tel, "ue2", [{"t_s": T0 + 1, "topic": "srsue_metrics", "rnti": 70}])
+    named = gaps(write_agent_events(tel, {"ue1": 0, "ue2": 1}, "enb1", tmp_path / "named.jsonl"))
+    assert named == [(name, 0, "ue_telemetry", t) for name, t in lost], named
+    played = [{"fault": 0, "action": "start", "asked_s": 10.0, "applied_s": 10.0},
+              {"fault": 0, "action": "end", "asked_s": 14.0, "applied_s": 14.0}]
+    (row,) = recovery_metrics([FaultSpec(kind="radio_outage", at_s=10.0, duration_s=4.0)], played,
+                              read_lab_events(tmp_path / "named.jsonl"), None, None, lambda tti: tti / 1000 - T0,
+                              20.0, None, events_from="lab")
+    assert round(row["rlf_s"], 1) == 10.0 and row["ue_mapped_by"] == "ue_telemetry", row
