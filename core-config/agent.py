@@ -178,11 +178,12 @@ class CoreAgent(CoreProvenance, Agent):
                 self._said(daemon.name, "started", self._procs[daemon.name].proc.pid)
                 if daemon.name == "db":
                     self._wait_db(daemon)
-        deadline = time.monotonic() + params.settle_s
+        deadline, waiting = time.monotonic() + params.settle_s, list(wanted)  # waiting: not yet seen listening
         while time.monotonic() < deadline:
             if any(not self._procs[n].running() for n in wanted):
                 break
-            time.sleep(0.1)
+            waiting = self._listening_now(waiting)
+            time.sleep(0.05)
         dead = [n for n in wanted if not self._procs[n].running()]
         if dead:
             lines = []
@@ -190,7 +191,7 @@ class CoreAgent(CoreProvenance, Agent):
                 self._errors[name] = start_error_line(log_head(self._procs[name].log_path))
                 lines.append(f"{name} exited at start (code {self._procs[name].proc.poll()}): {self._errors[name]}")
             raise OperationFailed("; ".join(lines))
-        self._wait_ports(wanted)
+        self._wait_ports(waiting)
         return self._status()
 
     @operation(name="stop")
@@ -408,14 +409,18 @@ class CoreAgent(CoreProvenance, Agent):
         return {name: proc.running() for name, proc in self._procs.items()}
 
     def _wait_ports(self, names: list[str]) -> None:
-        """Until each daemon listens where it must (PORT_WAIT_S at most), said as `listening` when it does."""
         deadline = time.monotonic() + PORT_WAIT_S
-        by_name, waiting = {d.name: d for d in self._daemons}, list(names)
-        while waiting and time.monotonic() < deadline:
-            for name in [n for n in waiting if all(listening(by_name[n].ports, self._procs[n].proc.pid).values())]:
-                waiting.remove(name)
-                self._said(name, "listening", self._procs[name].proc.pid)
+        while names and time.monotonic() < deadline:
+            names = self._listening_now(names)
             time.sleep(0.05)
+
+    def _listening_now(self, names: list[str]) -> list[str]:
+        """Those of `names` not yet listening where they must; the others said `listening` (telemetry) now."""
+        ports = {d.name: d.ports for d in self._daemons}
+        up = [n for n in names if all(listening(ports[n], self._procs[n].proc.pid).values())]
+        for name in up:
+            self._said(name, "listening", self._procs[name].proc.pid)
+        return [n for n in names if n not in up]
 
     def _logs(self, name: str) -> list[Path]:
         assert self._run_dir is not None

@@ -468,7 +468,8 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
 
     # a fault of the whole cell (the eNB, the S1 or SGi path, a core daemon) hits every UE: beside its row (the
     # UE it names, its first by default), `other_ues` holds the same figures for each other UE of the run
-    ues = range(log.n_ues) if log is not None else sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)})
+    ues = range(log.n_ues) if log is not None else sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)}
+                                                           | set(flows or {}))  # an inventory: each UE's own flow
     rows = []
     for i, fault in enumerate(faults):
         row = row_for(i, fault.ue)
