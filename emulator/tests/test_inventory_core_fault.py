@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,12 +19,11 @@ import pytest
 import yaml
 
 from cellab.contracts.core import StartParams
-from cellab.testkit.helpers import free_port, only_folder, result_rows, run_cellab, start_agent, stop_agents
+from cellab.testkit.helpers import (free_port, only_folder, result_rows, run_cellab, skip_without_open5gs, start_agent,
+                                    stop_agents)
 
-from .test_inventory_on_the_cell import (BUNDLE, FAKE_SRSENB, ROOT, srsran_lock,  # noqa: F401 (fixture)
+from .test_inventory_on_the_cell import (ROOT, agent_specs, srsran_lock,  # noqa: F401 (fixture)
                                          write_inventory)
-
-OPEN5GS_BUNDLE = ROOT.parent / "shared" / "tools" / "open5gs"
 
 KILL_AT_S, DOWN_S = 3.0, 3.0
 
@@ -33,14 +31,7 @@ KILL_AT_S, DOWN_S = 3.0, 3.0
 def use_open5gs(inventory: Path, netns: str) -> tuple[str, ...]:
     """The inventory's core as Open5GS (the srsran-zmq lab's Open5GS profile), its agent's arguments: the core's
     own namespace (loopback up), where its 127.0.0.x addresses and FerretDB's port are its own."""
-    if not (OPEN5GS_BUNDLE / "bin" / "open5gs-mmed").is_file():
-        pytest.skip(f"the Open5GS bundle is absent ({OPEN5GS_BUNDLE})")
-    from cellab.paths import find_program
-
-    try:
-        find_program("cellab-ferretdb")
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
+    skip_without_open5gs()
     data = yaml.safe_load(inventory.read_text())
     core = data["devices"]["core"][0]
     # Open5GS gives a row without an APN its default one (internet): each row names the profile's APN
@@ -59,10 +50,6 @@ def use_open5gs(inventory: Path, netns: str) -> tuple[str, ...]:
 @pytest.mark.parametrize(("flavour", "daemon", "agent_daemon"), [("srsepc", "srsepc", "epc"), ("open5gs", "mme", "mme")])
 def test_an_epc_daemon_killed_and_restarted_through_the_core_agent_has_its_return_from_the_agents_telemetry(
         srsran_lock, cell_and_box, netns_prefix, tmp_path, flavour, daemon, agent_daemon):  # noqa: F811 (fixture)
-    fake_bin = tmp_path / "fakebin"
-    fake_bin.mkdir()
-    (fake_bin / "srsenb").write_text(f"#!{sys.executable}\n" + FAKE_SRSENB.read_text())
-    (fake_bin / "srsenb").chmod(0o755)
     port, telemetry_port = free_port(), free_port()
     topo, pty = cell_and_box
     procs: dict[str, subprocess.Popen] = {}
@@ -70,15 +57,7 @@ def test_an_epc_daemon_killed_and_restarted_through_the_core_agent_has_its_retur
     core_ns = f"{netns_prefix}core"
     try:
         inventory = write_inventory(tmp_path, port, telemetry_port, pty)
-        core_args = (use_open5gs(inventory, core_ns) if flavour == "open5gs"
-                     else ("--srsran-bin", str(BUNDLE / "bin")))
-        cell = ("--cell-ctl", topo.extra["ctl"])
-        specs = {"server1": ("server", topo.server.netns, ()),
-                 "ue1": ("ue", topo.ues[0].netns, (*cell, "--cell-ue", "0")),
-                 "ue2": ("ue", topo.ues[1].netns, (*cell, "--cell-ue", "1")),
-                 "atten1": ("attenuator", None, ()),
-                 "enb1": ("enb", None, ("--srsran-bin", str(fake_bin))),
-                 "core1": ("core", None, core_args)}
+        specs = agent_specs(topo, tmp_path, *([use_open5gs(inventory, core_ns)] if flavour == "open5gs" else []))
         for name, (role, netns, extra) in specs.items():
             procs[name] = start_agent(tmp_path, name, role, netns, port, telemetry_port, *extra)
         (tmp_path / "c.yaml").write_text(textwrap.dedent(f"""
