@@ -1,5 +1,7 @@
-"""Two faults close together on one UE (the virtual lab, short): a 0.1 s outage, shorter than T310 (no radio link
-failure), then 0.4 s after it a 0.6 s outage that does fail the link. The first fault's recovery row searches only
+"""Two faults close together on one UE (the virtual lab, short): a 0.2 s outage, shorter than T310 (no radio link
+failure), then 0.4 s after it a 1.5 s outage that does fail the link. T310 is 1 s here (srsenb's SIB2 says 200 ms)
+so that each outage is 0.5 s or more from it: a loaded host's late attenuator commands stretch an outage by some
+100 ms, and with 200 ms the short one once became a radio link failure of its own. The first fault's recovery row searches only
 up to the second's start: the radio link failure the cell logged belongs to the second row, not the first.
 Root: namespaces, the attenuator bridge."""
 
@@ -11,8 +13,9 @@ import textwrap
 from cellab.faults.recovery import read_cell_events
 from cellab.testkit.helpers import only_folder, result_rows, run_cellab
 
-SHORT_AT_S, SHORT_S = 1.0, 0.1  # T310 is 200 ms on the cell: this one only goes out of sync
-LONG_AT_S, LONG_S = 1.5, 0.6
+T310_MS = 1000
+SHORT_AT_S, SHORT_S = 1.0, 0.2  # this one only goes out of sync
+LONG_AT_S, LONG_S = 1.6, 1.5
 
 CAMPAIGN = textwrap.dedent(f"""
     name: fault-attribution
@@ -22,8 +25,8 @@ CAMPAIGN = textwrap.dedent(f"""
       two:
         - {{kind: radio_outage, at_s: {SHORT_AT_S}, duration_s: {SHORT_S}}}
         - {{kind: radio_outage, at_s: {LONG_AT_S}, duration_s: {LONG_S}}}
-    fixed: {{n_prb: 25, core_delay_ms: 10, attenuation_db: 20}}
-    workload: {{tool: probe, duration_s: 4}}
+    fixed: {{n_prb: 25, core_delay_ms: 10, attenuation_db: 20, t310_ms: {T310_MS}}}
+    workload: {{tool: probe, duration_s: 5}}
     timeouts: {{run_s: 60, request_s: 20}}
     retry: {{max_attempts: 1, backoff_s: 0}}
 """)
