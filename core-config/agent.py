@@ -37,13 +37,13 @@ from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check
 from cellab.errors import CellabError, from_validation_error
 from cellab.labs.proc import ManagedProcess
 
-from .daemons import Daemon, classify, clean, daemons_for, listening, start_error_line, version_of
+from .daemons import (Daemon, classify, clean, daemons_for, listening, log_head, log_tail, start_error_line,
+                      version_of)
 from .profile import CoreProfile, flavour_problems
 from .provenance import CoreProvenance
 from .render import render
 
 MAX_FINDINGS = 50
-LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings come from each log's tail
 PORT_WAIT_S = 5.0
 DB_CONNECT_TIMEOUT_S = 2.0
 DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
@@ -175,21 +175,23 @@ class CoreAgent(CoreProvenance, Agent):
                 if daemon.name == "upf":
                     self._ensure_tun()
                 self._launch(daemon)
+                self._said(daemon.name, "started", self._procs[daemon.name].proc.pid)
                 if daemon.name == "db":
                     self._wait_db(daemon)
-        deadline = time.monotonic() + params.settle_s
+        deadline, waiting = time.monotonic() + params.settle_s, list(wanted)  # waiting: not yet seen listening
         while time.monotonic() < deadline:
             if any(not self._procs[n].running() for n in wanted):
                 break
-            time.sleep(0.1)
+            waiting = self._listening_now(waiting)
+            time.sleep(0.05)
         dead = [n for n in wanted if not self._procs[n].running()]
         if dead:
             lines = []
             for name in dead:
-                self._errors[name] = start_error_line(_head(self._procs[name].log_path))
+                self._errors[name] = start_error_line(log_head(self._procs[name].log_path))
                 lines.append(f"{name} exited at start (code {self._procs[name].proc.poll()}): {self._errors[name]}")
             raise OperationFailed("; ".join(lines))
-        self._wait_ports(wanted)
+        self._wait_ports(waiting)
         return self._status()
 
     @operation(name="stop")
@@ -223,6 +225,7 @@ class CoreAgent(CoreProvenance, Agent):
         except subprocess.TimeoutExpired:
             code = None
         self._errors[params.daemon] = KILLED_LINE
+        self._said(params.daemon, "killed", proc.proc.pid)
         return KillResult(daemon=params.daemon, pid=proc.proc.pid, exit_code=code,
                           waited_s=round(time.monotonic() - began, 3))
 
@@ -356,7 +359,7 @@ class CoreAgent(CoreProvenance, Agent):
         deadline = time.monotonic() + DB_START_S
         while time.monotonic() < deadline:
             if not proc.running():
-                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
+                self._errors[daemon.name] = start_error_line(log_head(proc.log_path))
                 raise OperationFailed(f"db exited at start (code {proc.proc.poll()}): {self._errors[daemon.name]}")
             if all(listening(daemon.ports, proc.proc.pid).values()):
                 return
@@ -407,11 +410,17 @@ class CoreAgent(CoreProvenance, Agent):
 
     def _wait_ports(self, names: list[str]) -> None:
         deadline = time.monotonic() + PORT_WAIT_S
-        by_name = {d.name: d for d in self._daemons}
-        while time.monotonic() < deadline:
-            if all(all(listening(by_name[n].ports, self._procs[n].proc.pid).values()) for n in names):
-                return
-            time.sleep(0.2)
+        while names and time.monotonic() < deadline:
+            names = self._listening_now(names)
+            time.sleep(0.05)
+
+    def _listening_now(self, names: list[str]) -> list[str]:
+        """Those of `names` not yet listening where they must; the others said `listening` (telemetry) now."""
+        ports = {d.name: d.ports for d in self._daemons}
+        up = [n for n in names if all(listening(ports[n], self._procs[n].proc.pid).values())]
+        for name in up:
+            self._said(name, "listening", self._procs[name].proc.pid)
+        return [n for n in names if n not in up]
 
     def _logs(self, name: str) -> list[Path]:
         assert self._run_dir is not None
@@ -423,7 +432,7 @@ class CoreAgent(CoreProvenance, Agent):
         for daemon in self._daemons:
             seen: set[str] = set()
             for path in self._logs(daemon.name):
-                lines = [clean(raw) for raw in _tail(path).splitlines()]
+                lines = [clean(raw) for raw in log_tail(path).splitlines()]
                 for i, line in enumerate(lines):
                     kind = classify(line)
                     key = _STAMP.sub("", line)  # Open5GS writes each line to its log and stdout, ms apart
@@ -447,7 +456,7 @@ class CoreAgent(CoreProvenance, Agent):
             running = proc.running()
             code = proc.proc.poll()
             if not running and daemon.name not in self._errors:
-                self._errors[daemon.name] = start_error_line(_head(proc.log_path))
+                self._errors[daemon.name] = start_error_line(log_head(proc.log_path))
             ports = listening(daemon.ports, proc.proc.pid) if running else {}
             error = "" if running else self._errors.get(daemon.name, "")
             states.append(DaemonState(name=daemon.name, running=running, pid=proc.proc.pid, exit_code=code,
@@ -471,11 +480,15 @@ class CoreAgent(CoreProvenance, Agent):
             for daemon in self._daemons:
                 proc = self._procs.get(daemon.name)
                 if daemon.name != "db" and proc is not None and proc.log_path.exists():
-                    text = "\n".join(clean(line) for line in _head(proc.log_path, 8192).splitlines())
+                    text = "\n".join(clean(line) for line in log_head(proc.log_path, 8192).splitlines())
                     self._version = version_of(text, self._flavour)
                     if self._version:
                         break
         return self._version
+
+    def _said(self, daemon: str, state: str, pid: int) -> None:
+        """A daemon's step as `core_daemon` telemetry (killed, started, listening): a fault's recovery reads them."""
+        self.publish("core_daemon", {"daemon": daemon, "state": state, "pid": pid})
 
     def _report(self, daemon: str, kind: str, line: str) -> None:
         key = f"{daemon}:{kind}:{line}"
@@ -483,15 +496,3 @@ class CoreAgent(CoreProvenance, Agent):
             self._reported.add(key)
             self.publish("core.event", {"daemon": daemon, "kind": kind, "line": line})
 
-
-def _tail(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
-    with open(path, "rb") as log:
-        log.seek(0, os.SEEK_END)
-        log.seek(max(0, log.tell() - size_bytes))
-        return log.read().decode(errors="replace")
-
-
-def _head(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
-    """A dead daemon's reason comes first in its output (the cause, then the teardown)."""
-    with open(path, "rb") as log:
-        return log.read(size_bytes).decode(errors="replace")

@@ -109,3 +109,22 @@ def ue_conf_cmd(profile: Path = typer.Argument(..., help="the inventory's eNB pr
     console.print(f"{escape(str(written))}: srsue {index} (IMSI {ue_usim(index)['imsi']}) in namespace "
                   f"{escape(netns)}, ZMQ to "
                   f"srsenb's {enb_tx}/{enb_rx}; start it with: srsue {escape(str(written))}", highlight=False)
+
+
+@app.command("zmq-stack")
+def zmq_stack_cmd(folder: Path = typer.Option(..., help="where srsue's and the broker's files, the stack's events "
+                                                        "and clock go (a rehearsal's FOLDER/stack)"),
+                  ues: int = typer.Option(1, min=1, max=4, help="srsue instances (the srsran-zmq lab's UEs)"),
+                  srsran_bin: Path | None = typer.Option(None, help="srsRAN 4G's bin folder (default: "
+                                                                    "$CELLAB_SRSRAN_BIN, the shared bundle, PATH)"),
+                  prefix: str | None = typer.Option(None, help="lab prefix (default: a free czq, czq2, ...)")) -> None:
+    """The srsran-zmq radio of a rehearsal lab (root), in the foreground until SIGTERM: the srsRAN host lock, the
+    namespaces, the attenuation control; srsenb and the EPC are the inventory's agents', srsue and the ZMQ broker
+    are started here for each srsenb that starts (zmq_stack.py). `cellab rehearse up NAME --radio srsran-zmq`
+    runs it; prints a JSON ready line."""
+    from cellab.ran.zmq_stack import run_stack
+
+    try:
+        run_stack(folder, ues, srsran_bin, prefix)
+    except CellabError as exc:
+        raise _fail(exc) from None

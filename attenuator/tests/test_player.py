@@ -114,7 +114,8 @@ def test_device_refusal_mid_run_goes_safe(mc_serial_config: AttenuatorConfig, mc
     mc_device.handle = faulty  # type: ignore[method-assign]
     drv = create(mc_serial_config)
     try:
-        res = Player(drv, parse_csv("t_s,channel,db\n0,1,31\n0.01,1,32\n0.02,1,33\n0.03,1,34\n", "s.csv")).run()
+        # 0.2 s apart: the player skips a value whose successor is already due, and a loaded host once made it skip 32
+        res = Player(drv, parse_csv("t_s,channel,db\n0,1,31\n0.2,1,32\n0.4,1,33\n0.6,1,34\n", "s.csv")).run()
     finally:
         drv.close()
     assert res.status == "failed" and "reply 0" in res.error

@@ -35,6 +35,16 @@ class StartParams(Model):
     settle_s: float = Field(2.0, ge=0, le=60, description="how long a daemon must stay up to count as started")
 
 
+#: a core_daemon fault's daemon (cellab.faults.spec.CORE_DAEMONS) -> the core agent's name for it, where they differ
+#: (srsEPC is one process, the agent's daemon `epc`)
+AGENT_DAEMON = {"srsepc": "epc"}
+
+
+def agent_daemon(daemon: str) -> str:
+    """The core agent's name of a core_daemon fault's daemon."""
+    return AGENT_DAEMON.get(daemon, daemon)
+
+
 class KillParams(Model):
     daemon: str = Field(max_length=32, description="one of the configured flavour's daemons (configure's `daemons`)")
 

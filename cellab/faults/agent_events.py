@@ -6,7 +6,14 @@ recovery reads (`read_lab_events`: an `event`, its `t_s`, the UE):
   next `in` are its host down and up (`ue_host_down`, `ue_host_up`);
 - the eNB agent's per-UE reports (`ue_metrics`, one per UE per report period): a UE the eNB stopped reporting for
   more than ENB_GAP_S lost its link when its next report was due (`rlf`) and came back with the first report after
-  (`connect_complete`), UEs counted by the RNTIs the eNB reports (srsenb gives a returning UE a new one).
+  (`connect_complete`). srsenb's reports name a UE by its RNTI only (a returning UE gets a new one), so each event
+  says how its UE was found (`ue_mapped_by`): `ue_telemetry` where the UE's own agent named that RNTI (a sample
+  with an `rnti`, as srsue's metrics have), else `report_order` (the k-th RNTI of a report period among those no
+  UE named is the k-th UE without a named one: a guess, said as such; the Android and the virtual cell's UE agents
+  know no RNTI);
+
+- the core agent's `core_daemon` steps (a daemon `killed`, `started`, `listening` where it must, with its pid):
+  `core_daemon_killed`, `core_daemon_started`, `core_daemon_listening`, naming the daemon as the agent does.
 
 Each event names its source (`by`). The UE's own flow (the probe's per-millisecond log) gives the throughput figures."""
 
@@ -22,15 +29,20 @@ import numpy as np
 ENB_GAP_S = 2.5
 
 
-def _rows(path: Path, topic: str) -> list[dict[str, Any]]:
+def _lines(path: Path) -> list[Any]:
+    """The JSON values of a telemetry file's lines (broken ones left out)."""
     out = []
     for line in (path.read_text(errors="replace").splitlines() if path.is_file() else []):
         try:
-            row = json.loads(line)
+            out.append(json.loads(line))
         except ValueError:
             continue
-        if isinstance(row, dict) and row.get("topic") == topic and isinstance(row.get("t_s"), (int, float)):
-            out.append(row)
+    return out
+
+
+def _rows(path: Path, topic: str) -> list[dict[str, Any]]:
+    out = [row for row in _lines(path)
+           if isinstance(row, dict) and row.get("topic") == topic and isinstance(row.get("t_s"), (int, float))]
     return sorted(out, key=lambda r: r["t_s"])
 
 
@@ -48,32 +60,59 @@ def ue_state_events(telemetry: Path, agent: str, ue: int) -> list[dict[str, Any]
     return events
 
 
-def enb_report_events(telemetry: Path, agent: str, n_ues: int) -> list[dict[str, Any]]:
-    """Per UE (the eNB's k-th reported RNTI is UE k), when the eNB stopped and resumed reporting it."""
-    times: dict[int, list[float]] = {}
+def named_rntis(telemetry: Path, ue_agents: dict[str, int]) -> dict[int, int]:
+    """RNTI -> UE, from the UE agents' own samples that name their RNTI."""
+    return {row["rnti"]: ue for agent, ue in ue_agents.items() for row in _lines(telemetry / f"{agent}.jsonl")
+            if isinstance(row, dict) and isinstance(row.get("rnti"), int) and not isinstance(row["rnti"], bool)}
+
+
+def enb_report_events(telemetry: Path, agent: str, n_ues: int,
+                      rnti_ues: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    """Per UE, when the eNB stopped and resumed reporting it: a UE's RNTIs are those `rnti_ues` (named_rntis) gives
+    it; the other UEs, in order, take the other RNTIs by their count in each report period."""
+    times: dict[int, set[float]] = {}
     for row in _rows(telemetry / f"{agent}.jsonl", "ue_metrics"):
         if isinstance(row.get("rnti"), int):
-            times.setdefault(row["rnti"], []).append(float(row["t_s"]))
-    # a report period's RNTIs, in order of first appearance: a UE back under a new RNTI keeps its place
-    order = sorted(times, key=lambda rnti: times[rnti][0])
+            times.setdefault(row["rnti"], set()).add(float(row["t_s"]))
+    named = {rnti: ue for rnti, ue in (rnti_ues or {}).items() if ue < n_ues}
+    unnamed_ues = [ue for ue in range(n_ues) if ue not in named.values()]
     period_starts = sorted({t for ts in times.values() for t in ts})
     events: list[dict[str, Any]] = []
     for ue in range(n_ues):
-        seen = [t for t in period_starts if sum(1 for r in order if t in times[r]) > ue]
+        if ue in unnamed_ues:  # a UE back under a new RNTI keeps its place among the unnamed ones
+            rank, how = unnamed_ues.index(ue), "report_order"
+            seen = [t for t in period_starts if sum(1 for r, ts in times.items() if r not in named and t in ts) > rank]
+        else:
+            how = "ue_telemetry"
+            seen = sorted({t for rnti, ts in times.items() if named.get(rnti) == ue for t in ts})
         steps = np.diff(seen)
         period_s = float(np.median(steps[steps > 0])) if (steps > 0).any() else 0.0
         for last, first in zip(seen, seen[1:], strict=False):
             if first - last > ENB_GAP_S:  # lost when the next report was due and did not come
-                events.append({"t_s": last + period_s, "event": "rlf", "ue": ue, "by": f"{agent} reports stopped"})
-                events.append({"t_s": first, "event": "connect_complete", "ue": ue, "by": f"{agent} reports back"})
+                events.append({"t_s": last + period_s, "event": "rlf", "ue": ue, "by": f"{agent} reports stopped",
+                               "ue_mapped_by": how})
+                events.append({"t_s": first, "event": "connect_complete", "ue": ue, "by": f"{agent} reports back",
+                               "ue_mapped_by": how})
     return events
 
 
-def write_agent_events(telemetry: Path, ue_agents: dict[str, int], enb_agent: str | None, out: Path) -> Path:
-    """The lab events of a run on an inventory (UE agents by their UE index; the eNB agent, if any) into `out`."""
+def core_daemon_events(telemetry: Path, agent: str) -> list[dict[str, Any]]:
+    """The core agent's daemon steps, as it said them."""
+    return [{"t_s": row["t_s"], "event": f"core_daemon_{row['state']}", "daemon": row.get("daemon"),
+             "pid": row.get("pid"), "by": f"{agent} core_daemon {row['state']}"}
+            for row in _rows(telemetry / f"{agent}.jsonl", "core_daemon")
+            if row.get("state") in ("killed", "started", "listening")]
+
+
+def write_agent_events(telemetry: Path, ue_agents: dict[str, int], enb_agent: str | None, out: Path,
+                       core_agent: str | None = None) -> Path:
+    """The lab events of a run on an inventory (UE agents by their UE index; the eNB and core agents, if any)
+    into `out`."""
     events = [ev for agent, ue in ue_agents.items() for ev in ue_state_events(telemetry, agent, ue)]
     if enb_agent is not None:
-        events += enb_report_events(telemetry, enb_agent, len(ue_agents))
+        events += enb_report_events(telemetry, enb_agent, len(ue_agents), named_rntis(telemetry, ue_agents))
+    if core_agent is not None:
+        events += core_daemon_events(telemetry, core_agent)
     out.write_text("".join(json.dumps(ev) + "\n" for ev in sorted(events, key=lambda e: e["t_s"])))
     return out
 

@@ -34,7 +34,8 @@ UE_FAULT_KINDS = ("radio_outage", "ue_pause")
 # what recovery_metrics measures for the UE of a row (the rest is the fault's own: its window and source)
 PER_UE_FIGURES = ("rlf_s", "out_of_sync_s", "reattach_s", "reattach_by", "reattach_after_end_s", "pre_fault_bps",
                   "throughput_back_s", "recovery_s", "disruption_s", "lost_bytes", "longest_stall_s",
-                  "user_plane_restored_s", "traffic_back_s", "reattach_stack_s", "traffic_back_stack_s")
+                  "user_plane_restored_s", "traffic_back_s", "reattach_stack_s", "traffic_back_stack_s",
+                  "searched_until_s", "cut_by_fault", "ue_mapped_by")
 # the EPC's daemons by the core agent's names (Open5GS: sgwc, sgwu, smf, pcrf too; NextEPC: sgw), and srsepc whole
 CORE_DAEMONS = ("mme", "sgw", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf", "srsepc")
 NO_FAULT = "none"

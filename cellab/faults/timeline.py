@@ -1,6 +1,6 @@
 """A run's recovery figures as events on its timeline (issue 41): per fault and per UE it hit, when the fault
 started and ended, the UE lost sync and its radio link, re-attached, got its first byte again (the user plane
-restored) and its throughput back, in seconds from the workload's start. The report draws them on one time axis."""
+restored) and its throughput back, a killed core daemon listening again, in seconds from the workload's start. The report draws them on one time axis."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 #: (a recovery row's figure, its event), in the order they happen
 EVENT_OF = (("start_s", "fault_start"), ("end_s", "fault_end"), ("out_of_sync_s", "out_of_sync"), ("rlf_s", "rlf"),
             ("reattach_s", "reattach"), ("user_plane_restored_s", "user_plane_restored"),
-            ("throughput_back_s", "throughput_back"))
-FAULT_WIDE = ("start_s", "end_s")  # the fault's own window: every UE of the row shares it
+            ("throughput_back_s", "throughput_back"), ("daemon_listening_s", "daemon_back"))
+# the fault's own: every UE of the row shares them (its window; a killed core daemon listening again)
+FAULT_WIDE = ("start_s", "end_s", "daemon_listening_s")
 
 
 def fault_events(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

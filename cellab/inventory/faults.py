@@ -22,7 +22,6 @@ from cellab.inventory.model import Inventory
 FLAVOUR_DAEMONS = {"srsepc": ("srsepc",), "open5gs": ("mme", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf"),
                    "open5gs-2.6": ("mme", "sgwc", "sgwu", "smf", "upf", "hss", "pcrf"),
                    "nextepc": ("mme", "sgw", "hss", "pcrf")}
-AGENT_DAEMON = {"srsepc": "epc"}  # the fault's daemon name -> the core agent's, where they differ
 NOT_ON_INVENTORIES = {
     "s1_cut": "the S1 path between eNB and core is no device an inventory names (a switch or cable, not an agent)",
 }
@@ -75,7 +74,3 @@ def refusal(inventory: Inventory, fault: Any) -> tuple[str, str] | None:
             return "ue", (f"devices.ues[{fault.ue}] ({ue.name}) has no attenuator channel in front of it "
                           "(devices.ues[].attenuator)")
     return None
-
-
-def agent_daemon(daemon: str) -> str:
-    return AGENT_DAEMON.get(daemon, daemon)

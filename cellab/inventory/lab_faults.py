@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cellab.contracts.core import CoreClient, StartParams
+from cellab.contracts.core import CoreClient, StartParams, agent_daemon
 from cellab.contracts.enb import EnbClient, RadioOverrides
 from cellab.contracts.server import ServerClient
 from cellab.contracts.ue import UEClient
 from cellab.errors import CellabError
-from cellab.inventory.faults import agent_daemon, fault_kinds
+from cellab.inventory.faults import fault_kinds
 
 if TYPE_CHECKING:
     from cellab.bus import Controller

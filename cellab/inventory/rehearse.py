@@ -1,7 +1,8 @@
 """`cellab rehearse`: a lab inventory's whole path on this one host, before the hardware: the virtual cell as
 the radio, virtual phones behind the fake adb server, an emulated attenuator box of a real family bridged to the
 cell, and the real agents (`cellab agent`, over CURVE) for all of them; the inventory and its keys written into
-one folder; everything taken down again by name.
+one folder; everything taken down again by name. With `--radio srsran-zmq` the radio is the real srsRAN stack
+(rehearse_zmq: srsenb and the EPC through the inventory's eNB and core agents, srsue by the RAN room's stack).
 
 The rooms are reached through their command lines only (the core imports no room): `cellab vlab up|down` (the
 cell and its namespaces), `cellab atten emulate FAMILY --cell-ctl` (the box), `cellab ue android fake-adb`
@@ -22,6 +23,7 @@ from pathlib import Path
 from cellab.errors import CellabError, InputError
 from cellab.inputs import check_name
 from cellab.inventory import rehearse_procs as procs
+from cellab.inventory import rehearse_zmq
 from cellab.inventory.rehearse_inventory import Box, Layout, box_for, inventory_of
 from cellab.labs import instances
 from cellab.paths import PROJECT_ROOT
@@ -34,7 +36,7 @@ MAX_UES = 16  # the virtual cell's
 START_TIMEOUT_S = 120.0  # an agent's start (Python imports on a busy host: 73 s for all measured here), an adb server
 CLI = [sys.executable, "-m", "cellab"]
 PHONE_MODEL = "android14"  # rooted: the phone's cc and tcpdump work
-DEVICES = ("atten-emulator", "fake-adb")  # the processes that are not agents
+DEVICES = ("atten-emulator", "fake-adb", "zmq-stack")  # the processes that are not agents
 PREPARE = (("svc", "wifi", "disable"), ("svc", "data", "enable"), ("svc", "power", "stayon", "true"))
 
 
@@ -52,9 +54,7 @@ class RehearsalSpec:
         if self.radio not in RADIOS:
             raise InputError("cellab rehearse up", "--radio", f"unknown {self.radio!r}", list(RADIOS))
         if self.radio == "srsran-zmq":
-            raise InputError("cellab rehearse up", "--radio", "srsran-zmq is not rehearsed yet: its srsue and ZMQ "
-                             "broker are started by the embedded lab only (`cellab run --lab srsran-zmq`, "
-                             "docs/real-lab.md)", ["virtual"])
+            rehearse_zmq.check(self.phones, self.virtual_ues, self.atten_family)
         total = self.phones + self.virtual_ues
         if self.phones < 0 or self.virtual_ues < 0 or not 1 <= total <= MAX_UES:
             raise InputError("cellab rehearse up", "--phones/--virtual-ues", f"{self.phones} phones and "
@@ -134,18 +134,29 @@ def up(spec: RehearsalSpec, say: Callable[[str], None] = print) -> Rehearsal:
 
 def _bring_up(spec: RehearsalSpec, rehearsal: Rehearsal, say: Callable[[str], None]) -> None:
     folder = rehearsal.folder
-    cell = _cell_up(spec.phones + spec.virtual_ues, folder)
+    radio: dict | None = None
+    if spec.radio == "srsran-zmq":
+        radio = rehearse_zmq.stack_up(spec.virtual_ues, folder, lambda n, argv: _spawn(rehearsal, n, argv), CLI, say)
+        cell = {"prefix": radio["prefix"], "ctl": radio["attenuation_ctl"], "ues": radio["ue_ns"],
+                "server": (radio["srv_ns"], radio["server"])}
+        say(f"radio: srsran-zmq, lab instance {cell['prefix']} (srsRAN host lock held); srsue starts with each "
+            f"srsenb the eNB agent starts (events: {folder / 'stack' / 'stack_events.jsonl'})")
+    else:
+        cell = _cell_up(spec.phones + spec.virtual_ues, folder)
+        say(f"cell: lab instance {cell['prefix']} (`cellab vlab status`), control {cell['ctl']}")
     rehearsal.prefix, rehearsal.cell_ctl = cell["prefix"], cell["ctl"]
     rehearsal.save()  # from here on, `down` finds the cell
-    say(f"cell: lab instance {cell['prefix']} (`cellab vlab status`), control {cell['ctl']}")
-    layout = Layout(spec.name, spec.phones, spec.virtual_ues, cell["server"], procs.free_ports(2))
+    layout = Layout(spec.name, spec.phones, spec.virtual_ues, cell["server"], procs.free_ports(2),
+                    radio=spec.radio)
     box = _box_up(spec.atten_family, layout.total, cell["ctl"], rehearsal)
     serials = _phones_up(layout, cell, rehearsal) if spec.phones else []
-    agents = _agents_up(layout, cell, serials, box, rehearsal)
+    agents = _agents_up(layout, cell, serials, rehearsal, radio)
     rehearsal.start_lines = [procs.wait_line(proc, f"agent {proc.name}:", START_TIMEOUT_S) for proc in agents]
     for line in rehearsal.start_lines:
         say(line)
     data = inventory_of(layout, box, serials)
+    if radio is not None:
+        data["devices"] |= rehearse_zmq.devices(radio, layout.enb_agent, layout.core_agent)
     path = write_file(folder, "lab.yaml", "# written by `cellab rehearse up`; `cellab rehearse down "
                       f"{spec.name}` stops it\n" + _yaml(data))
     rehearsal.inventory = str(path)
@@ -225,8 +236,8 @@ def _phones_up(layout: Layout, cell: dict, rehearsal: Rehearsal) -> list[str]:
     return serials
 
 
-def _agents_up(layout: Layout, cell: dict, serials: list[str], box: Box,
-               rehearsal: Rehearsal) -> list[procs.Started]:
+def _agents_up(layout: Layout, cell: dict, serials: list[str], rehearsal: Rehearsal,
+               radio: dict | None) -> list[procs.Started]:
     keys = rehearsal.folder / "keys"
     from cellab.bus.keys import generate_keypair
 
@@ -239,10 +250,13 @@ def _agents_up(layout: Layout, cell: dict, serials: list[str], box: Box,
     for i, serial in enumerate(serials):
         specs[layout.phone_agent(i)] = ["--role", "ue", "--kind", "android", "--serial", serial,
                                         "--adb-port", str(layout.adb_port)]
-    for j in range(layout.virtual_ues):
+    for j in range(layout.virtual_ues if radio is None else 0):
         index = layout.phones + j  # the cell's UE index, and the box's channel - 1
         specs[layout.vue_agent(j)] = ["--role", "ue", "--netns", cell["ues"][index], "--cell-ctl", cell["ctl"],
                                       "--cell-ue", str(index)]
+    if radio is not None:
+        specs |= rehearse_zmq.agent_args(radio, [layout.vue_agent(j) for j in range(layout.virtual_ues)],
+                                         layout.enb_agent, layout.core_agent)
     started = []
     for name, args in specs.items():
         argv = [*CLI, "agent", *args, "--name", name, "--key", str(keys / f"{name}.key_secret"), *common,
@@ -267,12 +281,14 @@ def down(name: str, root: Path = REHEARSE_ROOT, say: Callable[[str], None] = pri
     rehearsal = Rehearsal.load(folder)
     agents = [p for p in rehearsal.processes if p.name not in DEVICES]
     stopped = procs.stop(agents) + procs.stop([p for p in rehearsal.processes if p not in agents])
-    if rehearsal.prefix:
+    if rehearsal.prefix and rehearsal.radio == "virtual":  # srsran-zmq's: its stack removed them on SIGTERM
         done = subprocess.run([*CLI, "vlab", "down", "--prefix", rehearsal.prefix], capture_output=True,
                               text=True, timeout=120)
         if done.returncode != 0:
             raise CellabError(f"cellab vlab down --prefix {rehearsal.prefix}: {done.stderr.strip()[-600:]}")
         stopped.append(f"cell {rehearsal.prefix}")
+    elif rehearsal.prefix:
+        stopped.append(f"srsran-zmq {rehearsal.prefix} (srsRAN host lock released)")
     left = [p.name for p in rehearsal.processes if procs.group(p)]
     left += instances.namespaces_of(rehearsal.prefix) if rehearsal.prefix else []
     if left:

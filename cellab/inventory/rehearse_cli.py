@@ -19,9 +19,12 @@ def _root(root: Path | None) -> Path:
 @rehearse_app.command("up")
 def up_cmd(
     name: str = typer.Argument(..., help="the rehearsal's name (its folder runs/rehearse/NAME)"),
-    radio: str = typer.Option("virtual", help="virtual (the emulated cell) | srsran-zmq (not rehearsed yet)"),
-    phones: int = typer.Option(1, min=0, max=16, help="virtual phones behind the fake adb server (Android agents)"),
-    virtual_ues: int = typer.Option(1, min=0, max=16, help="virtual UEs on the cell (virtual UE agents)"),
+    radio: str = typer.Option("virtual", help="virtual (the emulated cell) | srsran-zmq (srsenb, srsue and srsEPC "
+                                              "over ZMQ: root, the srsRAN bundle)"),
+    phones: int | None = typer.Option(None, min=0, max=16, help="virtual phones behind the fake adb server (Android "
+                                                                "agents; default 1, none on srsran-zmq)"),
+    virtual_ues: int = typer.Option(1, min=0, max=16, help="virtual UEs on the cell, or srsue on srsran-zmq "
+                                                            "(1..4; virtual UE agents)"),
     atten_family: str = typer.Option("minicircuits", help="the emulated box: minicircuits (serial) | jfw (telnet) "
                                                           "| adaura (http) | virtual (the cell's own socket)"),
     root: Path | None = typer.Option(None, help=ROOT_HELP),
@@ -31,9 +34,14 @@ def up_cmd(
     `lab: FOLDER/lab.yaml`, as on the hardware."""
     from cellab.inventory.rehearse import RehearsalSpec, up
 
+    if phones is None:
+        phones = 0 if radio == "srsran-zmq" else 1
     rehearsal = up(RehearsalSpec(name, radio, phones, virtual_ues, atten_family, _root(root)), say=typer.echo)
     typer.echo(f"rehearsal {name}: up in {rehearsal.up_s:.1f} s; inventory {rehearsal.inventory}; each process's "
                f"output in {rehearsal.folder / 'logs'}")
+    if radio == "srsran-zmq":
+        typer.echo("srsenb and srsEPC start with a campaign's first run (through the eNB and core agents); srsue "
+                   f"follows each srsenb ({rehearsal.folder / 'stack' / 'stack_events.jsonl'})")
     typer.echo(f"next: cellab doctor --lab {rehearsal.inventory}")
     typer.echo(f"then: cellab run CAMPAIGN --lab {rehearsal.inventory}; at the end: cellab rehearse down {name}")
 
@@ -50,7 +58,8 @@ def down_cmd(name: str = typer.Argument(..., help="the rehearsal to take down"),
 @rehearse_app.command("restart")
 def restart_cmd(name: str = typer.Argument(..., help="the rehearsal"),
                 process: str = typer.Argument(..., help="one of its processes: an agent (server1, atten1, phone1, "
-                                                        "ue1, ...), atten-emulator or fake-adb"),
+                                                        "ue1, enb1, core1, ...), atten-emulator, fake-adb or "
+                                                        "zmq-stack"),
                 root: Path | None = typer.Option(None, help=ROOT_HELP)) -> None:
     """Start a process of the rehearsal again with its recorded command (after killing an agent on purpose, as
     a lab host's service manager would restart it)."""

@@ -48,8 +48,11 @@ class Layout:
     server: tuple[str, str]  # (namespace, address)
     port: int
     adb_port: int = 0
+    radio: str = "virtual"
     server_agent: str = "server1"
     atten_agent: str = "atten1"
+    enb_agent: str = "enb1"  # srsran-zmq's: srsenb and the EPC through their agents
+    core_agent: str = "core1"
 
     @property
     def total(self) -> int:
@@ -70,12 +73,14 @@ class Layout:
         return f"ue{j + 1}"
 
     def agent_names(self) -> list[str]:
-        return [self.server_agent, self.atten_agent, *map(self.phone_agent, range(self.phones)),
+        radio = [self.enb_agent, self.core_agent] if self.radio == "srsran-zmq" else []
+        return [self.server_agent, self.atten_agent, *radio, *map(self.phone_agent, range(self.phones)),
                 *map(self.vue_agent, range(self.virtual_ues))]
 
 
 def inventory_of(layout: Layout, box: Box, serials: list[str]) -> dict:
-    roles = {layout.server_agent: "server", layout.atten_agent: "attenuator"}
+    roles = {layout.server_agent: "server", layout.atten_agent: "attenuator", layout.enb_agent: "enb",
+             layout.core_agent: "core"}
     roles |= {name: "ue" for name in layout.agent_names() if name not in roles}
     ues = [{"name": layout.phone_agent(i), "kind": "android", "agent": layout.phone_agent(i), "serial": serial,
             "attenuator": {"attenuator": "box1", "channel": i + 1}} for i, serial in enumerate(serials)]

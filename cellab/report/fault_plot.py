@@ -17,7 +17,8 @@ MAX_RUNS = 8  # panels in the figure; the table lists every run
 #: event -> (marker, color, legend label)
 MARKS = {"rlf": ("x", "tab:red", "radio link failure"), "reattach": ("^", "tab:green", "re-attach"),
          "user_plane_restored": ("o", "tab:blue", "user plane restored"),
-         "throughput_back": ("|", "black", "throughput back (90 %)")}
+         "throughput_back": ("|", "black", "throughput back (90 %)"),
+         "daemon_back": ("s", "tab:purple", "core daemon listening again")}
 UE_FAULTS = ("radio_outage", "ue_pause")
 
 

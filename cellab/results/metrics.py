@@ -458,18 +458,18 @@ def fault_run_metrics(faults: list[Any], played: list[dict[str, Any]], artifacts
         return bytes_by_ue[ue]
 
     def row_for(i: int, ue: int) -> dict[str, Any]:
-        """Fault i's figures for one UE (recovery_metrics numbers faults by their position in its list: 0 here)."""
-        fault = faults[i] if ue == faults[i].ue else faults[i].model_copy(update={"ue": ue})
-        mine_played = [dict(p, fault=0) for p in played if p["fault"] == i]
-        row = recovery_metrics([fault], mine_played, events, *bytes_of(ue), t_of, span_s, max_db,
-                               events_from=events_from)[0] | {"fault": i}
+        """Fault i's figures for one UE (searched up to the next fault that hits that UE)."""
+        plan = [f if j != i or ue == f.ue else f.model_copy(update={"ue": ue}) for j, f in enumerate(faults)]
+        (row,) = recovery_metrics(plan, played, events, *bytes_of(ue), t_of, span_s, max_db,
+                                  events_from=events_from, which=[i])
         return row | (on_stack_clock(row, stack_s_of) if stack_s_of is not None else {})
 
     stack_s_of = stack_seconds(artifacts.get("stack-clock-dl"), t0_s) if mark is None else None
 
     # a fault of the whole cell (the eNB, the S1 or SGi path, a core daemon) hits every UE: beside its row (the
     # UE it names, its first by default), `other_ues` holds the same figures for each other UE of the run
-    ues = range(log.n_ues) if log is not None else sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)})
+    ues = range(log.n_ues) if log is not None else sorted({ev["ue"] for ev in events if isinstance(ev.get("ue"), int)}
+                                                           | set(flows or {}))  # an inventory: each UE's own flow
     rows = []
     for i, fault in enumerate(faults):
         row = row_for(i, fault.ue)

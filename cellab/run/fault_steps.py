@@ -96,8 +96,9 @@ def agent_fault_records(session: LabSession, ues: list[RunUE], per_ue: dict[str,
     (its lab index -> (t_s, bytes) on the workload's time axis)."""
     if "lab-events" not in shared:
         enb = getattr(getattr(session.lab, "enb", None), "agent", None)  # the inventory's eNB agent, if any
+        core = getattr(getattr(session.lab, "core", None), "agent", None)  # and its core agent
         shared["lab-events"] = write_agent_events(run_dir / "telemetry", {ue.agent: ue.lab_index for ue in ues},
-                                                  enb, run_dir / "lab_events.jsonl")
+                                                  enb, run_dir / "lab_events.jsonl", core)
     flows = {}
     for ue in ues:
         ms_log = per_ue.get(ue.name, {}).get("probe-ms")

@@ -167,3 +167,21 @@ def pid_in_netns(netns: str, comm: str) -> int | None:
         except OSError:
             continue
     return None
+
+
+OPEN5GS_BUNDLE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "open5gs"
+
+
+def skip_without_open5gs() -> None:
+    """Skip, saying why, a real-stack test on Open5GS without its bundle or the lab's FerretDB build."""
+    import pytest
+
+    from cellab.errors import CellabError
+    from cellab.paths import find_program
+
+    if not (OPEN5GS_BUNDLE / "bin" / "open5gs-mmed").is_file():
+        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS_BUNDLE / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
+    try:
+        find_program("cellab-ferretdb")
+    except CellabError as exc:
+        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")

@@ -162,6 +162,20 @@ def _run(tmp_path, name, lab, repeat, fixed, prefix):
     return only_folder(tmp_path / name)
 
 
+def test_the_command_prints_what_differs_then_the_cells_and_writes_its_page(tmp_path):
+    a = _folder(tmp_path, "a", SHOOTOUT, _same, {"iperf3": "3.12"})
+    b = _folder(tmp_path, "b", {**SHOOTOUT, "lab": "wired", "fixed": {"rate_mbit": 10}}, _same, {"iperf3": "3.16"})
+    done = run_cellab("compare", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "differences" in said and "lab: virtual | wired" in said and said.index("lab:") < said.index("cubic")
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert len(data["cells"]) == 4 and (tmp_path / "cmp" / "compare.html").is_file()
+
+
+# two real campaigns of the virtual lab and one of the wired lab (about 40 s of lab time): an experiment on the lab's
+# repeatability, so in `make bench BENCH=extended`; the comparison itself is held above on stored folders
+@pytest.mark.extended
 def test_compare_two_runs_of_a_shootout_and_wired_against_virtual(require_root, netns_prefix, tmp_path):
     first = _run(tmp_path, "first", "virtual", 2, "{n_prb: 15, core_delay_ms: 10}", netns_prefix)
     again = _run(tmp_path, "again", "virtual", 2, "{n_prb: 15, core_delay_ms: 10}", netns_prefix)

@@ -13,6 +13,8 @@ ROWS = [
     {"fault": 1, "kind": "enb_restart", "ue": 0, "start_s": 27.0, "end_s": 31.5, "rlf_s": 27.2, "reattach_s": 31.6,
      "throughput_back_s": float("nan"),
      "other_ues": [{"ue": 1, "rlf_s": 27.2, "reattach_s": 31.7, "user_plane_restored_s": 32.0}]},
+    {"fault": 2, "kind": "core_daemon", "ue": 0, "start_s": 40.0, "end_s": 43.0, "daemon_listening_s": 43.1,
+     "rlf_s": None, "other_ues": [{"ue": 1, "rlf_s": None}]},
 ]
 
 
@@ -27,9 +29,14 @@ def test_each_recovery_figure_is_an_event_of_its_ue_on_the_runs_timeline():
                                                                                         1, 1) in said
     assert not [e for e in events if e["event"] in ("out_of_sync", "throughput_back") and e["fault"] == 1]
     assert [e["t_s"] for e in events] == sorted(e["t_s"] for e in events)
+    # a killed core daemon's return (the core agent's): the fault's own, on each UE it hit
+    assert [(e["t_s"], e["ue"]) for e in events if e["event"] == "daemon_back"] == [(43.1, 0), (43.1, 1)]
 
     rows = outage_rows(events)
-    assert rows[0]["windows"] == [(3.0, 23.0, "radio_outage"), (27.0, 31.5, "enb_restart")]
-    assert rows[1]["windows"] == [(27.0, 31.5, "enb_restart")] and rows[1]["reattach"] == [31.7]
+    assert rows[0]["windows"] == [(3.0, 23.0, "radio_outage"), (27.0, 31.5, "enb_restart"),
+                                  (40.0, 43.0, "core_daemon")] and rows[1]["daemon_back"] == [43.1]
+    assert rows[1]["windows"] == [(27.0, 31.5, "enb_restart"), (40.0, 43.0, "core_daemon")]
+    assert rows[1]["reattach"] == [31.7]
     png, svg = render(outages([("#1 cubic rf", events), ("#2 cubic none-yet", [])]))
     assert png.startswith(b"\x89PNG") and b"radio link failure" in svg and b"UE 1" in svg
+    assert b"core daemon listening again" in svg

@@ -200,8 +200,12 @@ def test_a_fault_of_the_whole_cell_has_each_ues_own_recovery(tmp_path):
     assert other["reattach_after_end_s"] == pytest.approx(1.2)
     assert outage["ue"] == 1 and "other_ues" not in outage and outage["rlf_s"] == pytest.approx(6.4)
     assert not_recovered([restart, outage], {"rrc_state": {"0": "connected", "1": "connected"}}, 10.0) is None
-    # UE 1 never back: the run names it, though UE 0 (the row's own) came back
-    lost = dict(restart, other_ues=[dict(other, reattach_s=None)])
+    # UE 1's search stops at its own outage (6.0 s), the next fault that hits it
+    assert (other["searched_until_s"], other["cut_by_fault"]) == (pytest.approx(6.0), 1)
+    assert "cut_by_fault" not in restart  # UE 0: no later fault hits it
+    # UE 1 never back (and no later fault): the run names it, though UE 0 (the row's own) came back
+    lost = dict(restart, other_ues=[{k: v for k, v in other.items() if k not in ("searched_until_s", "cut_by_fault")}
+                                    | {"reattach_s": None}])
     why = not_recovered([lost], {}, 10.0)
     assert why == "fault 0 (enb_restart), UE 1: radio link failure at 2.25 s and no re-attach by the end", why
 
@@ -238,3 +242,24 @@ def test_radio_outages_and_a_schedule_would_both_drive_the_attenuator(tmp_path):
         load_campaign(path)
     assert "fixed.schedule: a schedule and the radio_outage faults of plan 'outage-0.5s' would both drive" in str(
         info.value), str(info.value)
+
+
+def test_a_faults_search_stops_at_the_next_fault_that_hits_its_ue_once_it_is_over():
+    from cellab.faults.recovery import search_until
+
+    faults = [FaultSpec(kind="radio_outage", ue=0, at_s=2.0, duration_s=20.0),
+              FaultSpec(kind="ue_pause", ue=1, at_s=3.0, duration_s=6.0),  # another UE's: never UE 0's bound
+              FaultSpec(kind="sgi_cut", at_s=16.0, duration_s=3.0),  # the whole cell, but while UE 0 is still out
+              FaultSpec(kind="enb_restart", at_s=24.0, duration_s=4.0)]  # the whole cell, after UE 0's outage
+    windows = [(2.1, 22.1, "lab"), (3.0, 9.0, "lab"), (16.0, 19.0, "lab"), (24.2, 28.0, "lab")]
+    assert search_until(faults, windows, 0) == (24.2, 3)
+    assert search_until(faults, windows, 1) == (16.0, 2)
+    assert search_until(faults, windows, 3) == (None, None)
+    assert search_until(faults, [(None, None, "injector"), *windows[1:]], 0) == (None, None)  # never started
+
+
+def test_a_row_cut_by_the_next_fault_before_its_ue_came_back_is_left_to_that_faults_row_and_the_final_state():
+    row = {"fault": 0, "kind": "radio_outage", "ue": 0, "start_s": 1.0, "end_s": 2.0, "rlf_s": 1.2,
+           "reattach_s": None, "searched_until_s": 2.5, "cut_by_fault": 1}
+    assert not_recovered([row], {"rrc_state": {"0": "connected"}}, 10.0) is None
+    assert "UE 0 ended the run in RRC state idle" in not_recovered([row], {"rrc_state": {"0": "idle"}}, 10.0)

@@ -220,12 +220,25 @@ def test_a_name_taken_down_comes_up_again_fresh(require_root, tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["--atten-family", "keysight"], "--atten-family: unknown or not rehearsable 'keysight'"),
-    (["--radio", "srsran-zmq"], "srsran-zmq is not rehearsed yet"),
+    (["--radio", "srsran-zmq", "--phones", "1"], "--phones: 1: the virtual phones live on the virtual cell"),
+    (["--radio", "srsran-zmq", "--virtual-ues", "5"], "--virtual-ues: 5 srsue"),
+    (["--radio", "srsran-zmq", "--atten-family", "virtual"], "--atten-family: virtual is the virtual cell's own"),
     (["--phones", "0", "--virtual-ues", "0"], "1..16 UEs in all"),
 ])
 def test_a_bad_rehearsal_is_refused_before_anything_starts(tmp_path, args, says):
     done = run_cellab("rehearse", "up", "x", "--root", str(tmp_path), *args)
     assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_srsran_zmq_without_the_bundle_is_refused_naming_the_folder(tmp_path):
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    (empty / "srsue").write_text("")  # one of the three: the refusal names the two missing
+    done = run_cellab("rehearse", "up", "x", "--root", str(tmp_path), "--radio", "srsran-zmq",
+                      env={**WIDE, "CELLAB_SRSRAN_BIN": str(empty)})
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and f"srsran-zmq runs srsRAN 4G from {empty}, which has no srsenb, srsepc" in said, said
     assert not (tmp_path / "x").exists()
 
 

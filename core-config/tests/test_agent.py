@@ -100,8 +100,10 @@ def test_a_program_that_exits_at_start_is_reported_with_its_own_line(tmp_path):
 def test_kill_sigkills_one_named_daemon_and_start_brings_back_only_that_one(tmp_path, monkeypatch):
     """`kill` (a core_daemon fault's crash): refused before configure, for a name the flavour does not run
     (the allowed names listed) and for a daemon not running; else the daemon's own pid SIGKILLed and reaped, its
-    state saying so; `start` then starts only what is not running. A sleeping script stands in for the daemons."""
+    state saying so; `start` then starts only what is not running; each step said as `core_daemon` telemetry (a
+    fault's recovery reads it). A sleeping script stands in for the daemons."""
     import signal
+    import threading
 
     from cellab.epc import agent as core_agent
 
@@ -110,7 +112,17 @@ def test_kill_sigkills_one_named_daemon_and_start_brings_back_only_that_one(tmp_
     standin.write_text("#!/bin/sh\nexec sleep 60\n")
     standin.chmod(0o755)
     programs = {"open5gs-hssd": str(standin), "open5gs-pcrfd": str(standin)}
-    with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs={"core1": {"programs": programs}}) as (ctl, _agents):
+    said: list[tuple[str, str, int]] = []
+    third = threading.Event()
+    with lab_bus(tmp_path, {"core1": CoreAgent}, telemetry=True,
+                 agent_kwargs={"core1": {"programs": programs}}) as (ctl, _agents):
+        def on_sample(agent: str, topic: str, data: dict) -> None:
+            if topic == "core_daemon" and data["daemon"] == "hss":
+                said.append((data["state"], data["pid"]))
+                if len(said) == 3:
+                    third.set()
+
+        ctl.subscribe(on_sample)
         core = CoreClient(ctl, "core1", timeout_s=20)
         with pytest.raises(OperationError, match="configure first"):
             core.kill("hss")
@@ -134,4 +146,6 @@ def test_kill_sigkills_one_named_daemon_and_start_brings_back_only_that_one(tmp_
 
         after = {d.name: d.pid for d in core.start(StartParams(daemons=["hss", "pcrf"], settle_s=0.2)).daemons}
         assert after["pcrf"] == before["pcrf"] and after["hss"] not in (None, before["hss"]), (before, after)
+        assert third.wait(5), said  # the stand-ins listen nowhere: no `listening`
+        assert said == [("started", before["hss"]), ("killed", before["hss"]), ("started", after["hss"])], said
         assert core.stop().daemons

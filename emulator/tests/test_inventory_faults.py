@@ -162,6 +162,8 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
     assert outage["start_s"] < outage["rlf_s"] < outage["start_s"] + 3.0, outage
     assert outage["end_s"] < outage["reattach_s"] < outage["end_s"] + 5.0, outage
     assert outage["pre_fault_bps"] > 1e6 and outage["longest_stall_s"] >= OUTAGE_S - 1.0, outage
+    # its search stops where the eNB restart, the next fault to hit phone A after the outage, starts
+    assert (outage["cut_by_fault"], outage["searched_until_s"]) == (3, restart["start_s"]), outage
     # phone B's radio off (airplane mode): out while off, back after
     assert radio_off["ue"] == 1 and abs(radio_off["end_s"] - radio_off["start_s"] - RADIO_OFF_S) < 1.0
     assert radio_off["start_s"] < radio_off["rlf_s"] < radio_off["start_s"] + 3.0, radio_off
@@ -175,6 +177,7 @@ def test_rf_outage_radio_off_and_enb_restart_on_an_inventory_each_recover_on_the
     assert abs(restart["start_s"] - ENB_AT_S) < 1.5, restart
     for row in [restart, *restart["other_ues"]]:
         assert restart["start_s"] - 0.3 < row["rlf_s"] < restart["start_s"] + 1.0, row
+        assert row["ue_mapped_by"] == "report_order", row  # srsenb's RNTIs: no agent here names its UE's
         assert restart["end_s"] - 0.5 < row["reattach_s"] < restart["end_s"] + 5.0, row
     assert faults["final_state"]["enb_up"] is True
     assert faults["final_state"]["rrc_state"] == {"0": "connected", "1": "connected"}

@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -68,24 +69,31 @@ def write_inventory(tmp: Path, port: int, telemetry_port: int, pty: Path) -> Pat
     return path
 
 
-def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_agent(
-        srsran_lock, cell_and_box, tmp_path):
+def agent_specs(topo: Any, tmp_path: Path, core_args: tuple[str, ...] = ("--srsran-bin", str(BUNDLE / "bin"))
+                ) -> dict[str, tuple[str, str | None, tuple[str, ...]]]:
+    """name -> (role, netns, extra arguments) of the inventory's agents on the cell: the UE agents in the cell's UE
+    namespaces, the eNB agent on the stand-in srsenb (tmp_path/fakebin), the core agent on `core_args`."""
     fake_bin = tmp_path / "fakebin"
     fake_bin.mkdir()
     (fake_bin / "srsenb").write_text(f"#!{sys.executable}\n" + FAKE_SRSENB.read_text())
     (fake_bin / "srsenb").chmod(0o755)
+    cell = ("--cell-ctl", topo.extra["ctl"])
+    return {"server1": ("server", topo.server.netns, ()),
+            "ue1": ("ue", topo.ues[0].netns, (*cell, "--cell-ue", "0")),
+            "ue2": ("ue", topo.ues[1].netns, (*cell, "--cell-ue", "1")),
+            "atten1": ("attenuator", None, ()),
+            "enb1": ("enb", None, ("--srsran-bin", str(fake_bin))),
+            "core1": ("core", None, core_args)}
+
+
+def test_a_campaign_drives_every_agent_of_an_inventory_and_survives_a_killed_agent(
+        srsran_lock, cell_and_box, tmp_path):
     port, telemetry_port = free_port(), free_port()
     topo, pty = cell_and_box
     procs: dict[str, subprocess.Popen] = {}
     try:
         write_inventory(tmp_path, port, telemetry_port, pty)
-        cell = ("--cell-ctl", topo.extra["ctl"])
-        specs = {"server1": ("server", topo.server.netns, ()),
-                 "ue1": ("ue", topo.ues[0].netns, (*cell, "--cell-ue", "0")),
-                 "ue2": ("ue", topo.ues[1].netns, (*cell, "--cell-ue", "1")),
-                 "atten1": ("attenuator", None, ()),
-                 "enb1": ("enb", None, ("--srsran-bin", str(fake_bin))),
-                 "core1": ("core", None, ("--srsran-bin", str(BUNDLE / "bin")))}
+        specs = agent_specs(topo, tmp_path)
         os.environ["FAKE_SRSENB_UES"] = "2"  # the stand-in eNB sees both UEs attached
 
         def start(name: str) -> None:

@@ -13,23 +13,10 @@ from pathlib import Path
 import pytest
 
 from cellab.hostlock import SRSRAN_LOCK, host_lock
+from cellab.testkit.helpers import skip_without_open5gs  # noqa: F401 (the room's tests import it from here)
 
 BUNDLE = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "srsran"
 LOCK_WAIT_S = 900.0  # another test's or session's srsRAN campaign may hold it for minutes
-OPEN5GS = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "open5gs"
-
-
-def skip_without_open5gs() -> None:
-    """Skip, saying why, a real-stack test on Open5GS without its bundle or the lab's FerretDB build."""
-    from cellab.errors import CellabError
-    from cellab.paths import find_program
-
-    if not (OPEN5GS / "bin" / "open5gs-mmed").is_file():
-        pytest.skip(f"Open5GS bundle absent: no {OPEN5GS / 'bin/open5gs-mmed'} (../shared/tools/open5gs)")
-    try:
-        find_program("cellab-ferretdb")
-    except CellabError as exc:
-        pytest.skip(f"cellab-ferretdb not built ({exc}); `make build` builds it")
 
 
 @pytest.fixture(scope="session")
