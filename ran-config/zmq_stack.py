@@ -15,7 +15,7 @@ zmq-stack`, in the foreground until SIGTERM) supervises the rest, the part a har
 - every step is a line of `stack_events.jsonl` ({t_s wall, event, ...}: srsenb_up, srsenb_gone, radio_stopped,
   radio_started with `why`, ue_attached) and of this process's output;
 - the broker records the stack clock from its start (`clock/N/stack-clock-{dl,ul}.bin`, N per broker start), so
-  a run's times read on the stack's own seconds too.
+  a run's times read on the stack's own seconds too, within the labs' log bound (zmq_stack_clock).
 
 SIGTERM: the radio stopped, the namespaces removed, the lock released (SrsranZmqLab.down)."""
 
@@ -33,11 +33,13 @@ from pathlib import Path
 
 import yaml
 
+from cellab.envvars import lab_log_max_bytes
 from cellab.labs import instances, netns
 
 from .srsue_proc import TUN_NAME, SrsueProcess, UeSettings, find_srsue
 from .uhd_args import SAMPLE_RATE_HZ
 from .zmq_broker import BrokerProcess, ue_ports
+from .zmq_stack_clock import ClockFolders
 from .zmqlab import SrsranZmqLab
 from .zmqlab_attach import ATTACH_TIMEOUT_S, SERVER_ADDR
 from .zmq_stack_control import NO_SIGNAL_DBM, StackControl, last_metrics
@@ -102,6 +104,7 @@ class ZmqStack:
         self.n_prb: int | None = None
         self.attaching: dict[int, float] = {}  # UE -> deadline of its attach
         self.starts = 0
+        self.clock = ClockFolders(folder / "clock")
 
     def up(self) -> dict:
         """Lock, namespaces, attenuation control; the eNB profile and subscribers the inventory names."""
@@ -161,6 +164,8 @@ class ZmqStack:
             self.start_radio("srsenb started" if self.last_enb_pid is None else
                              f"srsenb restarted (pid {self.last_enb_pid} -> {enb.pid})", n_prb)
         self._check_attaching()
+        if self.lab._broker is not None and self.lab._broker.running():
+            self.clock.bound(self.lab._broker, lab_log_max_bytes())
         exited = [ue.index for ue in self.lab._ues if not ue.running()]
         if exited and not self.attaching:
             self.start_radio(f"srsue {', '.join(map(str, exited))} exited: {self.lab._ues[exited[0]].error_line()}")
@@ -177,9 +182,7 @@ class ZmqStack:
                                dl_gains_db=self.lab._broker_gains_db(), ul_gains_db=self.lab._broker_ul_gains_db())
         broker.start()
         self.lab._broker = broker
-        clock = self.folder / "clock" / str(self.starts)
-        clock.mkdir(parents=True, exist_ok=True)
-        broker.clock_start(f"rehearsal-{self.starts}", clock)
+        self.clock.begin(broker, self.starts)
         settings = UeSettings(n_prb=self.n_prb, base_srate_hz=srate_hz)
         binary = find_srsue(self.lab.bin_dir)
         for i in range(self.lab.n_ues):
