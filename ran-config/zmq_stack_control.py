@@ -1,7 +1,7 @@
 """The rehearsal stack's control socket (zmq_stack): the attenuation ops the emulated box forwards
 (AttenuationControl), and `stats` as the virtual cell answers it, so a virtual UE agent started with `--cell-ctl`
 on it says its UE's state in its heartbeats (`in` while its srsue runs attached, else `out`) and reads its signal
-(`signal`: srsue's own RSRP and SNR). `set_ue_host` (a UE's host held: ue_pause) is the virtual cell's only."""
+(`signal`: srsue's own RSRP and SNR). `set_ue_host` (a UE's host held: ue_pause) is the virtual cell's only: refused here, naming why."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from .zmqlab_attenuation import AttenuationControl
 #: a UE with no srsue measuring: below RSRP's reportable range (TS 36.133 Table 9.1.4-1, RSRP_00: < -140 dBm)
 NO_SIGNAL_DBM = -140.0
 TAIL_BYTES = 4096
+#: a ue_pause fault's `set_ue_host` here: named, not the attenuation socket's list of its ops
+HOLD_REFUSED = ("ue_pause: the srsran-zmq rehearsal cannot hold one UE's host (every srsue shares one ZMQ stream "
+                "with srsenb): use a radio_outage")  # within the 160 characters CellControl quotes
 
 
 def last_metrics(csv_path: Path) -> dict[str, float]:
@@ -52,4 +55,6 @@ class StackControl(AttenuationControl):
             request = None
         if isinstance(request, dict) and request.get("op") == "stats":
             return {"ok": True, "ues": [self._ue_stats(i) for i in range(self.n_ues)]}
+        if isinstance(request, dict) and request.get("op") == "set_ue_host":
+            return {"ok": False, "error": HOLD_REFUSED}
         return super()._answer(raw)

@@ -32,7 +32,9 @@ def test_stats_says_each_ues_state_and_the_attenuation_ops_still_answer(tmp_path
             assert cell.ue_stats(0)["rrc_state"] == "connected" and cell.ue_stats(1)["rsrp_dbm"] == NO_SIGNAL_DBM
             cell.request("set_attenuation", ue=1, attenuation_db=12.5)
             assert gains == {1: 12.5}
-            with pytest.raises(CellControlError, match="allowed set_attenuation, get_attenuation"):
+            with pytest.raises(CellControlError, match="cannot hold one UE's host.*radio_outage"):
                 cell.request("set_ue_host", ue=0, up=False)  # holding a UE's host is the virtual cell's
+            with pytest.raises(CellControlError, match="allowed set_attenuation, get_attenuation"):
+                cell.request("reboot", ue=0)
     finally:
         control.stop()
