@@ -8,7 +8,8 @@
   crossed the radio.
 - `stale-telemetry`: an agent's first RSRP reading of the run is STALE_JUMP_DB or more away from its second while
   the attenuation in front of it moved by less: the first report describes the level before the run (a phone
-  caches its signal strength), not the run's.
+  caches its signal strength), not the run's; or the run's start waited in vain for its attenuation to read back
+  and for each UE's signal sample taken after that (`first_sample.stale`, cellab.run.first_sample).
 
 The flags are computed from the run's own metrics (its timeline included), so a folder written before they were
 kept gets the same flags (cellab.results.store migrates older stores through `backfill`).
@@ -90,6 +91,9 @@ def run_flags(metrics: dict[str, Any] | None, ue_metrics: dict[str, dict[str, An
         flags["probe-partial"] = "probe_status partial: " + ", ".join(dict.fromkeys(partial))
     timeline = metrics.get("timeline")
     stale = _stale_telemetry(timeline) if isinstance(timeline, dict) else []
+    first = metrics.get("first_sample")  # the run's start waited for a fresh sample and ran out (cellab.run.first_sample)
+    if isinstance(first, dict) and isinstance(first.get("stale"), list):
+        stale = [f"run start: {why}" for why in first["stale"] if isinstance(why, str)] + stale
     if stale:
         flags["stale-telemetry"] = "; ".join(stale)
     return flags

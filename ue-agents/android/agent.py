@@ -200,8 +200,9 @@ class AndroidUEAgent(AndroidProvenance, Agent):
     @operation(concurrent=True)
     def signal(self) -> SignalReading:
         """The serving LTE cell's RSRP, RSSNR (as sinr_db), RSRQ, CQI, EARFCN, PCI from dumpsys."""
+        taken_s = time.time()  # the agent's clock as the read begins: a run's start waits for one after its set
         try:
-            return self.phone.signal()
+            return self.phone.signal().model_copy(update={"t_s": taken_s})
         except CellabError as exc:
             raise self._fail(exc) from None
 
