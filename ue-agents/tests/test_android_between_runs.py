@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sqlite3
 import textwrap
 
@@ -42,6 +43,9 @@ def test_the_next_runs_first_phone_sample_is_at_the_held_level(require_root, net
     out = tmp_path / "out"
     result = run_cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix, "--no-report")
     assert result.returncode == 0, result.stdout + result.stderr
+    # each agent's connection said by `cellab run` (role, name, host, key fingerprint)
+    assert f"agent ue0 connected: role ue, host {socket.gethostname()} (127.0.0.1), key " in result.stderr, \
+        result.stderr
     folder = only_folder(out)
     with sqlite3.connect(folder / "results.sqlite") as db:
         rows = db.execute("SELECT run_id, status, metrics FROM runs ORDER BY idx").fetchall()
