@@ -11,7 +11,7 @@ from typing import Any
 # the `cellab agent` options an inventory cannot know (they are of the agent's host), by their option names
 START_OPTIONS = ("kind", "serial", "adb_port", "netns", "cell_ctl", "cell_ue", "srsran_bin", "artifact_dir")
 VALUE_MAX_CHARS = 300
-_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,%d}" % VALUE_MAX_CHARS)
+_VALUE = re.compile(rf"[^\x00-\x1f\x7f]{{1,{VALUE_MAX_CHARS}}}")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 
 
