@@ -327,7 +327,8 @@ class Routing:
                         key_fp = fingerprint(str(key).encode()) if key else "none (insecure)"
                         said = agent_line(name, state.role or "?", self.endpoint, key_fp)
                         log.info("%s", said, extra={"event": "agent_hello", "agent": name, "role": state.role,
-                                                    "host": state.host, "peer": _peer(first), "fingerprint": key_fp})
+                                                    "host": state.host, "peer": _peer(first), "fingerprint": key_fp,
+                                                    "pid": pid if type(pid := header.get("pid")) is int else None})
                     version = header.get("agent_version")
                     if kind == wire.HELLO and type(version) is str:
                         state.version = version[:_TEXT_KEPT]

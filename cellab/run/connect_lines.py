@@ -19,13 +19,24 @@ def connect_line(record: logging.LogRecord, again: bool) -> str:
 
 
 class ConnectLines(KeyEvents):
-    """While entered, each agent's hello to any controller of this process is said through `say`."""
+    """While entered, each agent's connection to any controller of this process is said through `say`: its first
+    hello, and a hello after the controller had it lost or from another process (an agent says hello after every
+    handshake, so one connection may say it twice: said once)."""
 
     def __init__(self, say: Callable[[str], None]):
         super().__init__()
         self.say = say
+        self._said: dict[str, tuple[object, object]] = {}  # agent -> (pid, host) of the hello last said
+        self._back: set[str] = set()  # agents the controller had lost and heard again
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "event", None) == "agent_hello":
-            self.say(connect_line(record, str(getattr(record, "agent", "?")) in self.hellos))
+        event, name = getattr(record, "event", None), str(getattr(record, "agent", "?"))
+        if event == "agent_back":
+            self._back.add(name)
+        elif event == "agent_hello":
+            who = (getattr(record, "pid", None), getattr(record, "host", None))
+            if name not in self._said or name in self._back or self._said[name] != who:
+                self.say(connect_line(record, name in self._said))
+            self._said[name] = who
+            self._back.discard(name)
         super().emit(record)

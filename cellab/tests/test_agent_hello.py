@@ -40,6 +40,8 @@ def test_the_hello_carries_host_and_options_and_run_says_each_connection(tmp_pat
             assert status.host == socket.gethostname() and status.start_options == OPTIONS
             assert said[0] == (f"agent ue1 connected: role demo, host {socket.gethostname()} (127.0.0.1), key "
                                f"{agent.key_fingerprint}"), said
+            time.sleep(0.5)
+            assert len(said) == 1, said  # a hello before and after the handshake: one connection, one line
             agent.stop()  # lost, then back: said again
             _until(lambda: controller.agents()["ue1"].lost)
             again = make_agent(DemoAgent, "ue1", controller, keys, artifact_dir=tmp_path / "a")
