@@ -70,7 +70,7 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
                                   field=NO_RADIO_FIELD)
         from cellab.labs.cellctl import CellControl, CellControlError
 
-        taken_s = time.time()  # the agent's clock as the read begins: a run's start waits for one after its set
+        taken_s = self._clock()  # the agent's clock as the read begins: a run's start waits for one after its set
         try:
             with CellControl(self.cell_ctl) as cell:
                 ue = cell.ue_stats(self.cell_ue)
