@@ -82,3 +82,17 @@ def test_a_ue_without_a_radio_is_not_waited_for():
 
     check = _check(Box(lag=0), {"ue1": NoRadio(), "phone": Ue("p", stale=1)})
     assert check.no_radio == ["ue1"] and check.stale == [] and "phone" in check.fresh
+
+
+def test_the_jump_heuristic_takes_the_level_the_run_began_at_before_its_schedules_first_point():
+    # the phone read -60 dBm at 0 dB, then -80 dBm after the schedule's first point (20 dB at 1.0 s): explained
+    timeline = {"rsrp_dbm.ue0": {"t_s": [0.1, 1.1], "v": [-60.0, -80.0]},
+                "attenuation_db": {"t_s": [1.0, 2.0], "v": [20.0, 40.0]}}
+    began_at_0_db = {"confirmed_db": {"1": 0.0}, "stale": []}
+    assert run_flags({"timeline": timeline, "first_sample": began_at_0_db}, {}) == {}
+    # without the level the run began at (an older run), the line's first value stands for its start: flagged
+    assert "ue0: first RSRP -60 dBm" in run_flags({"timeline": timeline}, {})["stale-telemetry"]
+    # a first reading the start level does not explain either (a cached -110 dBm) is still flagged
+    cached = {"rsrp_dbm.ue0": {"t_s": [0.1, 1.1], "v": [-110.0, -80.0]}, "attenuation_db": timeline["attenuation_db"]}
+    assert "ue0: first RSRP -110 dBm" in run_flags({"timeline": cached, "first_sample": began_at_0_db},
+                                                   {})["stale-telemetry"]
