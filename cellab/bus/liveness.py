@@ -10,7 +10,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -44,7 +44,8 @@ class AgentStatus(BaseModel):
     #: is alive, not lost
     ue_state: str | None = None
     host: str | None = None  # the host name the agent's hello said
-    start_options: dict[str, str] = {}  # the host-only options it was started with, as its hello said
+    #: the host-only options it was started with, as its hello said (None: an agent whose hello says none)
+    start_options: dict[str, str] | None = None
 
 
 @dataclass
@@ -56,12 +57,13 @@ class AgentState:
     lost: bool = False
     ue_state: str | None = None
     host: str | None = None  # the host name its hello says
-    start_options: dict[str, str] = field(default_factory=dict)  # the host-only options its hello says
+    start_options: dict[str, str] | None = None  # the host-only options its hello says (None: it says none)
 
     def note_hello(self, header: dict[str, Any]) -> None:
         """A hello's host and start options, each kept only when it passes its check (cellab.bus.start_options)."""
         self.host = check_host(header.get("host"))
-        self.start_options = check_start_options(header.get("start_options"))
+        said = header.get("start_options")
+        self.start_options = None if said is None else check_start_options(said)
 
     def note_ue_state(self, said: Any, endpoint: str) -> None:
         """A heartbeat's `ue_state`: kept when it is one of UE_STATES, the change logged (an agent whose UE went
@@ -110,7 +112,8 @@ class Liveness:
         with self._state_lock:
             return {a.name: AgentStatus(name=a.name, role=a.role, version=a.version,
                                         last_seen=a.last_seen_mono + wall_minus_mono, lost=a.lost,
-                                        ue_state=a.ue_state, host=a.host, start_options=dict(a.start_options))
+                                        ue_state=a.ue_state, host=a.host,
+                                        start_options=None if a.start_options is None else dict(a.start_options))
                     for a in self._agents.values()}
 
     def _wait_for_contact(self, agent: str, since: float, deadline: float, timeout_s: float) -> None:

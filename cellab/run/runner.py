@@ -141,7 +141,7 @@ class Runner:
         assert isinstance(session.lab, InventoryLab)
         action = self.campaign.on_agent_loss
         seen = session.controller.agents()  # a lost agent's last hello: the host-only options it was started with
-        said = {name: seen[name].start_options if name in seen and seen[name].host else None for name in lost}
+        said = {name: seen[name].start_options if name in seen else None for name in lost}
         message = loss_message(session.lab.inventory, lost, action, self.store.root, said)
         if action == "stop":
             raise CampaignStopped(message)

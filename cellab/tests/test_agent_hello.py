@@ -74,6 +74,8 @@ def test_the_controller_keeps_only_checked_host_and_options(tmp_path):
             raw_controller.wait_for_agents(["ue1"], timeout_s=10)
             status = raw_controller.agents()["ue1"]
             assert status.host is None and status.start_options == {"netns": "lab-ue1"}
+            raw.send([json.dumps({"version": 1, "kind": "hello", "role": "ue"}).encode(), b""])  # an older agent's
+            _until(lambda: raw_controller.agents()["ue1"].start_options is None)  # says none: not "none given"
             assert controller.agents()["ue2"].host == socket.gethostname()  # an honest agent beside it
         finally:
             raw.close()
