@@ -22,6 +22,7 @@ from cellab.contracts.attenuator import (
     ATTENUATOR_CONTRACT,
     WIRE_FORBIDDEN_OPTIONS,
     AttenuatorSelfCheckParams,
+    ChannelParams,
     ChannelsToRead,
     ConfigureParams,
     ConfigureResult,
@@ -46,10 +47,6 @@ from .schedule import Schedule, parse_csv, parse_yaml
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class GetParams(Target):
-    channel: int = Field(ge=1, le=64)
 
 
 class CalibrateParams(Target):
@@ -174,7 +171,7 @@ class AttenuatorOps:
         return SetResult(attenuator=slot.config.name, channel=params.channel, applied_db=applied)
 
     @operation
-    def get(self, params: GetParams) -> SetResult:
+    def get(self, params: ChannelParams) -> SetResult:
         slot = self._slot(params.attenuator)
         value = self._run(lambda: slot.driver.get(params.channel))
         return SetResult(attenuator=slot.config.name, channel=params.channel, applied_db=value)

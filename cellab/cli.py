@@ -262,6 +262,7 @@ def agent(
         kwargs |= _srsran_kwargs(role, srsran_bin)
     instance = cls(name, controller, telemetry_endpoint=telemetry, secret_key_file=key,
                    controller_public_keys=list(controller_key), artifact_dir=artifact_dir, **kwargs)
+    instance.set_start_options(_start_options(ctx))
 
     def stop(*_: object) -> None:
         # A stop that cannot finish (an operation that never returns, a pool that will not drain) must not
@@ -284,6 +285,18 @@ def _mount_agent_install() -> None:
 
 
 _mount_agent_install()
+
+
+def _start_options(ctx: typer.Context) -> dict[str, str | None]:
+    """The host-only options `cellab agent` was given (cellab.bus.start_options), as the agent says them in its hello:
+    the artifact folder only when it is not the default."""
+    from click.core import ParameterSource
+
+    given = {name: None if value is None else str(value) for name, value in ctx.params.items()
+             if name in ("kind", "serial", "adb_port", "netns", "cell_ctl", "srsran_bin")}
+    own_folder = ctx.get_parameter_source("artifact_dir") not in (None, ParameterSource.DEFAULT)
+    return given | {"cell_ue": str(ctx.params["cell_ue"]) if ctx.params.get("cell_ctl") else None,
+                    "artifact_dir": str(ctx.params["artifact_dir"]) if own_folder else None}
 
 
 def _srsran_kwargs(role: str, folder: Path) -> dict:

@@ -14,6 +14,7 @@ from cellab.bus import Agent, OperationFailed, operation
 from cellab.contracts import implements
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, program_check
 from cellab.contracts.ue import (
+    NO_RADIO_FIELD,
     UE_CONTRACT,
     Iperf3ClientParams,
     Iperf3ClientResult,
@@ -65,16 +66,18 @@ class VirtualUEAgent(VirtualUEProvenance, ProbeOps, Agent):
     def signal(self) -> SignalReading:
         """RSRP (and SINR, CQI) of this UE now: the calibration sweep reads it at each attenuation."""
         if self.cell_ctl is None:
-            raise OperationFailed("this UE has no radio to read: a virtual UE reports signal only in the virtual lab")
+            raise OperationFailed("this UE has no radio to read: a virtual UE reports signal only in the virtual lab",
+                                  field=NO_RADIO_FIELD)
         from cellab.labs.cellctl import CellControl, CellControlError
 
+        taken_s = self._clock()  # the agent's clock as the read begins: a run's start waits for one after its set
         try:
             with CellControl(self.cell_ctl) as cell:
                 ue = cell.ue_stats(self.cell_ue)
         except CellControlError as exc:
             raise OperationFailed(str(exc)) from None
         return SignalReading(rsrp_dbm=ue["rsrp_dbm"], sinr_db=ue.get("sinr_db"), cqi=ue.get("cqi"),
-                             source="emulated cell")
+                             source="emulated cell", t_s=taken_s)
 
     @operation(concurrent=True)
     def set_radio(self, params: RadioParams) -> RadioResult:

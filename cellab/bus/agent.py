@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -36,6 +37,7 @@ from cellab.bus.link import Link
 from cellab.bus.names import check_endpoint, check_name
 from cellab.bus.operation import collect_operations
 from cellab.bus.serving import Request, Serving
+from cellab.bus.start_options import START_OPTIONS, check_start_options
 from cellab.bus.throttle import Throttle
 from cellab.bus.timing import UE_STATES
 from cellab.errors import InputError
@@ -64,6 +66,7 @@ class Agent(BuiltinOps, Serving):
                  artifact_dir: Path | None = None, insecure: bool = False, heartbeat_s: float = wire.HEARTBEAT_S,
                  controller_lost_s: float = wire.PEER_LOST_S, clock: Callable[[], float] = time.time):
         self.name = check_name(name)
+        self.start_options: dict[str, str] = {}  # said in each hello (set_start_options)
         source = f"agent {name}"
         self.controller_endpoint = check_endpoint(controller_endpoint, source, "controller_endpoint")
         self.telemetry_endpoint = (check_endpoint(telemetry_endpoint, source, "telemetry_endpoint")
@@ -157,6 +160,16 @@ class Agent(BuiltinOps, Serving):
     def start_line(self) -> str:
         """What the agent says when it starts; the controller logs the same line when it connects."""
         return agent_line(self.name, self.role, self.controller_endpoint, self.key_fingerprint)
+
+    def set_start_options(self, options: dict[str, str | None]) -> None:
+        """The host-only options this agent was started with (cellab.bus.start_options), said in each hello so a
+        controller that loses it can print the whole command that starts it again; unset ones are left out."""
+        given = {key: value for key, value in options.items() if value is not None}
+        checked = check_start_options(given)
+        if checked != given:
+            raise InputError(f"agent {self.name}", "start_options", f"{sorted(set(given) - set(checked))} are not "
+                             "options to say, or not printable", list(START_OPTIONS))
+        self.start_options = checked
 
     def safe_state(self) -> None:
         """Put this agent's devices in a safe state. Override in rooms; must be idempotent."""
@@ -296,7 +309,9 @@ class Agent(BuiltinOps, Serving):
 
     def _send_hello(self) -> None:
         self._send([wire.encode_header({"version": wire.VERSION, "kind": wire.HELLO, "role": self.role,
-                                        "agent_version": self.version, "pid": os.getpid()}), b""], quiet=True)
+                                        "agent_version": self.version, "pid": os.getpid(),
+                                        "host": socket.gethostname()[:253], "start_options": self.start_options}),
+                    b""], quiet=True)
 
     def _on_monitor(self) -> None:
         """The link's events: a hello after each handshake, and the new socket when it replaced one."""

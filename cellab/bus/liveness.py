@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from cellab.bus import wire
 from cellab.bus.errors import AgentLost
+from cellab.bus.start_options import check_host, check_start_options
 from cellab.bus.timing import UE_STATES
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ class AgentStatus(BaseModel):
     #: what the agent's heartbeats say of its UE (timing.UE_STATES; None: nothing said): an agent whose UE is out
     #: is alive, not lost
     ue_state: str | None = None
+    host: str | None = None  # the host name the agent's hello said
+    #: the host-only options it was started with, as its hello said (None: an agent whose hello says none)
+    start_options: dict[str, str] | None = None
 
 
 @dataclass
@@ -52,6 +56,14 @@ class AgentState:
     last_seen_mono: float = 0.0
     lost: bool = False
     ue_state: str | None = None
+    host: str | None = None  # the host name its hello says
+    start_options: dict[str, str] | None = None  # the host-only options its hello says (None: it says none)
+
+    def note_hello(self, header: dict[str, Any]) -> None:
+        """A hello's host and start options, each kept only when it passes its check (cellab.bus.start_options)."""
+        self.host = check_host(header.get("host"))
+        said = header.get("start_options")
+        self.start_options = None if said is None else check_start_options(said)
 
     def note_ue_state(self, said: Any, endpoint: str) -> None:
         """A heartbeat's `ue_state`: kept when it is one of UE_STATES, the change logged (an agent whose UE went
@@ -100,7 +112,8 @@ class Liveness:
         with self._state_lock:
             return {a.name: AgentStatus(name=a.name, role=a.role, version=a.version,
                                         last_seen=a.last_seen_mono + wall_minus_mono, lost=a.lost,
-                                        ue_state=a.ue_state)
+                                        ue_state=a.ue_state, host=a.host,
+                                        start_options=None if a.start_options is None else dict(a.start_options))
                     for a in self._agents.values()}
 
     def _wait_for_contact(self, agent: str, since: float, deadline: float, timeout_s: float) -> None:

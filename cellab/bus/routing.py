@@ -323,9 +323,12 @@ class Routing:
                             key = first.get("User-Id")  # the z85 client key (CURVE), none on a plain socket
                         except zmq.ZMQError:
                             key = None
-                        said = agent_line(name, state.role or "?", self.endpoint,
-                                          fingerprint(str(key).encode()) if key else "none (insecure)")
-                        log.info("%s", said, extra={"event": "agent_hello", "agent": name, "role": state.role})
+                        state.note_hello(header)
+                        key_fp = fingerprint(str(key).encode()) if key else "none (insecure)"
+                        said = agent_line(name, state.role or "?", self.endpoint, key_fp)
+                        log.info("%s", said, extra={"event": "agent_hello", "agent": name, "role": state.role,
+                                                    "host": state.host, "peer": _peer(first), "fingerprint": key_fp,
+                                                    "pid": pid if type(pid := header.get("pid")) is int else None})
                     version = header.get("agent_version")
                     if kind == wire.HELLO and type(version) is str:
                         state.version = version[:_TEXT_KEPT]
@@ -359,3 +362,12 @@ class Routing:
     def _bad_message(self, what: str, message: str) -> None:
         self._throttle.warn(("bad_message", what), "dropped a malformed message from an agent: %s", message,
                             event="bad_message", endpoint=self.endpoint)
+
+
+def _peer(frame: Any) -> str | None:
+    """The address a message came from (a TCP peer's IP; None where the transport has none)."""
+    try:
+        address = frame.get("Peer-Address")
+    except (zmq.ZMQError, AttributeError):
+        return None
+    return str(address) if address else None

@@ -33,6 +33,7 @@ from cellab.cluster.address import check_security, probe
 from cellab.cluster.hostscope import HostGuard, modules_used, module_listing, place
 from cellab.cluster.outbox import fetch, limit_bytes
 from cellab.cluster.result import BadResult, check_outbox, check_result
+from cellab.cluster.watch import SlotWatch
 from cellab.envvars import env_seconds
 from cellab.errors import CellabError, InputError
 from cellab.records import PlannedRun, write_json
@@ -245,6 +246,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
     total = len(store.planned())
     with runner._progress() as progress:
         bar = progress.add_task(f"{campaign.name} on Dask", total=total, completed=total - len(todo))
+        watch = SlotWatch(client, runner.view.say, store.root)  # the running slots' last seconds, said
         try:
             pending, stranded_since, lost_since, looked_at = set(futures), None, None, 0.0
             while pending or held:
@@ -253,6 +255,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
                         else (set(), set())
                 except TimeoutError:  # nothing finished within POLL_S: look at the cluster
                     done = set()
+                watch.tick()
                 for future in done:
                     run = by_key[future.key]
                     guard.release(run)
@@ -301,6 +304,7 @@ def _dispatch(runner: Runner, client: Any, todo: list[PlannedRun], counts: dict[
             client.cancel(futures)
             raise
         finally:
+            watch.close()
             if client.status == "running":  # a scheduler that is gone has nothing left to release
                 try:
                     client.run(close_pool)  # every worker's lab instances down: nothing held between campaigns

@@ -56,6 +56,7 @@ class Slot:
         self.session_key: tuple[Any, ...] | None = None
         self.failures_in_a_row = 0  # a bench that fails its health check or RETIRE_AFTER runs leaves the pool
         self.retired: dict[str, Any] | None = None  # why and when this bench left the pool
+        self.running: tuple[str, dict[str, Any], Path, float] | None = None  # run id, factors, folder, since
         self.jobs: queue.Queue[tuple[dict[str, Any], Future] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._serve, name=f"cellab-slot{index}", daemon=True)
         self.thread.start()
@@ -142,6 +143,7 @@ class Slot:
                 raise
             self.session, self.session_key = session, session_key
         run_dir = campaign_dir / "runs" / run.run_id
+        self.running = (run.run_id, run.factors, run_dir, time.time())  # what the controller's live view shows
         try:
             record: RunRecord = execute_run(self.session, campaign, run, run_dir, campaign_dir, where,
                                             log=lambda text: print(text, flush=True))
@@ -153,6 +155,7 @@ class Slot:
                 record.placement = {**record.placement, "retired": self.retired}
             return shipped(record, run_dir, str(getattr(self.worker, "address", self.worker_name)))
         finally:
+            self.running = None
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def retire(self, why: str) -> str:
@@ -219,6 +222,27 @@ def _worker_pool(worker: Any) -> SlotPool:
                 max([resources.get(VLAB_RESOURCE, 0)] + [v for k, v in resources.items() if k.startswith("bench-")]))
             _pool = SlotPool(max(count, 1), worker)
         return _pool
+
+
+def running_views() -> list[dict[str, Any]]:
+    """This worker's running runs, each with its last seconds from the telemetry it is writing (cellab.run.view):
+    what the controller's live view and `cellab status` show of runs on Dask (asked through client.run, out of the
+    task slots). Plain values only: the answer crosses the wire."""
+    from cellab.run.view import last_seconds
+
+    out = []
+    for slot in _pool.slots if _pool is not None else []:
+        running = slot.running
+        if running is None:
+            continue
+        run_id, factors, run_dir, since = running
+        try:
+            seen = last_seconds(run_dir)
+        except OSError:  # the folder replaced under the reader (a retried attempt): the next look reads it
+            seen = {}
+        out.append({"worker": slot.worker_name, "slot": slot.index, "run_id": run_id, "factors": factors,
+                    "running_s": time.time() - since, "seen": seen})
+    return out
 
 
 def close_pool() -> None:

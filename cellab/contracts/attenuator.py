@@ -136,6 +136,10 @@ class SetParams(Target):
     db: float = Field(allow_inf_nan=False)
 
 
+class ChannelParams(Target):
+    channel: int = Field(ge=1, le=64)
+
+
 class SetResult(ContractModel):
     attenuator: str
     channel: int
@@ -186,6 +190,7 @@ class Applied(ContractModel):
 
 CONFIGURE = Op("configure", ConfigureParams, ConfigureResult, "take the inventory's entries")
 SET = Op("set", SetParams, SetResult, "one channel to one value now")
+GET = Op("get", ChannelParams, SetResult, "one channel's value read back from the device now")
 INFO = Op("info", Target, DeviceInfo, "the device's identity and range")
 PLAY_SCHEDULE = Op("play_schedule", PlayParams, PlayStarted, "play a schedule in the background")
 class ScheduleStatus(BaseModel):
@@ -212,7 +217,7 @@ class AttenuatorSelfCheckParams(ContractModel):
 
 SELF_CHECK = Op("self_check", AttenuatorSelfCheckParams, SelfCheckResult,
                 "read-only: each attenuator answers a read on every channel asked, the host clock")
-ATTENUATOR_CONTRACT = Contract("attenuator", (CONFIGURE, SET, INFO, PLAY_SCHEDULE, STOP_SCHEDULE, SELF_CHECK),
+ATTENUATOR_CONTRACT = Contract("attenuator", (CONFIGURE, SET, GET, INFO, PLAY_SCHEDULE, STOP_SCHEDULE, SELF_CHECK),
                                telemetry={"applied": Applied})
 
 
@@ -224,6 +229,9 @@ class AttenuatorClient(RoleClient):
 
     def set(self, attenuator: str, channel: int, db: float, timeout_s: float | None = None) -> SetResult:
         return self.call(SET, SetParams(attenuator=attenuator, channel=channel, db=db), timeout_s)
+
+    def get(self, attenuator: str, channel: int, timeout_s: float | None = None) -> SetResult:
+        return self.call(GET, ChannelParams(attenuator=attenuator, channel=channel), timeout_s)
 
     def info(self, attenuator: str, timeout_s: float | None = None) -> DeviceInfo:
         return self.call(INFO, Target(attenuator=attenuator), timeout_s)

@@ -131,6 +131,14 @@ class SignalReading(Model):
     earfcn: int | None = None
     pci: int | None = None
     source: str
+    t_s: float | None = Field(None, allow_inf_nan=False,
+                              description="the agent's wall clock when it began taking this sample: a run's first "
+                                          "sample counts only when taken after its attenuation was confirmed")
+
+
+# the field a UE agent's `signal` failure names when its UE has no radio it can read (a virtual UE off a cell,
+# srsue): a run's start has no sample of it to wait for
+NO_RADIO_FIELD = "radio"
 
 
 class UeStateSample(Model):

@@ -8,7 +8,8 @@
   crossed the radio.
 - `stale-telemetry`: an agent's first RSRP reading of the run is STALE_JUMP_DB or more away from its second while
   the attenuation in front of it moved by less: the first report describes the level before the run (a phone
-  caches its signal strength), not the run's.
+  caches its signal strength), not the run's; or the run's start waited in vain for its attenuation to read back
+  and for each UE's signal sample taken after that (`first_sample.stale`, cellab.run.first_sample).
 
 The flags are computed from the run's own metrics (its timeline included), so a folder written before they were
 kept gets the same flags (cellab.results.store migrates older stores through `backfill`).
@@ -55,7 +56,13 @@ def _level_at(points: list[tuple[float, float]], t_s: float) -> float:
     return value
 
 
-def _stale_telemetry(timeline: dict[str, Any]) -> list[str]:
+def _levels_at(points: list[tuple[float, float]], t_s: float, start_db: list[float]) -> list[float]:
+    """A setting's possible values at t_s: before its line's first point, the levels the run began with (the
+    values its start read back: a schedule's log begins at its first point), else its value then."""
+    return start_db if t_s < points[0][0] and start_db else [_level_at(points, t_s)]
+
+
+def _stale_telemetry(timeline: dict[str, Any], start_db: list[float]) -> list[str]:
     """Each agent whose first RSRP reading jumps to its second by more than the attenuation moved in between."""
     found = []
     atten_lines = [k for k in timeline if k == "attenuation_db" or k.startswith("attenuation_db.")]
@@ -67,7 +74,8 @@ def _stale_telemetry(timeline: dict[str, Any]) -> list[str]:
         (t0, first), (t1, second) = rsrp[0], rsrp[1]
         own = f"attenuation_db.{agent}"
         lines = [_points(timeline, name) for name in ([own] if own in timeline else atten_lines)]
-        moved = [_level_at(p, t1) - _level_at(p, t0) for p in lines if p] or [0.0]
+        moved = [after - before for p in lines if p for before in _levels_at(p, t0, start_db)
+                 for after in _levels_at(p, t1, start_db)] or [0.0]
         # RSRP falls as attenuation rises: a jump that the attenuation explains is rsrp change = -attenuation change
         unexplained = min(abs((second - first) + d) for d in moved)
         if unexplained >= STALE_JUMP_DB:
@@ -89,7 +97,13 @@ def run_flags(metrics: dict[str, Any] | None, ue_metrics: dict[str, dict[str, An
     if partial:
         flags["probe-partial"] = "probe_status partial: " + ", ".join(dict.fromkeys(partial))
     timeline = metrics.get("timeline")
-    stale = _stale_telemetry(timeline) if isinstance(timeline, dict) else []
+    first = metrics.get("first_sample")  # what the run's start read back and waited for (cellab.run.first_sample)
+    first = first if isinstance(first, dict) else {}
+    confirmed = first.get("confirmed_db")
+    start_db = [float(v) for v in confirmed.values() if is_number(v)] if isinstance(confirmed, dict) else []
+    stale = _stale_telemetry(timeline, start_db) if isinstance(timeline, dict) else []
+    if isinstance(first.get("stale"), list):  # the start's wait ran out
+        stale = [f"run start: {why}" for why in first["stale"] if isinstance(why, str)] + stale
     if stale:
         flags["stale-telemetry"] = "; ".join(stale)
     return flags

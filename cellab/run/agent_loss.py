@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cellab.bus.start_options import START_OPTIONS
 from cellab.errors import CellabError
 from cellab.inventory.model import Inventory
 from cellab.run.view import duration_text
@@ -74,8 +75,9 @@ def _key_files(inventory: Inventory, public_key: Path) -> tuple[Path, Path]:
     return AGENT_KEY_DIR / secret.name, AGENT_KEY_DIR / "controller.key"
 
 
-def start_command(inventory: Inventory, name: str) -> list[str]:
-    """The `cellab agent` command line that starts agent `name` on its host, from the inventory."""
+def start_command(inventory: Inventory, name: str, said: dict[str, str] | None = None) -> list[str]:
+    """The `cellab agent` command line that starts agent `name` on its host: from the inventory, and the host-only
+    options the agent said in its hello (`said`: cellab.bus.start_options, checked there; only printed)."""
     agent = next(a for a in inventory.agents if a.name == name)
     host = next((h for h in inventory.hosts if h.name == agent.host), None)
     address = host.address if host is not None else agent.host
@@ -88,13 +90,19 @@ def start_command(inventory: Inventory, name: str) -> list[str]:
         argv += ["--telemetry", telemetry]
     argv += ["--key", str(key), "--controller-key", str(controller_key)]
     phone = next((ue for ue in inventory.devices.ues if ue.agent == name and ue.kind == "android"), None)
+    options = dict(said or {})
     if phone is not None:
-        argv += ["--kind", "android"] + (["--serial", phone.serial] if phone.serial else [])
+        options |= {"kind": "android"} | ({"serial": phone.serial} if phone.serial else {})
+    for option in START_OPTIONS:  # in one order, whoever said them
+        if option in options:
+            argv += [f"--{option.replace('_', '-')}", options[option]]
     return argv
 
 
-def loss_message(inventory: Inventory, names: list[str], action: str, folder: Path) -> str:
-    """Which agents are lost, where, and how to start each again; what the campaign does meanwhile."""
+def loss_message(inventory: Inventory, names: list[str], action: str, folder: Path,
+                 said: dict[str, dict[str, str] | None] | None = None) -> str:
+    """Which agents are lost, where, and how to start each again (`said`: agent -> the start options its last hello
+    said, None for an agent that said none); what the campaign does meanwhile."""
     lines = []
     for name in names:
         agent = next((a for a in inventory.agents if a.name == name), None)
@@ -103,10 +111,13 @@ def loss_message(inventory: Inventory, names: list[str], action: str, folder: Pa
             continue
         host = next((h for h in inventory.hosts if h.name == agent.host), None)
         where = f"host {agent.host}" + (f" ({host.address})" if host is not None else "")
+        options = (said or {}).get(name)
         lines += [f"agent {name} (role {agent.role}) on {where} is lost: start it again there with",
-                  f"  {shlex.join(start_command(inventory, name))}",
-                  f"  (with that host's own options it was started with, if any: --netns, --cell-ctl/--cell-ue, "
-                  f"--srsran-bin, --artifact-dir; an installed service: systemctl restart cellab-agent-{name})"]
+                  f"  {shlex.join(start_command(inventory, name, options))}",
+                  "  (" + ("its host's options as its hello said them; " if options is not None else
+                           "its hello said no options (an older agent): add the ones of its host it was started "
+                           "with, if any: --netns, --cell-ctl/--cell-ue, --srsran-bin, --artifact-dir; ") +
+                  f"an installed service: systemctl restart cellab-agent-{name})"]
     if action == "stop":
         lines.append(f"the campaign stops (on_agent_loss: stop); once it is back: cellab run --resume {folder} "
                      "--retry-failed")

@@ -28,6 +28,7 @@ from cellab.results.stopping import after_run
 from cellab.results.holder import hold
 from cellab.results.store import ResultStore
 from cellab.run.agent_loss import CampaignStopped, loss_message, wait_until_back
+from cellab.run.connect_lines import ConnectLines
 from cellab.run.live import LiveView
 from cellab.inventory.lab import InventoryLab
 from cellab.run.session import LabSession
@@ -114,7 +115,9 @@ class Runner:
     def _run_on(self, lab: str, campaign: Campaign, runs: list[PlannedRun], counts: dict[str, int]) -> None:
         most_ues = max(ue_count(run.params.get("ues")) for run in runs)
         purpose = f"campaign {self.campaign.name} ({self.store.root})"
-        with LabSession(lab, prefix=self.prefix, ue_count=most_ues, purpose=purpose) as session:
+        # each agent's connection said as it comes (and again after a loss)
+        with ConnectLines(self.view.say), LabSession(lab, prefix=self.prefix, ue_count=most_ues,
+                                                     purpose=purpose) as session:
             check_module_params(session, runs, self.store.campaign_path())
             for run in runs:
                 self._agents_back(session)
@@ -137,7 +140,9 @@ class Runner:
             return
         assert isinstance(session.lab, InventoryLab)
         action = self.campaign.on_agent_loss
-        message = loss_message(session.lab.inventory, lost, action, self.store.root)
+        seen = session.controller.agents()  # a lost agent's last hello: the host-only options it was started with
+        said = {name: seen[name].start_options if name in seen else None for name in lost}
+        message = loss_message(session.lab.inventory, lost, action, self.store.root, said)
         if action == "stop":
             raise CampaignStopped(message)
         self.console.print(message, highlight=False, markup=False, soft_wrap=True)

@@ -15,7 +15,15 @@ import yaml
 from cellab.errors import CellabError
 from cellab.results.holder import holder_of
 from cellab.results.store import ResultStore
-from cellab.run.view import eta_text, factors_text, headline_metric, last_seconds, now_line, run_line
+from cellab.run.view import (
+    eta_text,
+    factors_text,
+    headline_metric,
+    last_seconds,
+    now_line,
+    run_line,
+    running_file_lines,
+)
 
 COUNTED = ("ok", "failed", "invalid")
 
@@ -61,6 +69,8 @@ def status_lines(root: Path) -> list[str]:
     finished = sorted((r for r in rows if r["status"] in (*COUNTED, "aborted")), key=lambda r: r["finished_at"] or 0)
     out += ["", "finished runs:"] + ([f"  {run_line(r, metric)}" for r in finished] or ["  none yet"])
     held = holder_of(root) is not None
+    slots = running_file_lines(root) if held else []  # a campaign on Dask: its running slots
+    out += ["", "running slots:"] + [f"  {line}" for line in slots] if slots else []
     for row in rows:
         if row["status"] == "running" and not held:
             out += ["", f"run {row['run_id']} was left running by a `cellab run` that ended: --resume runs it again"]

@@ -37,6 +37,7 @@ from cellab.results.metrics import (
     telemetry_timeline,
 )
 from cellab.results.provenance import run_provenance, software_versions
+from cellab.run.first_sample import run_start
 from cellab.run.fault_steps import agent_fault_records, fault_apply, fault_recovery, run_faults
 from cellab.run.schedules import Schedules
 from cellab.run.session import LabSession
@@ -93,7 +94,7 @@ def execute_run(session: LabSession, campaign: Campaign, run: PlannedRun, run_di
         try:
             session.ensure_agents()
             record.metrics, record.ue_metrics = _attempt(session, campaign, run, run_dir, attempt, results_root,
-                                                         record.placement)
+                                                         record.placement, log)
         except KeyboardInterrupt:
             record.status, record.error = "aborted", "interrupted by the user (Ctrl-C)"
             record.finished_at = time.time()
@@ -195,7 +196,8 @@ def run_ues(session: LabSession, campaign: Campaign, run: PlannedRun) -> list[Ru
 
 
 def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: Path, attempt: int,
-             results_root: Path, where: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+             results_root: Path, where: dict[str, Any], log: Callable[[str], None] = print,
+             ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """One attempt of a run: (the run's metrics, each UE's metrics by UE name)."""
     ctl = session.controller
     workload, timeouts = campaign.workload, campaign.timeouts
@@ -208,6 +210,9 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
     attenuation = _set_attenuation(session, campaign, run, ues, _schedules(session, campaign, results_root)
                                    .held_channels([(u.channel, u.schedule) for u in ues if u.schedule != "static"
                                                    and u.channel is not None]) if session.attenuator else set())
+    # the first sample after the set: every channel read back, each UE's signal taken since (bounded wait)
+    start_check = run_start(session, ues, attenuation, {n: o["offset_s"] for n, o in offsets.items()},
+                            timeouts.request_s, log)
     server = _server(session, timeouts.request_s)
     tag = f"{run.run_id}-a{attempt}"
     _apply_modules(session, campaign, run, ues)
@@ -281,6 +286,8 @@ def _attempt(session: LabSession, campaign: Campaign, run: PlannedRun, run_dir: 
         metrics |= pcap_run_metrics(shared["pcap"])
     timeline = metrics.setdefault("timeline", {})
     timeline |= telemetry_timeline(run_dir / "telemetry", t0, {ue.lab_index: ue.name for ue in ues})
+    if start_check is not None:  # what the run's start waited for (a stale one flags the run)
+        metrics["first_sample"] = start_check.as_metrics()
     metrics["host_cpu_pct"] = host_cpu_pct  # a busy host is the first suspect when a real stack loses real time
     unrecovered = None
     if faults:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 LAST_S = 5.0  # the running run's "last seconds"
+RUNNING_FILE = "running.json"  # a campaign on Dask: its running slots as the controller last saw them
 TAIL_BYTES = 512 * 1024  # of each telemetry file: more than LAST_S of 16 UEs' cell summaries at 10 Hz
 
 
@@ -172,3 +173,25 @@ def now_line(run_id: str, factors: dict[str, Any], running_s: float | None, seen
     atten_text = ("attenuation " + ", ".join(f"{k} {v:g} dB" for k, v in sorted(atten.items()))) if atten else \
         "attenuation -"
     return f"{head}: last {LAST_S:g} s {rate}; {rtt}; {atten_text} (newest sample {seen['age_s']:.0f} s old)"
+
+
+def slot_line(view: dict[str, Any]) -> str:
+    """A running run on a Dask worker's slot (cellab.cluster.worker.running_views): the single-slot line, prefixed
+    with the worker and slot."""
+    running_s = _number(view.get("running_s"))
+    seen = view.get("seen") if isinstance(view.get("seen"), dict) else {}
+    factors = view.get("factors") if isinstance(view.get("factors"), dict) else {}
+    head = f"worker {view.get('worker')} slot {view.get('slot')}: "
+    return head + now_line(str(view.get("run_id")), factors, running_s, seen)
+
+
+def running_file_lines(root: Path) -> list[str]:
+    """The running slots of a campaign on Dask as its controller last saw them (RUNNING_FILE), with how long ago;
+    none when there is no such file or it is not one the controller wrote."""
+    try:
+        data = json.loads((root / RUNNING_FILE).read_text())
+        at, views = float(data["at"]), [view for view in data["slots"] if isinstance(view, dict)]
+        lines = [slot_line(view) for view in views]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [f"{line} (seen {duration_text(time.time() - at)} ago)" for line in lines]

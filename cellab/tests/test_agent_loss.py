@@ -41,6 +41,22 @@ def test_a_wildcard_bind_is_dialled_at_this_hosts_address_and_keys_are_where_the
     assert argv[-4:] == ["--kind", "android", "--serial", "2A191FDH3001JD"]
 
 
+def test_the_options_an_agent_said_complete_the_command_and_a_phone_keeps_its_inventory_serial(tmp_path):
+    lab = write_lab(tmp_path, 7700, 7701)
+    data = yaml.safe_load(lab.read_text())
+    data["devices"]["ues"][0] |= {"kind": "android", "serial": "2A191FDH3001JD"}
+    lab.write_text(yaml.safe_dump(data))
+    said = {"serial": "other", "adb_port": "5038", "netns": "ns1", "artifact_dir": "/srv/cellab a"}
+    argv = start_command(load_inventory(lab), "ue1", said)
+    assert argv[argv.index("--controller-key") + 2:] == ["--kind", "android", "--serial", "2A191FDH3001JD",
+                                                         "--adb-port", "5038", "--netns", "ns1", "--artifact-dir",
+                                                         "/srv/cellab a"]
+    text = loss_message(load_inventory(lab), ["ue1"], "pause", tmp_path / "out", {"ue1": said})
+    assert "--artifact-dir '/srv/cellab a'" in text  # quoted for the shell it is pasted into
+    older = loss_message(load_inventory(lab), ["ue1"], "pause", tmp_path / "out", {"ue1": None})
+    assert "its hello said no options (an older agent)" in older
+
+
 @pytest.mark.parametrize("action", ["pause", "stop"])
 def test_the_message_names_agent_host_command_and_what_the_campaign_does(tmp_path, action):
     inventory = load_inventory(write_lab(tmp_path, 7700, 7701, ues=2))
@@ -88,6 +104,7 @@ def test_the_runner_pauses_until_the_agent_is_back_or_stops_the_campaign(tmp_pat
 
     from rich.console import Console
 
+    from cellab.bus.liveness import AgentStatus
     from cellab.inventory.lab import InventoryLab
     from cellab.run.agent_loss import CampaignStopped
     from cellab.run.runner import Runner
@@ -97,7 +114,11 @@ def test_the_runner_pauses_until_the_agent_is_back_or_stops_the_campaign(tmp_pat
     out = io.StringIO()
     runner = Runner.new(tmp_path / "c.yaml", tmp_path / "out", console=Console(file=out, width=400))
     answers = iter([["ue2"], ["ue2"], []])
-    session = SimpleNamespace(lab=InventoryLab(load_inventory(lab), None, []), lost_agents=lambda: next(answers))
+    # ue2's last hello said the host-only options it was started with: the printed command has them
+    said = {"ue2": AgentStatus(name="ue2", role="ue", version="1", last_seen=0.0, lost=True, host="bench2",
+                               start_options={"netns": "lab-ue2", "cell_ctl": "tcp://10.0.0.9:7000", "cell_ue": "1"})}
+    session = SimpleNamespace(lab=InventoryLab(load_inventory(lab), None, []), lost_agents=lambda: next(answers),
+                              controller=SimpleNamespace(agents=lambda: said))
     try:
         if action == "stop":
             with pytest.raises(CampaignStopped) as caught:
@@ -111,4 +132,6 @@ def test_the_runner_pauses_until_the_agent_is_back_or_stops_the_campaign(tmp_pat
     finally:
         runner.hold.release()
     assert "agent ue2 (role ue) on host laptop (127.0.0.1) is lost" in said
+    assert "--netns lab-ue2 --cell-ctl tcp://10.0.0.9:7000 --cell-ue 1\n" in said, said
+    assert "its host's options as its hello said them" in said
     assert f"cellab run --resume {runner.store.root}" in said

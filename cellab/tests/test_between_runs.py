@@ -5,6 +5,7 @@ detaches there); with `hold` the next run begins at the level the last one ended
 from __future__ import annotations
 
 import json
+import sqlite3
 import textwrap
 
 import pytest
@@ -59,3 +60,8 @@ def test_the_next_run_begins_where_the_campaign_says(require_root, netns_prefix,
     # the safe state: the box at max_db between the runs; the virtual cell restarts per run at the run's own
     # static attenuation_db (0 dB), as a phone re-attaching would begin the run from scratch
     assert before and set(before) == {first_db}, before
+    with sqlite3.connect(folder / "results.sqlite") as db:
+        metrics = json.loads(db.execute("SELECT metrics FROM runs WHERE run_id = ?", (rows[1][0],)).fetchone()[0])
+    if between != "safe":  # the held level, read back, then the virtual UE's signal taken after it (safe: none set)
+        start = metrics["first_sample"]
+        assert start["confirmed_db"] == {"1": first_db} and start["stale"] == [] and "ue0" in start["fresh"], start

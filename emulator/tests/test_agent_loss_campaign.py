@@ -13,6 +13,7 @@ import queue
 import secrets
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -121,17 +122,21 @@ def test_a_lost_agent_pauses_the_campaign_with_its_restart_command_and_resume_re
         said.wait_for("the campaign pauses and goes on by itself", 10)
         command = shlex.split(said.seen[at + 1])
         assert command[:6] == ["cellab", "agent", "--role", "ue", "--name", "ue2"], said.seen[at + 1]
+        # the host-only options ue2's hello said, so the printed command is whole
+        role, netns, extra = own["ue2"]
+        assert command[-8:] == ["--netns", netns, *extra, "--artifact-dir", str(tmp_path / "artifacts-ue2")], command
+        said.wait_for(f"agent ue2 connected: role ue, host {socket.gethostname()} (127.0.0.1), key ", 1)
         status = run_cellab("status", str(folder), timeout_s=60)  # while paused: the holder, the failed run
         print("\n".join(said.seen[at - 1:at + 5]) + "\n\n" + status.stdout)  # the Show's messages, with -s
         assert f"held by a live `cellab run`: pid {campaign.pid}" in status.stdout, status.stdout
         assert "cc=cubic: 0 ok, 1 failed, 0 invalid, 0 left" in status.stdout, status.stdout
         time.sleep(3)
         assert campaign.poll() is None and result_rows(folder)[1][1] == "pending"  # paused, not failing runs
-        role, netns, extra = own["ue2"]  # restarted with the printed command (plus its host's own options)
-        procs["ue2"] = subprocess.Popen([sys.executable, "-m", "cellab", *command[1:], "--netns", netns, *extra,
-                                         "--artifact-dir", str(tmp_path / "artifacts-ue2b")],
+        # restarted with the printed command as it is
+        procs["ue2"] = subprocess.Popen([sys.executable, "-m", "cellab", *command[1:]],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         said.wait_for("agents back after", 60)
+        said.wait_for("agent ue2 connected again: role ue, host ", 10)
         campaign.wait(240)
         rows = result_rows(folder)
         assert [r[1] for r in rows] == ["failed", "ok", "ok"], "\n".join(said.seen)

@@ -120,7 +120,7 @@ class AndroidUEAgent(AndroidProvenance, Agent):
         def no_service(why: str) -> None:  # no LTE serving cell: out (coverage, radio off), the agent alive
             self.set_ue_state("out", why)
 
-        logger = SignalLogger(self.phone.signal, self.artifact_dir / f"{tag}-signal.jsonl",
+        logger = SignalLogger(self._reading, self.artifact_dir / f"{tag}-signal.jsonl",
                               period_s=self.signal_period_s, on_sample=publish, on_error=no_service)
         self._loggers.append(logger)
         return logger.start()
@@ -201,9 +201,15 @@ class AndroidUEAgent(AndroidProvenance, Agent):
     def signal(self) -> SignalReading:
         """The serving LTE cell's RSRP, RSSNR (as sinr_db), RSRQ, CQI, EARFCN, PCI from dumpsys."""
         try:
-            return self.phone.signal()
+            return self._reading()
         except CellabError as exc:
             raise self._fail(exc) from None
+
+    def _reading(self) -> SignalReading:
+        """The phone's signal stamped with the agent's clock as the read began (the op's answer and the run's
+        signal log alike): a run's start waits for one after its set, its telemetry is filed at that moment."""
+        taken_s = self._clock()
+        return self.phone.signal().model_copy(update={"t_s": taken_s})
 
     @operation
     def set_cc(self, params: CcParams) -> PhoneInfo:
