@@ -30,20 +30,18 @@ from cellab.contracts.core import (
     DaemonState,
     KillParams,
     KillResult,
-    LogFinding,
     StartParams,
 )
 from cellab.contracts.health import CheckItem, SelfCheckResult, clock_sync_check, fail, ok, warn
 from cellab.errors import CellabError, from_validation_error
 from cellab.labs.proc import ManagedProcess
 
-from .daemons import (Daemon, classify, clean, daemons_for, listening, log_head, log_tail, start_error_line,
-                      version_of)
+from .daemons import Daemon, clean, daemons_for, listening, log_head, start_error_line, version_of
+from .logbound import CoreLogs
 from .profile import CoreProfile, flavour_problems
 from .provenance import CoreProvenance
 from .render import render
 
-MAX_FINDINGS = 50
 PORT_WAIT_S = 5.0
 DB_CONNECT_TIMEOUT_S = 2.0
 DB_HOST_PORT = re.compile(r"^mongodb://(?:[^@/]*@)?(?P<host>\[[^\]]+\]|[^,:/]+)(?::(?P<port>\d+))?")
@@ -55,9 +53,6 @@ OPEN5GS_DIR_ENV = "CELLAB_OPEN5GS_DIR"
 OPEN5GS_BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "open5gs"
 # the MME's one-to-one SCTP over the srsRAN shim's wire format (the bundle's lib/), on kernels without SCTP
 OPEN5GS_SCTP_SHIM = "lib/sctp1to1shim.so"
-# an Open5GS line continuing the one before it: more indentation after its level
-_CONTINUATION = re.compile(r"\]\s+(?:INFO|WARNING|ERROR|FATAL|DEBUG|TRACE):\s{2,}(?P<rest>\S.*)$")
-_STAMP = re.compile(r"^\d\d/\d\d \d\d:\d\d:\d\d\.\d+: ")
 UPF_TUN = "ogstun"  # the UPF's default session device (Open5GS does not address it on Linux)
 
 
@@ -93,6 +88,7 @@ class CoreAgent(CoreProvenance, Agent):
         self._flavour: str | None = None
         self._profile: CoreProfile | None = None
         self._run_dir: Path | None = None
+        self._logs: CoreLogs | None = None  # the run's daemon logs, read and bounded (logbound.py)
         self._daemons: list[Daemon] = []
         self._procs: dict[str, ManagedProcess] = {}
         self._errors: dict[str, str] = {}
@@ -136,6 +132,12 @@ class CoreAgent(CoreProvenance, Agent):
             except CellabError as exc:
                 raise OperationFailed(f"subscribers_csv: {exc}".replace("\n", "; "),
                                       field="params.subscribers_csv") from None
+        from cellab.envvars import lab_log_max_bytes
+
+        try:
+            log_max_bytes = lab_log_max_bytes()
+        except CellabError as exc:
+            raise OperationFailed(str(exc)) from None
         run_dir = self._new_run_dir()
         config_dir, logs = run_dir / "config", run_dir / "logs"
         logs.mkdir(parents=True)
@@ -150,6 +152,9 @@ class CoreAgent(CoreProvenance, Agent):
             raise OperationFailed(str(exc), field="params.profile_yaml") from None
         with self._lock:
             self._flavour, self._profile, self._run_dir = flavour, profile, run_dir
+            if self._logs is not None:
+                self._logs.stop()
+            self._logs = CoreLogs(logs, log_max_bytes)
             self._daemons = daemons_for(flavour, profile)
             self._procs, self._errors, self._reported = {}, {}, set()
             self._subscribers = subscribers if flavour != "srsepc" else []
@@ -288,6 +293,8 @@ class CoreAgent(CoreProvenance, Agent):
     def stop(self) -> None:
         """The agent's end: daemons stopped, the private folder of subscriber files removed."""
         super().stop()
+        if self._logs is not None:
+            self._logs.stop()
         if self._secrets is not None:
             shutil.rmtree(self._secrets, ignore_errors=True)
 
@@ -341,6 +348,13 @@ class CoreAgent(CoreProvenance, Agent):
         log = self._run_dir / "logs" / f"{daemon.name}.out"
         self._procs[daemon.name] = ManagedProcess(argv, log, netns=self.netns)
         self._errors.pop(daemon.name, None)
+        assert self._logs is not None  # Open5GS and NextEPC reopen their log on SIGHUP; srsEPC ends on one
+        self._logs.watch(daemon.name, lambda: self._pid(daemon.name), reopens=self._flavour != "srsepc")
+        self._logs.start()
+
+    def _pid(self, name: str) -> int | None:
+        proc = self._procs.get(name)
+        return proc.proc.pid if proc is not None and proc.running() else None
 
     def _env_for(self, daemon: Daemon) -> dict[str, str]:
         """The agent's environment for the daemons; for Open5GS the SCTP shim is the MME's own (one-to-one
@@ -422,28 +436,6 @@ class CoreAgent(CoreProvenance, Agent):
             self._said(name, "listening", self._procs[name].proc.pid)
         return [n for n in names if n not in up]
 
-    def _logs(self, name: str) -> list[Path]:
-        assert self._run_dir is not None
-        logs = self._run_dir / "logs"
-        return sorted(p for p in logs.iterdir() if p.name.startswith(name + ".")) if logs.is_dir() else []
-
-    def _findings(self) -> list[LogFinding]:
-        findings: list[LogFinding] = []
-        for daemon in self._daemons:
-            seen: set[str] = set()
-            for path in self._logs(daemon.name):
-                lines = [clean(raw) for raw in log_tail(path).splitlines()]
-                for i, line in enumerate(lines):
-                    kind = classify(line)
-                    key = _STAMP.sub("", line)  # Open5GS writes each line to its log and stdout, ms apart
-                    if kind and kind != "error" and key not in seen:
-                        seen.add(key)
-                        # Open5GS says whose it is on the next line ("[emm] WARNING:     IMSI[0010...]")
-                        more = _CONTINUATION.search(lines[i + 1]) if i + 1 < len(lines) else None
-                        shown = f"{line} | {more.group('rest')}" if more else line
-                        findings.append(LogFinding(daemon=daemon.name, kind=kind, line=shown[:400]))
-        return findings[-MAX_FINDINGS:]
-
     def _status(self) -> CoreStatus:
         if self._run_dir is None:
             return CoreStatus(flavour=None, run_dir="", daemons=[], ok=False, problems=["not configured"])
@@ -466,7 +458,7 @@ class CoreAgent(CoreProvenance, Agent):
                 problems.append(f"{daemon.name} exited (code {code}): {error}")
                 self._report(daemon.name, "exited", error)
             problems += [f"{daemon.name} does not listen on {where}" for where, ok in ports.items() if not ok]
-        findings = self._findings()
+        findings = self._logs.findings() if self._logs is not None else []
         problems += [f"{f.daemon}: {f.kind}: {f.line}" for f in findings if f.kind in
                      ("imsi_unknown", "s1_setup_failure", "sqn_error", "auth_failure", "db_error")]
         started = [s for s in states if s.pid is not None]

@@ -3,7 +3,6 @@ the log lines that say why a UE did not attach."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from . import render as r
 from .profile import CoreProfile
 
-LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: findings come from each log's tail
+LOG_SCAN_BYTES = 1 << 20  # a daemon in an error loop writes gigabytes: a read takes at most this (logbound.py)
 
 
 @dataclass(frozen=True)
@@ -162,13 +161,6 @@ def _read_table(path: str, proto: str) -> set[tuple[str, int]]:
         addr = ".".join(str(int(hex_addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
         found.add((addr, int(hex_port, 16)))
     return found
-
-
-def log_tail(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:
-    with open(path, "rb") as log:
-        log.seek(0, os.SEEK_END)
-        log.seek(max(0, log.tell() - size_bytes))
-        return log.read().decode(errors="replace")
 
 
 def log_head(path: Path, size_bytes: int = LOG_SCAN_BYTES) -> str:

@@ -20,6 +20,8 @@ import re
 import threading
 from pathlib import Path
 
+from cellab.sparse import free_read_part
+
 log = logging.getLogger("cellab.ran.logbound")
 SRSLOG_MIN_KIB = 4  # srslog's floor for a split size
 KEEP_SEGMENTS = 2
@@ -79,33 +81,6 @@ def remove_all(path: Path) -> None:
     otherwise pass for the new one's)."""
     for _, seg in segments(path):
         seg.unlink(missing_ok=True)
-
-
-_FALLOC_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # linux/falloc.h: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-_PAGE_BYTES = 4096
-
-
-def free_read_part(path: Path, upto_bytes: int, from_bytes: int = 0) -> bool:
-    """`path` from `from_bytes` to `upto_bytes` (rounded down to a page) zeroed and its whole blocks given back
-    to the file system, its size and the writer's offset kept: for a file srsRAN gives no split (srsenb's JSON
-    report, srsue's metrics CSV) once read that far (a sparse file); False when the file system cannot do it."""
-    import ctypes
-    import os
-
-    start = from_bytes
-    length = upto_bytes // _PAGE_BYTES * _PAGE_BYTES - start
-    if length <= 0:
-        return True
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return libc.fallocate(fd, _FALLOC_PUNCH_HOLE_KEEP_SIZE, start, length) == 0
-    finally:
-        os.close(fd)
 
 
 def free_middle(path: Path, max_bytes: int) -> None:
