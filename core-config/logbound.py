@@ -110,15 +110,29 @@ class LogTail:
         return [line.decode(errors="replace") for line in whole]
 
 
+def _sighup_masks(status: str) -> dict[str, bool]:
+    """Whether a thread's /proc status says it blocks (SigBlk) and the process catches (SigCgt) SIGHUP."""
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if line.startswith(("SigBlk", "SigCgt")))
+    return {name: bool(int(fields.get(name, "0"), 16) & SIGHUP_BIT) for name in ("SigBlk", "SigCgt")}
+
+
 def takes_sighup(pid: int) -> bool:
-    """The process catches or blocks SIGHUP (a signal thread's sigwait), so a SIGHUP cannot end it: one just
-    started has not set up its handler yet."""
+    """A SIGHUP cannot end the process: it catches SIGHUP, or a thread waits for signals (sigwait: Open5GS's and
+    NextEPC's signal thread, its SIGHUP shown unblocked while it waits) and every other thread blocks it. A
+    daemon just started has neither yet, and srsEPC or a program with no handler has neither."""
+    waiting, others_block = False, True
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            masks = _sighup_masks((task / "status").read_text())
+            if masks["SigCgt"]:
+                return True
+            if "sigtimedwait" in (task / "wchan").read_text():
+                waiting = True
+            else:
+                others_block = others_block and masks["SigBlk"]
     except OSError:
         return False
-    masks = dict(line.split(":\t", 1) for line in status.splitlines() if line.startswith(("SigBlk", "SigCgt")))
-    return any(int(masks.get(name, "0"), 16) & SIGHUP_BIT for name in ("SigBlk", "SigCgt"))
+    return waiting and others_block
 
 
 class BoundedLog:
