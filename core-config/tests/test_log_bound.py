@@ -7,9 +7,14 @@ import sys
 import time
 from pathlib import Path
 
+from cellab.bus.testing import lab_bus
+from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
+from cellab.epc.agent import CoreAgent
 from cellab.epc.logbound import BoundedLog, CoreLogs, keep_bytes, older
 from cellab.labs.proc import ManagedProcess
 from cellab.sparse import disk_bytes
+
+from .conftest import EXAMPLES
 
 MAX_BYTES = 65_536  # the smallest bound $CELLAB_LAB_LOG_MAX_BYTES takes
 LINES = 6_000
@@ -21,14 +26,18 @@ import signal, sys, time
 path, count, line_bytes, pause_s, reopens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), \\
     sys.argv[5] == "reopens"
 log = open(path, "a", buffering=1)
-def reopen(signum, frame):
-    global log
-    log.close()
-    log = open(path, "a", buffering=1)
+hup = False
+def on_hup(signum, frame):  # noted, and the log reopened by the loop, between lines (as a signal thread does)
+    global hup
+    hup = True
 if reopens:
-    signal.signal(signal.SIGHUP, reopen)
+    signal.signal(signal.SIGHUP, on_hup)
 print("stand-in daemon v0 start", flush=True)
 for i in range(count):
+    if hup:
+        hup = False
+        log.close()
+        log = open(path, "a", buffering=1)
     what = f"Attach complete IMSI[{i:015d}]" if i % 200 == 0 else "S1 signalling"
     text = f"{i:08d} [mme] INFO: {what} ".ljust(line_bytes - 1, "x")
     log.write(text + "\\n")
@@ -111,3 +120,49 @@ def test_the_findings_hold_every_attach_even_those_in_halves_long_rotated_away(t
     # one finding per attach line (its copy on stdout is the same line): every 200th line
     assert [int(line[:8]) for line in attaches] == list(range(0, LINES, 200))
     assert (logs / "mme.log.1").exists()
+
+
+FAKE_SRSEPC = """#!{python}
+import configparser, sys, time
+ini = configparser.ConfigParser()
+ini.read(sys.argv[1])
+log = open(ini["log"]["filename"], "w", buffering=1)  # as srslog: its own offset, no split, no reopen
+for i in range({lines}):
+    what = f"Sending Attach Accept IMSI {{i:015d}}" if i % 200 == 0 else "S1AP signalling"
+    text = f"{{i:08d}} [NAS ] [I] {{what}} ".ljust({line_bytes} - 1, "x")
+    log.write(text + "\\n")
+    print(text, flush=True)
+    time.sleep(0.0005)
+time.sleep(600)
+"""
+
+
+def test_the_core_agent_keeps_an_srsepc_run_within_the_bound_and_finds_every_attach(tmp_path, monkeypatch):
+    """The agent's hook: a stand-in srsEPC (no SIGHUP: never sent one) under the agent, the bound from
+    $CELLAB_LAB_LOG_MAX_BYTES; its log and stdout freed behind the reader, every attach among the findings."""
+    monkeypatch.setenv("CELLAB_LAB_LOG_MAX_BYTES", str(MAX_BYTES))
+    program = tmp_path / "srsepc"
+    program.write_text(FAKE_SRSEPC.format(python=sys.executable, lines=LINES, line_bytes=LINE_BYTES))
+    program.chmod(0o755)
+    agent_kwargs = {"core1": {"programs": {"srsepc": str(program)}}}
+    with lab_bus(tmp_path, {"core1": CoreAgent}, agent_kwargs=agent_kwargs) as (ctl, agents):
+        core = CoreClient(ctl, "core1", timeout_s=30)
+        conf = core.configure(ConfigureParams(profile_yaml=(EXAMPLES / "srsran-zmq.yaml").read_text()))
+        logs = agents["core1"].artifact_dir / conf.run_dir / "logs"
+        try:
+            core.start(StartParams(settle_s=0.5))
+            most, deadline = 0, time.monotonic() + 60
+            while time.monotonic() < deadline:
+                status = core.status()
+                most = max(most, *(disk_bytes(logs / name) for name in ("epc.log", "epc.out")))
+                attaches = [f for f in status.findings if f.kind == "attach_ok"]
+                if len(attaches) == LINES // 200:
+                    break
+                time.sleep(0.1)
+            assert status.daemons[0].running  # no SIGHUP ended it
+        finally:
+            core.stop()
+    print(f"srsEPC stand-in: most held {most} B of disk per file, {LINES * LINE_BYTES} B written (N = {MAX_BYTES})")
+    assert [int(f.line[:8]) for f in attaches] == list(range(0, LINES, 200))
+    assert (logs / "epc.log").stat().st_size == LINES * LINE_BYTES and most <= MAX_BYTES
+    assert disk_bytes(logs / "epc.log") < LINES * LINE_BYTES // 4  # freed behind the reader
