@@ -159,6 +159,7 @@ class StackFaults(S1Recovery):
         def _core(self) -> Any: ...
         def _enb(self) -> Any: ...
         def _agent(self, role: str) -> str: ...
+        def _fetch_joined(self, role: str, name: str, dest: Path) -> Path: ...
         controller: Any
         state_dir: Any
 
@@ -294,10 +295,10 @@ class StackFaults(S1Recovery):
 
     def _core_log(self, daemon: str) -> str:
         """An Open5GS daemon's own log file (beside its captured output, which lacks some lines), fetched from the
-        core agent's artifacts."""
+        core agent's artifacts with its older half (NAME.log.1: the agent keeps it within the lab's bound)."""
         state = next(d for d in self._core().status().daemons if d.name == daemon)
         name = str(Path(state.log).with_suffix(".log"))
-        local = self.controller.fetch_artifact(self._agent("core"), name, self.state_dir / f"core-{daemon}.log")
+        local = self._fetch_joined("core", name, self.state_dir / f"core-{daemon}.log")
         return local.read_text(errors="replace")
 
     def user_plane_restored_s(self) -> float | None:

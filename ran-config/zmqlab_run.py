@@ -123,7 +123,7 @@ class RunRecords:
         truth = st.ground_truth.model_dump(exclude={"rnti"})
         local = self.state_dir / "sr_occasions.jsonl"  # the eNB's own SR receptions (its PHY log), per UE
         try:
-            self._fetch_enb(local.name, local)
+            self._fetch_joined("enb", local.name, local)
             self._effective = effective_per_ue(local, self._configured_at_s, truth["sr_period_ms"], {
                 f"ue{ue.index}": [r for r in [ue.rnti()] if r] for ue in self._ues})
         except Exception:  # noqa: BLE001 (none logged yet)
@@ -173,22 +173,23 @@ class RunRecords:
         # the eNB agent's files (since the session began: the agent keeps them, the session removes them)
         for name in ("enb_metrics.jsonl", "sr_ground_truth.jsonl", "srsenb_console.log"):
             try:
-                out[name.split(".")[0].replace("_", "-")] = self._fetch_enb(name, run_dir / name)
+                out[name.split(".")[0].replace("_", "-")] = self._fetch_joined("enb", name, run_dir / name)
             except Exception:  # noqa: BLE001 (not written yet: no UE reported)
                 continue
         return out
 
-    def _fetch_enb(self, name: str, dest: Path) -> Path:
-        """One of the eNB agent's files into `dest`, after its older half when it has one (NAME.1: the agent keeps
-        its files within the lab's bound, cellab.ran.logbound.append_bounded); the agent's error without NAME."""
+    def _fetch_joined(self, role: str, name: str, dest: Path) -> Path:
+        """One of an agent's files into `dest`, after its older half when it has one (NAME.1: the eNB agent keeps
+        its files within the lab's bound, cellab.ran.logbound.append_bounded; the core agent its daemons' logs,
+        cellab.epc.logbound); the agent's error without NAME."""
         before = dest.with_name(dest.name + ".1")
         try:
-            older = self.controller.fetch_artifact(self._agent("enb"), name + ".1", before).read_bytes()
+            older = self.controller.fetch_artifact(self._agent(role), name + ".1", before).read_bytes()
         except Exception:  # noqa: BLE001 (none: not rotated yet)
             older = None
         finally:
             before.unlink(missing_ok=True)
-        self.controller.fetch_artifact(self._agent("enb"), name, dest)
+        self.controller.fetch_artifact(self._agent(role), name, dest)
         if older is not None:
             dest.write_bytes(logbound.join_older(older, dest.read_bytes()))
         return dest

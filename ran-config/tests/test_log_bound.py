@@ -224,3 +224,34 @@ def test_the_brokers_log_keeps_its_latest_stats_lines_within_the_bound(tmp_path:
     print(f"the broker's log: {broker.log.stat().st_size} B written, at most {largest} B of blocks on disk")
     assert broker.log.stat().st_size > 5 * BOUND_BYTES and largest <= BOUND_BYTES + 8192
     assert times[-1] == 12000.0 and times == [2.0 * n for n in range(int(times[0] / 2), 6001)]
+
+
+class _FolderController:
+    """Fetches an agent's artifact from a folder of its own (controller.fetch_artifact's contract: the file
+    copied to dest, an error when the agent has none)."""
+
+    def __init__(self, folders: dict[str, Path]):
+        self.folders = folders
+
+    def fetch_artifact(self, agent: str, name: str, dest: Path) -> Path:
+        dest.write_bytes((self.folders[agent] / name).read_bytes())  # FileNotFoundError: the agent has none
+        return dest
+
+
+def test_a_core_daemons_log_is_fetched_with_its_older_half_first(tmp_path):
+    """The core agent renames a daemon's log NAME.log.1 and the daemon reopens NAME.log (cellab.epc.logbound):
+    the lab's fetch (the Open5GS restoration lines a fault's recovery reads) joins them, older first."""
+    from types import SimpleNamespace
+
+    from cellab.ran.zmqlab_run import RunRecords
+
+    logs = tmp_path / "core1" / "core-runs" / "001" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "smf.log.1").write_text("line 1\nline 2\n")
+    (logs / "smf.log").write_text("line 3\n")
+    (logs / "upf.log").write_text("line 1\n")
+    lab = SimpleNamespace(controller=_FolderController({"core1": tmp_path / "core1"}), _agent=lambda role: "core1")
+    joined = RunRecords._fetch_joined(lab, "core", "core-runs/001/logs/smf.log", tmp_path / "smf.log")
+    assert joined.read_text() == "line 1\nline 2\nline 3\n"
+    alone = RunRecords._fetch_joined(lab, "core", "core-runs/001/logs/upf.log", tmp_path / "upf.log")
+    assert alone.read_text() == "line 1\n" and not (tmp_path / "upf.log.1").exists()
