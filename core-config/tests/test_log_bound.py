@@ -3,16 +3,22 @@ its log (reopened on SIGHUP, as Open5GS and NextEPC do) and writes each to its s
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cellab.bus.testing import lab_bus
 from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
-from cellab.epc.agent import CoreAgent
-from cellab.epc.logbound import BoundedLog, CoreLogs, keep_bytes, older
+from cellab.epc.agent import OPEN5GS_BUNDLE, CoreAgent
+from cellab.epc.logbound import BoundedLog, CoreLogs, keep_bytes, older, takes_sighup
+from cellab.epc.profile import CoreProfile
+from cellab.epc.render import render
+from cellab.inputs import parse_yaml
 from cellab.labs.proc import ManagedProcess
 from cellab.sparse import disk_bytes
+
+import pytest
 
 from .conftest import EXAMPLES
 
@@ -166,3 +172,39 @@ def test_the_core_agent_keeps_an_srsepc_run_within_the_bound_and_finds_every_att
     assert [int(f.line[:8]) for f in attaches] == list(range(0, LINES, 200))
     assert (logs / "epc.log").stat().st_size == LINES * LINE_BYTES and most <= MAX_BYTES
     assert disk_bytes(logs / "epc.log") < LINES * LINE_BYTES // 4  # freed behind the reader
+
+
+def test_the_real_open5gs_daemon_reopens_its_log_on_the_bounds_sighup_and_no_line_is_lost(require_root, netns_prefix,
+                                                                                         tmp_path):
+    """Open5GS's SGW-U (the bundle's v2.7.7) under a bound its start-up lines already pass: renamed, sent
+    SIGHUP (its signal thread waits for it), it reopens NAME.log; its "SIGHUP received" line, written to the
+    renamed file, is read there before the new one."""
+    program = OPEN5GS_BUNDLE / "bin" / "open5gs-sgwud"
+    if not program.is_file():
+        pytest.skip(f"the Open5GS bundle is absent ({OPEN5GS_BUNDLE})")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    profile = CoreProfile.model_validate(parse_yaml((EXAMPLES / "srsran-zmq-open5gs.yaml").read_text(), "profile"))
+    render(profile.model_copy(update={"log_dir": str(logs)}), "open5gs", tmp_path / "config",
+           open5gs_prefix=OPEN5GS_BUNDLE)
+    ns = f"{netns_prefix}o5log"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        proc = ManagedProcess([str(program), "-c", str(tmp_path / "config" / "sgwu.yaml")], logs / "sgwu.out",
+                              netns=ns)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (proc.running() and takes_sighup(proc.proc.pid)):
+            time.sleep(0.05)
+        bounded = BoundedLog(logs / "sgwu.log", 1024, True, lambda: proc.proc.pid if proc.running() else None)
+        read = bounded.step()  # its start-up lines, more than keep_bytes(1024): renamed, SIGHUP sent
+        while time.monotonic() < deadline and not (logs / "sgwu.log").exists():
+            time.sleep(0.05)
+        read += bounded.step()
+        assert proc.running(), (logs / "sgwu.out").read_text()[-400:]
+        proc.stop()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert any("SGW-U initialize...done" in line for line in read)
+    assert any("SIGHUP received" in line for line in read)  # in the renamed file, read before the new one
+    assert (logs / "sgwu.log.1").exists() and (logs / "sgwu.log").exists()
