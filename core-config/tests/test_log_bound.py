@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from cellab.bus.errors import OperationError
 from cellab.bus.testing import lab_bus
 from cellab.contracts.core import ConfigureParams, CoreClient, StartParams
 from cellab.epc.agent import OPEN5GS_BUNDLE, CoreAgent
@@ -208,3 +209,14 @@ def test_the_real_open5gs_daemon_reopens_its_log_on_the_bounds_sighup_and_no_lin
     assert any("SGW-U initialize...done" in line for line in read)
     assert any("SIGHUP received" in line for line in read)  # in the renamed file, read before the new one
     assert (logs / "sgwu.log.1").exists() and (logs / "sgwu.log").exists()
+
+
+def test_a_bad_bound_fails_configure_naming_the_variable_and_makes_no_run_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("CELLAB_LAB_LOG_MAX_BYTES", "12")  # below the smallest bound
+    with lab_bus(tmp_path, {"core1": CoreAgent}) as (ctl, agents):
+        core = CoreClient(ctl, "core1", timeout_s=30)
+        with pytest.raises(OperationError) as err:
+            core.configure(ConfigureParams(profile_yaml=(EXAMPLES / "srsran-zmq.yaml").read_text()))
+        assert "$CELLAB_LAB_LOG_MAX_BYTES" in str(err.value)
+        assert not (agents["core1"].artifact_dir / "core-runs").exists() or \
+            not any((agents["core1"].artifact_dir / "core-runs").iterdir())
