@@ -148,16 +148,15 @@ class BoundedLog:
         lines = self.tail.read_new()
         if self.max_bytes:
             keep = keep_bytes(self.max_bytes)
-            pid = self._pid()
-            if self.reopens and pid is not None and takes_sighup(pid):
-                self._rotate(keep, pid)
+            if self.reopens and self.tail.offset > keep and self.tail.on_current() and (pid := self._pid()) \
+                    and takes_sighup(pid):
+                self._rotate(pid)
             elif disk_bytes(self.path) > 2 * keep:
                 self._free(keep)
         return lines
 
-    def _rotate(self, keep: int, pid: int) -> None:
-        if not self.tail.on_current() or self.tail.offset <= keep:
-            return  # not reopened since the last rename, or small yet
+    def _rotate(self, pid: int) -> None:
+        """NAME past KEEP, read to its end and reopened by the daemon since the last rename: renamed, SIGHUP sent."""
         try:  # what the daemon writes until it reopens goes to NAME.1: the tail reads it there
             self.path.replace(older(self.path))
         except OSError:
