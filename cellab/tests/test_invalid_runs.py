@@ -39,7 +39,7 @@ def test_a_run_that_kept_losing_real_time_is_invalid_and_one_that_recovered_is_o
     campaign, _, runs = _campaign(tmp_path, attempts=2)
     calls = {"n": 0}
 
-    def attempt(session, campaign, run, run_dir, attempt, results_root, where):
+    def attempt(session, campaign, run, run_dir, attempt, results_root, where, log=print):
         calls["n"] += 1
         if calls["n"] <= session.lab.stalls:
             raise LabTimingError("the host stalled the virtual cell: 300 of 4000 TTIs late")
