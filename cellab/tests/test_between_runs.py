@@ -44,7 +44,10 @@ def test_a_level_off_the_box_is_refused(tmp_path, between, says):
     assert says in str(caught.value), str(caught.value)
 
 
-@pytest.mark.parametrize("between, first_db", [("hold", 40.0), ("33", 33.0), ("safe", 0.0)])
+# hold is shown on the phone (ue-agents/tests/test_android_between_runs.py) and safe is every campaign's end: both
+# here in make bench BENCH=extended (12 s of exclusive lab time each), a named level in make test
+@pytest.mark.parametrize("between, first_db", [pytest.param("hold", 40.0, marks=pytest.mark.extended), ("33", 33.0),
+                                               pytest.param("safe", 0.0, marks=pytest.mark.extended)])
 def test_the_next_run_begins_where_the_campaign_says(require_root, netns_prefix, tmp_path, between, first_db):
     out = tmp_path / "out"
     result = run_cellab("run", str(_campaign(tmp_path, between)), "--out", str(out), "--prefix", netns_prefix,

@@ -9,6 +9,8 @@ import textwrap
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from cellab.cluster import worker
 from cellab.cluster.watch import SlotWatch
 from cellab.run.runner import Runner
@@ -73,6 +75,7 @@ def test_a_bad_running_file_shows_nothing(tmp_path):
         runner.hold.release()
 
 
+@pytest.mark.shares_cpu  # the wired lab keeps no clock and loads no module: beside other tests (conftest.py)
 def test_a_campaign_on_two_slots_says_its_running_runs(require_root, tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(textwrap.dedent("""

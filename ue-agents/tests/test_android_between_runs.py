@@ -1,4 +1,5 @@
-"""Issue 40 on the fake adb farm (lab `virtual-android`: a virtual phone behind the real adb client): with
+"""Issue 40 on the fake adb farm (`cellab run --lab virtual-android`, one of the README's lab kinds: a virtual
+phone behind the real adb client, driven by the Android agent, its 1 Hz signal log among the UE's artifacts): with
 `between_runs.attenuation: hold` the next run's first phone sample is at the held level, not at the box's max_db,
 and it was taken after the attenuator read that level back (cellab.run.first_sample)."""
 
@@ -18,7 +19,6 @@ from cellab.testkit.helpers import only_folder, run_cellab
 WALK = "t_s,channel,db\n1.0,1,20\n2.0,1,40\n60,1,40\n"
 CAMPAIGN = textwrap.dedent("""
     name: android-hold
-    lab: virtual-android
     repeat: 2
     between_runs: {attenuation: hold}
     fixed: {schedule: walk}
@@ -41,7 +41,8 @@ def test_the_next_runs_first_phone_sample_is_at_the_held_level(require_root, net
     path = tmp_path / "c.yaml"
     path.write_text(CAMPAIGN)
     out = tmp_path / "out"
-    result = run_cellab("run", str(path), "--out", str(out), "--prefix", netns_prefix, "--no-report")
+    result = run_cellab("run", str(path), "--lab", "virtual-android", "--out", str(out), "--prefix", netns_prefix,
+                        "--no-report")
     assert result.returncode == 0, result.stdout + result.stderr
     # each agent's connection said by `cellab run` (role, name, host, key fingerprint)
     assert f"agent ue0 connected: role ue, host {socket.gethostname()} (127.0.0.1), key " in result.stderr, \
@@ -63,3 +64,5 @@ def test_the_next_runs_first_phone_sample_is_at_the_held_level(require_root, net
     run1, run2 = _signal(folder, rows[0][0]), _signal(folder, rows[1][0])
     assert run2 and abs(run2[0] - at_40_db) <= 3, (run2, at_40_db)
     assert run1 and abs(run1[-1] - at_40_db) <= 3, (run1, at_40_db)
+    for run_id, *_ in rows:  # the Android agent's 1 Hz signal log (the phone's dumpsys) is a UE artifact
+        assert list((folder / "runs" / run_id / "ues" / "ue0").glob("*-signal.jsonl")), run_id

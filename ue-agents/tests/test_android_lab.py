@@ -71,19 +71,3 @@ def test_calibration_auto_through_the_phone_agents_signal(tmp_path: Path, requir
         assert fit["residual_rms_db"] <= 1.5  # the fit's own acceptance check passed (it raises otherwise)
     finally:
         lab.down()
-
-
-def test_cellab_run_on_the_virtual_android_lab(tmp_path: Path, require_root, netns_prefix) -> None:
-    """`cellab run --lab virtual-android` (README's lab kinds): a campaign's UE is the phone, driven by the
-    Android agent (its 1 Hz signal log, read from the phone's dumpsys, is among the UE's artifacts)."""
-    from cellab.testkit.helpers import only_folder, result_rows, run_cellab
-
-    campaign = tmp_path / "c.yaml"
-    campaign.write_text("name: phone\nworkload: {tool: iperf3, duration_s: 2}\ntimeouts: {run_s: 90}\n")
-    result = run_cellab("run", str(campaign), "--lab", "virtual-android", "--prefix", netns_prefix, "--out",
-                        str(tmp_path / "out"), "--no-report")
-    assert result.returncode == 0, result.stdout + result.stderr
-    folder = only_folder(tmp_path / "out")
-    (run_id, status, *_), = result_rows(folder)
-    assert status == "ok"
-    assert list((folder / "runs" / run_id / "ues" / "ue0").glob("*-signal.jsonl"))
