@@ -134,8 +134,7 @@ def run(
                                   "encryption, no authentication; cluster.json and the report say so)"),
 ) -> None:
     """Run a campaign (or resume one); results go to runs/out/<campaign>-<stamp>/."""
-    from cellab.cluster.dispatch import check_slots, run_campaign
-    from cellab.run.runner import Runner
+    from cellab.cluster.slots import check_slots
 
     check_slots(slots)
     if campaign_file is not None:
@@ -152,6 +151,10 @@ def run(
         raise CellabError("give a campaign file or --resume DIR (one of them)")
     if retry_failed and resume is None:
         raise CellabError("--retry-failed goes with --resume DIR (a new campaign has no failed runs)")
+    # the options checked before the cluster's and the runner's modules load (seconds of CPU): refused at once
+    from cellab.cluster.dispatch import run_campaign
+    from cellab.run.runner import Runner
+
     if resume is not None:
         if lab is not None:
             raise CellabError("--lab cannot change the lab of a campaign being resumed")

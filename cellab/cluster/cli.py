@@ -26,14 +26,15 @@ def _check_scheduler(address: str, tls: Path | None = None, insecure: bool = Fal
 
 def worker_resources(lab: Path | None, slots: int | None) -> tuple[dict[str, float], int, str | None]:
     """(the Dask resources this worker offers, its slot count, its inventory lab's absolute path)."""
-    from cellab.cluster.dispatch import check_slots
-    from cellab.cluster.worker import BENCH_RESOURCE, VLAB_RESOURCE, bench_resource, tag_resource
+    from cellab.cluster.slots import check_slots
 
     if (lab is None) == (slots is None):
         raise InputError("cellab worker", "--lab/--slots", "give one: a bench's inventory, or a count of lab "
                          "instances for this host", ["--lab LAB.yaml", "--slots N"])
+    check_slots(slots, "cellab worker")
+    from cellab.cluster.worker import BENCH_RESOURCE, VLAB_RESOURCE, bench_resource, tag_resource
+
     if slots is not None:
-        check_slots(slots)
         return {VLAB_RESOURCE: float(slots)}, slots, None
     from cellab.inventory.model import load_inventory
 
@@ -51,12 +52,12 @@ def worker_cmd(
     insecure: bool = typer.Option(False, help="accept a tcp:// scheduler (no encryption, no authentication)"),
 ) -> None:
     """Serve a campaign's runs from a Dask scheduler: a bench (--lab) or this host's lab slots (--slots)."""
-    from distributed import Worker
+    _check_scheduler(scheduler, tls, insecure)
+    resources, count, lab_path = worker_resources(lab, slots)
+    from distributed import Worker  # after the checks: a refused command does not wait for Dask to load
 
     from cellab.cluster.worker import WORKER_LAB_ENV, WORKER_SLOTS_ENV, close_pool
 
-    _check_scheduler(scheduler, tls, insecure)
-    resources, count, lab_path = worker_resources(lab, slots)
     security = None
     if tls is not None:
         from cellab.cluster.tls import worker_security

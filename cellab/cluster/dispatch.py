@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cellab.campaign.model import ANY_BENCH
+from cellab.cluster.slots import check_slots
 from cellab.cluster.worker import (
     BENCH_RESOURCE,
     VLAB_RESOURCE,
@@ -44,7 +45,6 @@ from cellab.run.step import RunRecord, ue_count
 if TYPE_CHECKING:
     from cellab.run.runner import Runner
 
-MAX_SLOTS = 64
 WORKER_WAIT_S = 30.0  # how long a campaign waits for the cluster's first workers
 # then how long for more, while some run no connected worker can serve (workers started with it); both from the
 # environment so that tests of the refusal and of an unreachable scheduler need not wait the default
@@ -53,12 +53,6 @@ CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S = "CELLAB_CONNECT_TIMEOUT_S", 10.0
 POLL_S = 2.0  # how often the dispatcher looks at the cluster between finished runs
 STRANDED_GRACE_S = 60.0  # how long runs may wait for a worker that can serve them to (re)join
 SCHEDULER_GRACE_S = 20.0  # a scheduler silent this long stopped the campaign
-
-
-def check_slots(slots: int | None) -> int | None:
-    if slots is not None and (isinstance(slots, bool) or not 1 <= slots <= MAX_SLOTS):
-        raise InputError("cellab run", "--slots", f"{slots!r} lab instances", [f"1..{MAX_SLOTS}"])
-    return slots
 
 
 def lab_resources(lab: str, tags: list[str]) -> dict[str, int]:
