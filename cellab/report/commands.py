@@ -19,7 +19,7 @@ console = Console(soft_wrap=True)
 def headline_lines(result_dir: Path) -> tuple[str, list[str]]:
     """(campaign name, its headline lines) from a result folder: the report's own, computed afresh."""
     from cellab.report.headline import campaign_headline
-    from cellab.report.page import load_runs
+    from cellab.report.runs import load_runs
     from cellab.results.store_check import read_folder
 
     folder = read_folder(Path(result_dir))

@@ -72,7 +72,7 @@ class Comparison:
 
 def load(root: Path) -> Campaign:
     """A campaign folder read as the report reads it (not a campaign, or damaged: an error naming it)."""
-    from cellab.report.page import load_runs
+    from cellab.report.runs import load_runs
 
     root = Path(root)
     if not root.is_dir():

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cellab.report.model import SCHEME_FACTORS, Run, ValueOrder, is_number
-from cellab.report.sections import sr_confusion, sr_probed
+from cellab.report.sr_scores import sr_confusion, sr_probed
 from cellab.report.stats import fmt_number, wilson
 from cellab.report.tables import COMPARED, comparisons, varied_factors
 

@@ -15,6 +15,8 @@ import numpy as np
 from cellab.inputs import is_number
 from cellab.results.labels import scheme_label
 
+BPS_PER_MBIT = 1e6
+
 SCHEME_FACTORS = ("scheme", "cc", "receiver")  # a bundle factor `scheme` names it outright
 UNREADABLE = "unreadable"
 

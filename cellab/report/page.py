@@ -35,40 +35,22 @@ from cellab.report.faults import fault_section
 from cellab.report.figures import FigureSet
 from cellab.report.flagged import flag_section
 from cellab.report.headline import headline, sr_probes_asked as _sr_probes_asked
-from cellab.report.model import (SCHEME_FACTORS, Run, Section, Table, ValueOrder, clean_metrics, samples,
-                                 scheme_label, setting)
-from cellab.report.sections import (MAX_INLINE_TIMELINES, cdf_section, network_section, scatter_panels, sr_confusion,
-                                    sr_probed, sr_section, throughput_delay_section, timeline_section)
+from cellab.report.model import (SCHEME_FACTORS, Run, Section, Table, ValueOrder, samples,
+                                 scheme_label)
+from cellab.report.sections import (MAX_INLINE_TIMELINES, cdf_section, network_section, scatter_panels, sr_section,
+                                    throughput_delay_section, timeline_section)
+from cellab.report.runs import load_runs
+from cellab.report.sr_scores import sr_confusion, sr_probed
 from cellab.report.stats import ks_2samp, wilson
 from cellab.report.strata import stratified_section
 from cellab.report.tables import (comparison_section, conditions_section, runs_section, ue_section,
                                   varied_factors)
 from cellab.safepath import SafeDir
 from cellab.report.damage import refuse_damaged
-from cellab.results.flags import run_flags
-from cellab.results.store_check import Folder, read_folder
+from cellab.results.store_check import read_folder
 
 OUTPUT_FILES = ("report.html",)
 REPORT_FILES = ("summary.json", "comparisons.json")
-
-
-# --- runs ---------------------------------------------------------------------------------------
-def load_runs(folder: Folder) -> list[Run]:
-    fixed = folder.campaign.get("fixed") or {}
-    ue_metrics: dict[str, dict[str, Any]] = {}
-    for ue_row in folder.ue_runs:
-        ue_metrics.setdefault(ue_row.run_id, {})[ue_row.ue] = ue_row.metrics or {}
-    runs = []
-    for row in folder.runs:
-        metrics, problems = clean_metrics(row.metrics or {})
-        cc = setting("cc", row.factors, fixed) or metrics.get("congestion_control")
-        scheme = row.factors.get("scheme")
-        runs.append(Run(idx=row.idx, run_id=row.run_id, repeat=row.repeat, status=row.status, error=row.error,
-                        factors=row.factors, metrics=metrics, params=row.params, unreadable=row.unreadable,
-                        problems=problems, scheme=str(scheme) if scheme is not None else
-                        scheme_label(cc, setting("receiver", row.factors, fixed)),
-                        flags=run_flags(metrics, ue_metrics.get(row.run_id)) if row.status == "ok" else {}))
-    return runs
 
 
 def _assign_facets(runs: list[Run], factor_names: list[str]) -> list[str]:

@@ -22,7 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-BPS_PER_MBIT = 1e6
+from cellab.report.model import BPS_PER_MBIT  # noqa: E402, F401  (the timelines' and sections' unit too)
+
 MAX_PANELS_PER_FIGURE = 9  # more facets than this go to a second figure: panels stay readable
 CDF_POINTS = 400  # a CDF drawn from this many quantiles looks the same as one from every sample (a panel is ~400 px)
 PANEL_W_IN, PANEL_H_IN = 5.0, 3.8

@@ -16,8 +16,9 @@ from cellab.report import plots
 from cellab.report.faults import fault_marks
 from cellab.report.figures import FigureSet
 from cellab.report.timeline import MAX_LINE_POINTS, timeline_data, timeline_limits
-from cellab.report.model import Run, Section, Table, ValueOrder, is_number, samples, setting
-from cellab.report.stats import (NO_ESTIMATE, Confusion, confusion_from_pairs, fmt_accuracy, fmt_p, ks_2samp,
+from cellab.report.model import Run, Section, Table, ValueOrder, is_number, samples
+from cellab.report.sr_scores import sr_confusion, sr_probed, sr_truth
+from cellab.report.stats import (NO_ESTIMATE, Confusion, fmt_accuracy, fmt_p, ks_2samp,
                                  numeric_first, sr_label, wilson)
 
 MAX_INLINE_TIMELINES = 40  # more would make the HTML heavy; the rest are linked files
@@ -101,32 +102,6 @@ def cdf_section(runs: list[Run], facets: list[str], colors: dict[str, str], figu
 
 
 # --- SR estimation --------------------------------------------------------------------------------
-def sr_truth(run: Run, fixed: dict[str, Any]) -> Any:
-    return run.metrics.get("sr_true_ms", setting("sr_period_ms", run.factors, fixed))
-
-
-def sr_confusion(runs: list[Run], fixed: dict[str, Any]) -> Confusion | None:
-    """Rows: true SR period (sr_true_ms, else the sr_period_ms setting); columns: the estimate or "none"."""
-    pairs, without_truth = [], 0
-    for r in runs:
-        truth = sr_truth(r, fixed)
-        if truth is None:
-            without_truth += 1
-            continue
-        pairs.append((sr_label(truth), sr_label(r.metrics.get("sr_estimate_ms"))))
-    return confusion_from_pairs(pairs, without_truth)
-
-
-def sr_probed(runs: list[Run], probes_asked: bool) -> list[Run]:
-    """Runs that estimated the SR period: some run named one, or the campaign asked for SR probes (then a run
-    without an estimate is a miss). A probe flow reports an SR regime on every run; a shoot-out whose flows
-    named no period has nothing to score ("Correct: 0 of 14" read as a failure)."""
-    probed = [r for r in runs if "sr_estimate_ms" in r.metrics or "sr_regime" in r.metrics]
-    if not probed or not (probes_asked or any("sr_estimate_ms" in r.metrics for r in probed)):
-        return []
-    return probed
-
-
 def sr_section(runs: list[Run], fixed: dict[str, Any], figures: FigureSet, probes_asked: bool = False,
                order: ValueOrder | None = None, varied: list[str] | None = None) -> Section | None:
     probed = sr_probed(runs, probes_asked)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from cellab.results.ratios import CONFIDENCE, Ratio
 
@@ -28,6 +27,8 @@ def ks_2samp(a: Any, b: Any) -> tuple[float, float]:
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.size == 0 or b.size == 0:
         raise ValueError("KS needs two non-empty samples")
+    from scipy import stats  # a second of import, only where a report tests: not for `cellab run`'s headline
+
     result = stats.ks_2samp(a, b)
     return float(result.statistic), float(result.pvalue)
 
@@ -48,6 +49,8 @@ def wilson(correct: int, total: int) -> Accuracy:
     """Share correct with its Wilson score interval (scipy.stats.binomtest)."""
     if total <= 0:
         return Accuracy(correct, total)
+    from scipy import stats
+
     ci = stats.binomtest(correct, total).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
     return Accuracy(correct, total, float(ci.low), float(ci.high))
 

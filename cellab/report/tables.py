@@ -12,15 +12,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from cellab.report import plots
-from cellab.report.model import Run, Section, Table, ValueOrder, is_number, samples
+from cellab.report.model import BPS_PER_MBIT, Run, Section, Table, ValueOrder, is_number, samples
 from cellab.report.stats import fmt_number, fmt_p, fmt_ratio, sr_label
 from cellab.report.strata import few_runs_note
 from cellab.results.ratios import MIN_RUNS, Ratio, ratio_of_medians
 from cellab.results.store_check import UERow
 
 COMPARED = (  # (metric, what, unit, scale to the unit)
-    ("throughput_bps", "throughput", "Mbit/s", 1 / plots.BPS_PER_MBIT),
+    ("throughput_bps", "throughput", "Mbit/s", 1 / BPS_PER_MBIT),
     ("rtt_p95_ms", "p95 RTT", "ms", 1.0),
 )
 
@@ -204,7 +203,7 @@ def _rtt_text(runs: list[Run], workload: dict[str, Any]) -> str:
 
 # --- runs and UEs -----------------------------------------------------------------------------------
 def _mbit(v: Any) -> str:
-    return f"{v / plots.BPS_PER_MBIT:.2f}"
+    return f"{v / BPS_PER_MBIT:.2f}"
 
 
 def _num(digits: int) -> Callable[[Any], str]:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 4000
@@ -68,6 +67,8 @@ def bootstrap_interval(base: Any, level: Any, statistic: Any, seed: int = BOOTST
     """The percentile bootstrap interval of statistic(base, level), the runs of each side resampled apart."""
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # a degenerate resample (all equal) is an interval of width 0
+        from scipy import stats  # a second of import: only where a ratio is taken, not for every `cellab run`
+
         ci = stats.bootstrap((np.asarray(base, float), np.asarray(level, float)), statistic,
                              n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True, paired=False,
                              confidence_level=CONFIDENCE, method="percentile",
@@ -95,6 +96,8 @@ def ratio_of_medians(base: Any, level: Any, seed: int = BOOTSTRAP_SEED) -> Ratio
         out.low, out.high = bootstrap_interval(base, level, median_ratio, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        from scipy import stats
+
         p = float(stats.mannwhitneyu(level, base, alternative="two-sided").pvalue)
     out.p_value = p if math.isfinite(p) else 1.0  # every value tied: no evidence of a difference
     return out
