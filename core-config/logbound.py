@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cellab.contracts.core import LogFinding
+from cellab.periodic import Periodic
 from cellab.sparse import PAGE_BYTES, disk_bytes, free_read_part
 
 from .daemons import LOG_SCAN_BYTES, classify, clean
@@ -182,8 +183,7 @@ class CoreLogs:
         self._seen: dict[str, set[str]] = {}
         self._last: dict[str, LogFinding | None] = {}  # each file's last line's finding: the next may continue it
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic(self.step, period_s, "core-log-bound", "bounding the core's daemon logs", log)
 
     def watch(self, daemon: str, pid: Callable[[], int | None], reopens: bool) -> None:
         """A daemon's NAME.log (`reopens`: renamed and reopened on SIGHUP) and NAME.out, once per run."""
@@ -222,19 +222,8 @@ class CoreLogs:
                 self._last[key] = finding
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="core-log-bound", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self.step()
-            except Exception:  # noqa: BLE001 (a file gone under it: the next period tries again)
-                log.warning("bounding the core's daemon logs failed", exc_info=True)
+        self._thread.start()
 
     def stop(self) -> None:
         """The thread ended; the files stay readable (`findings`)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._thread.stop()

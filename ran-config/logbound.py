@@ -6,7 +6,7 @@ file_sink.h, file_utils.h) only splits it. Past the size the next line opens a n
 and a reader removes all but the newest two segments as it reads them (`SegmentTail`: every line is read before
 its segment goes): right after a read a log holds at most 2N/3, so it stays within N as long as it is read
 before srsRAN writes another N/3, and its latest N/3 bytes at least are kept. The eNB agent's PHY log tail reads
-srsenb's; the srsran-zmq lab reads each srsue's RRC events every PRUNE_PERIOD_S (`Pruner`, ue_events.RrcEventTail)
+srsenb's; the srsran-zmq lab reads each srsue's RRC events every PRUNE_PERIOD_S (`pruner`, ue_events.RrcEventTail)
 and when asked, so no event is lost to the bound. Files srsRAN writes whole at its own offset (srsenb's JSON
 report, srsue's console and metrics CSV) and the broker's log have their read middle freed on disk instead
 (`free_read_part`, `free_middle`); the eNB agent's own files keep their older half (`append_bounded`). The bound
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from cellab.periodic import Periodic
 from cellab.sparse import free_read_part
 
 log = logging.getLogger("cellab.ran.logbound")
@@ -157,24 +158,10 @@ class SegmentTail:
         return b"".join(out)
 
 
-class Pruner:
-    """A thread that calls `step` (the lab's: each srsue's log read and pruned, its metrics CSV's middle freed)
-    every PRUNE_PERIOD_S while a lab is up: a lab left up idle still writes (a UE out of the cell's reach logs
-    its cell search, 5.7 MB in 11 minutes seen here; srsue's metrics CSV a line a second)."""
-
-    def __init__(self, step, period_s: float = PRUNE_PERIOD_S):
-        self._step, self.period_s = step, period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="srsran-log-pruner", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self._step()
-            except Exception:  # noqa: BLE001 (a file gone under it: the next period tries again)
-                log.warning("bounding the lab's logs failed", exc_info=True)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+def pruner(step: Callable[[], None], period_s: float = PRUNE_PERIOD_S) -> Periodic:
+    """A started thread that calls `step` (the lab's: each srsue's log read and pruned, its metrics CSV's middle
+    freed) every PRUNE_PERIOD_S while a lab is up: a lab left up idle still writes (a UE out of the cell's reach
+    logs its cell search, 5.7 MB in 11 minutes seen here; srsue's metrics CSV a line a second)."""
+    thread = Periodic(step, period_s, "srsran-log-pruner", "bounding the lab's logs", log)
+    thread.start()
+    return thread

@@ -46,6 +46,7 @@ from cellab.envvars import env_seconds, lab_log_max_bytes
 from cellab.errors import CellabError, InputError
 from cellab.labs import instances, netns
 from cellab.labs.base import AgentSpec, EmbeddedLab, Host, Topology
+from cellab.periodic import Periodic
 
 from . import logbound
 from .srsue_proc import REF_SNR_DB, SrsueProcess
@@ -104,7 +105,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
         self._cell_att_db: float | None = None  # the attenuation all UEs share: the eNB's cell_gain
         self._ue_att_db: list[float] = [0.0] * ues  # each UE's: beyond the cell's, the broker's gain on its downlink
         self._attenuation: AttenuationControl | None = None  # the attenuator bridge's peer
-        self._log_pruner: logbound.Pruner | None = None  # each srsue's log and metrics within the lab's bound
+        self._log_pruner: Periodic | None = None  # each srsue's log and metrics within the lab's bound
         self._lab_events: list[dict[str, Any]] = []  # attenuation the broker applied, SGi cuts: with their wall time
         self._enb_restarts = 0
         self._enb_params: ConfigureParams | None = None  # the run's srsenb configuration (an enb_restart's restart)
@@ -165,7 +166,7 @@ class SrsranZmqLab(ZmqLabProvenance, RunRecords, StackAttach, StackFaults, UeRad
             self._remove()
             self.state_dir.mkdir(parents=True, exist_ok=True)
             os.chmod(self.state_dir, 0o700)
-            self._log_pruner = logbound.Pruner(self._bound_ue_logs)
+            self._log_pruner = logbound.pruner(self._bound_ue_logs)
             for name in (self.core_ns, self.srv_ns, *map(self.ue_ns_of, range(self.n_ues))):
                 netns.create(name)
             netns.veth(self.core_ns, "srv0", self.srv_ns, "eth0")
