@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
@@ -83,10 +84,16 @@ def start_cell_attenuator(cell_ctl: str, pty: Path, ues: int) -> subprocess.Pope
 def stop_agents(procs: dict[str, subprocess.Popen], grace_s: float = 30) -> None:
     """SIGTERM every agent still running (each takes its devices to their safe state), then wait; kill what
     did not stop within grace_s."""
-    for proc in procs.values():
+    stop_processes(procs.values(), grace_s)
+
+
+def stop_processes(procs: Iterable[subprocess.Popen], grace_s: float = 30) -> None:
+    """SIGTERM every process still running, then wait; kill what did not stop within grace_s."""
+    procs = list(procs)
+    for proc in procs:
         if proc.poll() is None:
             proc.terminate()
-    for proc in procs.values():
+    for proc in procs:
         try:
             proc.wait(grace_s)
         except subprocess.TimeoutExpired:

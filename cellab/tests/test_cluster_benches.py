@@ -19,7 +19,7 @@ import yaml
 
 from cellab.labs import instances
 from cellab.labs.wired import WiredLab
-from cellab.testkit.helpers import free_port, start_agent, write_lab
+from cellab.testkit.helpers import free_port, start_agent, stop_processes, write_lab
 from cellab.tests.test_cluster import VENV_BIN, _spawn
 
 pytestmark = pytest.mark.shares_cpu  # wired labs, no module: beside other tests (conftest.py)
@@ -68,13 +68,7 @@ def benches(require_root, tmp_path, netns_prefix):
             client.wait_for_workers(2, timeout=120)
         yield address, [path for path, _ in made]
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         for _, lab in made:
             lab.down()
 

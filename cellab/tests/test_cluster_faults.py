@@ -22,6 +22,7 @@ from cellab.cluster.standins import sleeping_run
 from cellab.errors import CellabError
 from cellab.run.runner import Runner
 from cellab.tests.test_cluster import VENV_BIN, _spawn, folder_digest
+from cellab.testkit.helpers import stop_processes
 
 RUNS = 40
 
@@ -45,17 +46,6 @@ def _worker(tmp: Path, address: str, tag: str) -> subprocess.Popen:
 def _stored_ok(root: Path) -> dict[str, str]:
     with sqlite3.connect(root / "results.sqlite", timeout=10) as db:
         return dict(db.execute("SELECT run_id, finished_at FROM runs WHERE status = 'ok'").fetchall())
-
-
-def _stop(*procs: subprocess.Popen) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.timeout(300)
@@ -103,7 +93,7 @@ def test_the_scheduler_dying_mid_campaign_is_named_and_resume_completes_it(tmp_p
         kept = {run_id: folder_digest(root / "runs" / run_id) for run_id in before}
         runner.hold.release()  # what the exiting `cellab run` does
 
-        _stop(*procs)
+        stop_processes(procs, grace_s=20)
         scheduler, address = _scheduler(tmp_path, "b")
         procs = [scheduler, _worker(tmp_path, address, "b")]
         resumed = Runner.resume(root)  # `cellab run --resume DIR` on the new cluster
@@ -116,7 +106,7 @@ def test_the_scheduler_dying_mid_campaign_is_named_and_resume_completes_it(tmp_p
         assert {k: after[k] for k in before} == before  # the runs stored before were not run again
         assert {run_id: folder_digest(root / "runs" / run_id) for run_id in before} == kept
     finally:
-        _stop(*procs)
+        stop_processes(procs, grace_s=20)
 
 
 class _Pool:
