@@ -112,15 +112,19 @@ class Adb:
 
     def present(self, serial: str) -> bool:
         try:
-            return any(e.serial == serial and e.state == "device" for e in self.devices(timeout_s=5))
+            return self._listed(serial, timeout_s=5)
         except CellabError:
             return False
+
+    def _listed(self, serial: str, timeout_s: float) -> bool:
+        """The phone in `adb devices` and usable; PhoneError when adb does not list in time."""
+        return any(e.serial == serial and e.state == "device" for e in self.devices(timeout_s=timeout_s))
 
     def _raise_if_gone(self, serial: str, stderr: str) -> None:
         if _GONE.search(stderr):
             raise PhoneGone(f"phone {serial}: disconnected (adb: {stderr.strip()[-200:]})")
         try:  # a command that failed on a listed phone is the command's own failure, not a lost phone
-            listed = any(e.serial == serial and e.state == "device" for e in self.devices(timeout_s=15))
+            listed = self._listed(serial, timeout_s=15)
         except PhoneError:
             return  # a busy adb server that did not list in time says nothing about the phone (a loaded CI host)
         if not listed:
